@@ -1,0 +1,28 @@
+// Subcommands of the `vitpe` command register themselves: each apps/cmd_*.cpp file defines a
+// function that adds its subcommand to the CLI11 app, and registers it with VITPE_COMMAND.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace vitpe::app {
+
+using CommandSetup = std::function<void(CLI::App& root)>;
+
+// order: position in `vitpe --help` (lower first).
+struct CommandRegistrar {
+  CommandRegistrar(int order, CommandSetup setup);
+};
+
+// Throw this from a subcommand to exit with `code` after printing `message` to stderr.
+struct ExitError {
+  int code;
+  std::string message;
+};
+
+}  // namespace vitpe::app
+
+#define VITPE_COMMAND_CAT2(a, b) a##b
+#define VITPE_COMMAND_CAT(a, b) VITPE_COMMAND_CAT2(a, b)
+#define VITPE_COMMAND(order, fn) \
+  static ::vitpe::app::CommandRegistrar VITPE_COMMAND_CAT(vitpe_cmd_, __LINE__)(order, fn)

@@ -1,0 +1,54 @@
+// `vitpe`: the command-line tool. Each subcommand lives in its own apps/cmd_*.cpp file.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "apps/command.h"
+#include "ops/ops.h"
+
+namespace vitpe::app {
+
+namespace {
+std::vector<std::pair<int, CommandSetup>>& registry() {
+  static std::vector<std::pair<int, CommandSetup>> r;
+  return r;
+}
+}  // namespace
+
+CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) {
+  registry().emplace_back(order, std::move(setup));
+}
+
+}  // namespace vitpe::app
+
+int main(int argc, char** argv) {
+  using namespace vitpe::app;
+  CLI::App app{"vitpe " VITPE_VERSION
+               ": Vision Transformers with interchangeable 2D positional encodings"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "vitpe " VITPE_VERSION);
+  int threads = 0;
+  app.add_option("--threads", threads,
+                 "Threads for compute (default: OMP_NUM_THREADS, else all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.parse_complete_callback([&] { vitpe::set_num_threads(threads); });
+
+  auto& cmds = registry();
+  std::stable_sort(cmds.begin(), cmds.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [order, setup] : cmds) setup(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ExitError& e) {
+    if (!e.message.empty()) std::fprintf(stderr, "vitpe: %s\n", e.message.c_str());
+    return e.code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vitpe: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

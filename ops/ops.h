@@ -1,0 +1,102 @@
+// The CPU compute of vitpe: every op is a forward/backward pair, llm.c style.
+//
+// Conventions (all ops):
+// - Outputs are preallocated by the caller with the exact shape (a ShapeError otherwise), so a
+//   steady-state forward pass allocates nothing. Inputs are CPU f32 unless stated.
+// - Leading dimensions are flattened where an op works on rows: x [..., K] is M = numel/K rows.
+// - Every backward ADDS into every gradient it writes (dx, dw, db, ...): callers zero the
+//   gradients before a backward pass. An undefined gradient tensor means "not needed".
+// - oneDNN primitives are created once per shape and cached (ops/cpu/dnnl_cache.h).
+// The naive references of all ops are in ops/reference.h.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/tensor.h"
+
+namespace vitpe {
+
+// ---- threads ------------------------------------------------------------------------------
+// One OpenMP thread pool serves our loops and oneDNN. 0 = keep OMP_NUM_THREADS / the default.
+void set_num_threads(int n);
+int num_threads();
+
+// ---- linear ---------------------------------------------------------------------------------
+enum class Act : uint8_t { none, gelu };
+
+// x: [..., K], w: [N, K] (f32, or bf16 for bf16 compute), b: [N] or undefined,
+// residual: same shape as y or undefined -> y: [..., N] = act(x w^T + b) + residual.
+// (act is applied before the residual is added.)
+void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                    Act act = Act::none, const Tensor& residual = {});
+// dy: [..., N] -> dx: [..., K], dw: [N, K], db: [N] (each may be undefined). No activation:
+// callers with a GELU run gelu_backward first on the saved pre-activation.
+void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
+                     const Tensor& w);
+
+// ---- patch embedding (convolution, kernel = stride = patch) -----------------------------------
+// x: [B, C, H, W] (H, W multiples of p), w: [D, C, p, p], b: [D] -> y: [B, (H/p)*(W/p), D]
+// with tokens in row-major grid order.
+void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b);
+void patch_embed_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
+                          const Tensor& w);
+
+// ---- layernorm --------------------------------------------------------------------------------
+// x: [..., D], gamma/beta: [D] -> y: [..., D]; mean/rstd: [M] saved for backward (may be
+// undefined for inference).
+void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                       const Tensor& gamma, const Tensor& beta, float eps);
+void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                        const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd);
+
+// ---- elementwise ------------------------------------------------------------------------------
+// GELU with erf (exact, as timm and torchvision). y may alias x.
+void gelu_forward(Tensor& y, const Tensor& x);
+void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
+// y = a + b (same shapes; y may alias a or b).
+void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
+void add_backward(Tensor& da, Tensor& db, const Tensor& dy);
+
+// ---- softmax over the last dimension --------------------------------------------------------
+void softmax_forward(Tensor& y, const Tensor& x);
+void softmax_backward(Tensor& dx, const Tensor& dy, const Tensor& y);
+
+// ---- mean over tokens -----------------------------------------------------------------------
+// x: [B, N, D] -> y: [B, D] = mean of x[:, start:, :] (start skips prefix tokens).
+void mean_tokens_forward(Tensor& y, const Tensor& x, int64_t start = 0);
+void mean_tokens_backward(Tensor& dx, const Tensor& dy, int64_t start = 0);
+
+// ---- cross entropy with label smoothing --------------------------------------------------------
+// logits: [B, C], targets: B class indices -> mean loss over the batch. probs: [B, C] receives
+// softmax(logits) for the backward. Target distribution: (1 - s) one-hot + s / C.
+float cross_entropy_forward(Tensor& probs, const Tensor& logits, const int32_t* targets,
+                            float smoothing);
+// dlogits += (probs - target distribution) / B * loss_scale
+void cross_entropy_backward(Tensor& dlogits, const Tensor& probs, const int32_t* targets,
+                            float smoothing, float loss_scale = 1.0f);
+
+// ---- attention --------------------------------------------------------------------------------
+// q, k, v: [B, H, N, hd]; bias: [H, N, N] added to every batch entry (or undefined);
+// mask: [W, N, N] where B = images * W and batch entry b uses mask[b % W] (or undefined).
+// out: [B, H, N, hd] = softmax(q k^T * scale + bias + mask) v.
+// probs: [B, H, N, N] receives the softmax, which the backward needs; pass an undefined tensor
+// at inference and the op uses its own cached workspace instead.
+void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor& k,
+                       const Tensor& v, float scale, const Tensor& bias = {},
+                       const Tensor& mask = {});
+// dout: [B, H, N, hd] -> dq, dk, dv: [B, H, N, hd]; dbias: [H, N, N] = sum over the batch of
+// the logits' gradient (or undefined). The mask has no gradient.
+void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        float scale);
+
+// ---- head layout --------------------------------------------------------------------------
+// qkv: [B, N, 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].
+void split_heads_forward(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t heads);
+void split_heads_backward(Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+// o: [B, H, N, hd] -> y: [B, N, H*hd].
+void merge_heads_forward(Tensor& y, const Tensor& o);
+void merge_heads_backward(Tensor& d_o, const Tensor& dy);
+
+}  // namespace vitpe

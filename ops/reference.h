@@ -1,0 +1,37 @@
+// Naive references of every op in ops/ops.h: plain loops, double accumulation, fresh outputs.
+// They are the readable definition of each op and what the tests compare the fast paths
+// against. Shapes and semantics are those of ops/ops.h; backward references return fresh
+// gradients (they do not accumulate).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/ops.h"
+
+namespace vitpe::ref {
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, Act act = Act::none,
+              const Tensor& residual = {});
+// Returns {dx, dw, db}.
+struct LinearGrads {
+  Tensor dx, dw, db;
+};
+LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w);
+
+Tensor patch_embed(const Tensor& x, const Tensor& w, const Tensor& b, int64_t patch);
+
+struct LayerNormOut {
+  Tensor y, mean, rstd;
+};
+LayerNormOut layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+
+Tensor gelu(const Tensor& x);
+Tensor softmax(const Tensor& x);
+Tensor mean_tokens(const Tensor& x, int64_t start);
+double cross_entropy(const Tensor& logits, const int32_t* targets, float smoothing);
+
+// softmax(q k^T * scale + bias + mask) v, see attention_forward.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                 const Tensor& bias = {}, const Tensor& mask = {});
+
+}  // namespace vitpe::ref
