@@ -1,0 +1,137 @@
+// The two interfaces every positional encoding implements, and the factory that turns a spec
+// string ("sincos2d", "learned1d+relbias", "rope-mixed:theta=10") into them.
+//
+// - TokenEncoding: the input site, one per model. Adds a position signal to the token
+//   sequence [B, prefix + rows*cols, D] (prefix tokens such as the class token come first).
+// - AttentionEncoding: the attention site, one per block. Adds a bias [H, N, N] to the
+//   attention logits and/or rotates q and k, for sequences of prefix + Mh*Mw tokens where
+//   Mh x Mw is the attention window (the whole grid in ViT, a window in Swin).
+//
+// Models ask the factory for the parts and never switch on the kind. Grids are rows x cols,
+// tokens row-major. In Swin's shifted windows the window-local grid is used: every pair of
+// tokens that the shift mask lets attend to each other is contiguous in the image, so its
+// relative offset equals the local one, and bias and rotation (which depend only on relative
+// offsets between attending tokens) come out as with true image coordinates.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/random.h"
+#include "ops/tensor.h"
+
+namespace vitpe {
+
+struct Grid {
+  int64_t rows = 0, cols = 0;
+  int64_t count() const { return rows * cols; }
+  bool operator==(const Grid& o) const { return rows == o.rows && cols == o.cols; }
+  bool operator!=(const Grid& o) const { return !(*this == o); }
+  std::string str() const { return std::to_string(rows) + "x" + std::to_string(cols); }
+};
+
+// A learned tensor: its value, its gradient (same shape, accumulated by backward), the name
+// it has in a checkpoint (relative to its owner, e.g. "pos_embed" or
+// "attn.relative_position_bias_table"), and whether AdamW should skip weight decay for it.
+struct Param {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+  bool no_decay = false;
+};
+
+class TokenEncoding {
+ public:
+  virtual ~TokenEncoding() = default;
+  virtual std::string kind() const = 0;
+
+  // tokens: [B, prefix + grid.count(), D], modified in place (tokens += PE). `grid` may differ
+  // from the grid the encoding was built for: the encoding is then resampled to it (computed
+  // once per grid and cached; learned values are not changed).
+  virtual void forward(Tensor& tokens, Grid grid) = 0;
+  // dtokens: [B, prefix + grid.count(), D]; accumulates into the parameters' gradients.
+  // (The gradient with respect to the tokens passes through unchanged.)
+  virtual void backward(const Tensor& dtokens, Grid grid) = 0;
+
+  // Replace the learned tables by their resampled versions for a new grid (fine-tuning at a
+  // new resolution, converting checkpoints). Fixed kinds only change their grid.
+  virtual void resample(Grid new_grid) = 0;
+  virtual Grid grid() const = 0;
+
+  // The encoding as a table [prefix + grid.count(), D] (for pictures and tests).
+  virtual Tensor table(Grid grid) = 0;
+
+  virtual std::vector<Param*> params() = 0;
+};
+
+// Where the attention of one block happens: prefix tokens (no 2D position) followed by the
+// window's tokens in row-major order.
+struct AttnGeometry {
+  Grid window;
+  int64_t prefix = 0;
+  int64_t tokens() const { return prefix + window.count(); }
+};
+
+class AttentionEncoding {
+ public:
+  virtual ~AttentionEncoding() = default;
+  virtual std::string kind() const = 0;
+
+  virtual bool has_bias() const = 0;
+  virtual bool has_rotation() const = 0;
+
+  // bias: [H, N, N] with N = geom.tokens(); overwritten (not accumulated).
+  virtual void bias(Tensor& bias, const AttnGeometry& geom) = 0;
+  // dbias: [H, N, N]; accumulates into the parameters' gradients.
+  virtual void bias_backward(const Tensor& dbias, const AttnGeometry& geom) = 0;
+
+  // q, k: [B, H, N, hd] -> q_out, k_out (same shapes; may not alias the inputs). Prefix tokens
+  // pass through unrotated.
+  virtual void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
+                      const AttnGeometry& geom) = 0;
+  // dq_out, dk_out -> dq, dk (accumulated); accumulates the gradients of learned frequencies,
+  // which need the unrotated q, k.
+  virtual void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out,
+                               const Tensor& dk_out, const Tensor& q, const Tensor& k,
+                               const AttnGeometry& geom) = 0;
+
+  // Replace learned tables by their resampled versions for a new window (relbias).
+  virtual void resample(Grid new_window) = 0;
+
+  virtual std::vector<Param*> params() = 0;
+};
+
+// A parsed spec: one or two parts ("learned1d+relbias"), each with its options.
+struct EncodingSpec {
+  struct Part {
+    std::string kind;
+    std::vector<std::pair<std::string, std::string>> options;  // as written, validated
+  };
+  std::vector<Part> parts;
+  std::string str() const;  // canonical form, e.g. "learned1d+relbias"
+};
+
+// Throws std::invalid_argument naming the unknown kind and listing the known ones, or the bad
+// option and the accepted ones.
+EncodingSpec parse_encoding(const std::string& spec);
+
+// Builds the parts of a spec. Either function returns nullptr when the spec has no part of that
+// site (e.g. make_attention_encoding for "sincos2d"). Learned values are initialised from rng.
+// Throws std::invalid_argument when the dimensions do not suit the kind (sincos2d: dim % 4,
+// rope: head_dim % 4, ...), naming the kind and the numbers.
+std::unique_ptr<TokenEncoding> make_token_encoding(const EncodingSpec& spec, int64_t dim,
+                                                   Grid grid, int64_t prefix, Rng& rng);
+std::unique_ptr<AttentionEncoding> make_attention_encoding(const EncodingSpec& spec,
+                                                           int64_t heads, int64_t head_dim,
+                                                           Grid window, int64_t prefix,
+                                                           Rng& rng);
+
+// One line per kind for `vitpe encodings list`: name, site, options with defaults, summary.
+struct EncodingKindInfo {
+  std::string name, site, options, summary;
+};
+std::vector<EncodingKindInfo> encoding_kinds();
+
+}  // namespace vitpe
