@@ -1,0 +1,87 @@
+// The model interface shared by ViT and Swin, their configuration, and the preset registry.
+//
+// A Model owns its parameters (Param: value, gradient, checkpoint name, weight-decay flag) and
+// the activations of the last forward pass. forward(images, training=true) keeps what
+// backward needs; backward(dlogits) accumulates into every parameter's gradient (zero_grad
+// first). Buffers are reused between calls of the same batch shape, so a steady-state forward
+// allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "encodings/encoding.h"
+#include "ops/tensor.h"
+
+namespace vitpe {
+
+enum class ModelKind : uint8_t { vit, swin };
+enum class Pool : uint8_t { cls, avg };
+
+struct ModelConfig {
+  ModelKind kind = ModelKind::vit;
+  std::string name;      // preset name it came from, or "custom"
+  int64_t img_rows = 224, img_cols = 224;
+  int64_t channels = 3;
+  int64_t patch = 16;
+  int64_t classes = 1000;
+  std::string encoding = "learned1d";
+  // ViT
+  int64_t dim = 384;
+  int64_t depth = 12;
+  int64_t heads = 6;
+  int64_t mlp_dim = 1536;
+  Pool pool = Pool::cls;
+  float eps = 1e-6f;
+  // Swin (dim = embed dim of stage 0; stage i has dim * 2^i channels)
+  std::vector<int64_t> depths;       // blocks per stage
+  std::vector<int64_t> stage_heads;  // heads per stage
+  int64_t window = 7;
+  float mlp_ratio = 4.0f;
+  // Preprocessing for classification (timm's eval transform).
+  float crop_pct = 0.875f;
+  std::vector<float> mean = {0.485f, 0.456f, 0.406f};
+  std::vector<float> std = {0.229f, 0.224f, 0.225f};
+  // Class names (optional; empty = print indices).
+  std::vector<std::string> labels;
+
+  Grid patch_grid() const { return {img_rows / patch, img_cols / patch}; }
+  // Serialised as JSON (checkpoint __metadata__ "vitpe.config") and back.
+  std::string to_json() const;
+  static ModelConfig from_json(const std::string& json);
+  // Throws std::invalid_argument describing the first inconsistency (dim % heads, ...).
+  void validate() const;
+};
+
+// Presets by name (timm's sizes and our small ones); throws listing the known names.
+ModelConfig preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+
+  // images: [B, C, H, W] (H, W multiples of the patch; other sizes than the configured one use
+  // resampled encodings) -> logits [B, classes]. The returned tensor is owned by the model and
+  // valid until the next forward.
+  virtual const Tensor& forward(const Tensor& images, bool training = false) = 0;
+  // dlogits: [B, classes] for the last forward(training=true); accumulates parameter gradients.
+  virtual void backward(const Tensor& dlogits) = 0;
+
+  // Every parameter with its full checkpoint name (timm names), in a stable order.
+  virtual std::vector<Param*> params() = 0;
+
+  // Approximate multiply-adds x 2 of one image's forward pass at the configured size.
+  virtual double flops_per_image() const = 0;
+
+  void zero_grad();
+  int64_t num_params();
+};
+
+// Builds a model with freshly initialised parameters (deterministic from seed).
+std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed = 0);
+
+}  // namespace vitpe
