@@ -1,0 +1,161 @@
+// oneDNN plumbing shared by the CPU ops: one engine and stream for the process, a cache of
+// ready-to-run primitives, a batched matmul helper, and per-thread scratch buffers.
+//
+// Steady state allocates nothing: a cache entry keeps the primitive together with its
+// dnnl::memory objects, its argument array and a user-managed scratchpad, so a repeated call
+// with the same shapes only swaps data pointers. Keys are fixed-size PODs hashed without
+// allocating. oneDNN here is 2.6 (pre-3.0 API).
+//
+// Typical use from an op file (see matmul() below for the ready-made batched matmul):
+//
+//   cpu::PrimitiveKey key(cpu::OpKind::my_op);
+//   key.add(m).add(n).add(flags);
+//   cpu::CachedPrimitive& p = cpu::cached_primitive(key, [&](cpu::CachedPrimitive& e) {
+//     auto pd = ...;                       // build the primitive descriptor (user scratchpad)
+//     e.init(dnnl::my_op(pd), pd.scratchpad_desc());
+//     e.bind(DNNL_ARG_SRC, pd.src_desc()); // slot 0
+//     e.bind(DNNL_ARG_DST, pd.dst_desc()); // slot 1
+//   });
+//   p.run({src_ptr, dst_ptr});              // pointers in bind order
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <utility>
+
+namespace vitpe::cpu {
+
+// ---- engine and stream ------------------------------------------------------------------------
+// The process-wide CPU engine and its (in-order, synchronous) stream.
+dnnl::engine& dnnl_engine();
+dnnl::stream& dnnl_stream();
+
+// ---- batched matmul ---------------------------------------------------------------------------
+// For b in [0, batch):   C[b] = alpha * op(A[b]) @ op(B[b])  (+ C[b] when accumulate)
+// with op(A[b]): [M, K], op(B[b]): [K, N], C[b]: [M, N], all f32, row-major with strides:
+// - trans_a = false: A[b] is stored [M, K] with row stride lda (>= K);
+//   trans_a = true:  A[b] is stored [K, M] with row stride lda (>= M) and used transposed.
+// - trans_b = false: B[b] is stored [K, N] with row stride ldb (>= N);
+//   trans_b = true:  B[b] is stored [N, K] with row stride ldb (>= K) and used transposed
+//   (q k^T for q, k: [.., N, hd] is trans_b = true).
+// - C[b] is stored [M, N] with row stride ldc (>= N).
+// - ld* = 0 means tight (the stored row length).
+// - stride_* is the distance in elements between consecutive batch entries; -1 means tight
+//   (rows * ld). stride_a or stride_b = 0 broadcasts one matrix to every batch entry.
+// Example, attention logits for q, k: [BH, N, hd] -> s: [BH, N, N]:
+//   matmul({.batch = BH, .m = N, .n = N, .k = hd, .trans_b = true, .alpha = scale}, q, k, s);
+// To add a bias to the logits, write the bias into C first and set accumulate = true.
+// The primitive for a spec is built on first use and cached; later calls allocate nothing.
+// Thread-safe; each call runs on the whole thread pool, so call it from outside parallel
+// regions (inside an OpenMP parallel region oneDNN runs it on the calling thread only).
+struct MatmulSpec {
+  int64_t batch = 1;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false;
+  bool trans_b = false;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t stride_a = -1, stride_b = -1, stride_c = -1;
+  float alpha = 1.0f;
+  bool accumulate = false;
+};
+void matmul(const MatmulSpec& spec, const float* a, const float* b, float* c);
+
+// ---- per-thread scratch buffers ---------------------------------------------------------------
+// A 64-byte aligned buffer of at least `bytes`, owned by the calling thread and identified by
+// `slot`; it only grows, so steady-state calls allocate nothing. The pointer stays valid until
+// the next scratch() call with the same slot on the same thread. Contents are unspecified.
+enum class ScratchSlot : int {
+  patch_embed_cols = 0,   // ops/cpu/patch_embed.cpp: im2col of the input
+  patch_embed_dcols = 1,  // ops/cpu/patch_embed.cpp: gradient of the im2col matrix
+  attention_0 = 2,        // ops/cpu/attention.cpp: free for its use
+  attention_1 = 3,
+  attention_2 = 4,
+  attention_3 = 5,
+  linear_0 = 6,  // ops/cpu/linear.cpp (bf16 conversions)
+  linear_1 = 7,
+  count = 8
+};
+void* scratch(ScratchSlot slot, size_t bytes);
+inline float* scratch_f32(ScratchSlot slot, size_t count) {
+  return static_cast<float*>(scratch(slot, count * sizeof(float)));
+}
+
+// ---- primitive cache --------------------------------------------------------------------------
+enum class OpKind : uint32_t {
+  matmul = 1,
+  linear_forward = 2,
+  linear_backward_data = 3,
+  linear_backward_weights = 4,
+  bias_backward = 5,
+  attention = 16,  // 16..31 reserved for ops/cpu/attention.cpp
+  other = 64,      // 64.. free for other op files: use distinct values per op
+};
+
+// Fixed-size key: an op kind plus up to kMaxValues integers (shapes, strides, dtypes, flags,
+// post-op parameters: add float parameters bit-cast with add_float).
+struct PrimitiveKey {
+  static constexpr int kMaxValues = 30;
+  uint32_t kind = 0;
+  int32_t count = 0;
+  int64_t values[kMaxValues] = {};
+
+  explicit PrimitiveKey(OpKind k) : kind(static_cast<uint32_t>(k)) {}
+  PrimitiveKey(OpKind k, uint32_t sub) : kind(static_cast<uint32_t>(k) + sub) {}
+  PrimitiveKey& add(int64_t v);  // throws std::logic_error when full
+  PrimitiveKey& add_float(float v);
+  bool operator==(const PrimitiveKey& o) const;
+  size_t hash() const;
+};
+
+// A primitive ready to run: its argument memories are created once (bind) and only their
+// data handles change per call (run). The entry owns a user-managed scratchpad.
+class CachedPrimitive {
+ public:
+  static constexpr int kMaxArgs = 12;
+
+  // Setup, called once from the creation callback (init, then bind each argument).
+  void init(dnnl::primitive prim, const dnnl::memory::desc& scratchpad_desc);
+  // Adds an argument; run() takes one pointer per bound argument, in bind order.
+  void bind(int arg, const dnnl::memory::desc& md);
+  int num_args() const { return nargs_; }
+
+  // Sets the data pointers (in bind order; nullptr for an argument is not allowed) and
+  // executes on the global stream. Thread-safe: concurrent runs of one entry serialise.
+  void run(std::initializer_list<const void*> ptrs);
+
+ private:
+  std::mutex mu_;
+  dnnl::primitive prim_;
+  dnnl::memory scratchpad_;
+  dnnl::memory mems_[kMaxArgs];
+  dnnl_exec_arg_t args_[kMaxArgs + 1] = {};
+  int nargs_ = 0;
+};
+
+// Looks up `key`; returns nullptr when absent. Does not allocate.
+CachedPrimitive* find_primitive(const PrimitiveKey& key);
+// Inserts a freshly built entry (or returns the one another thread inserted first).
+CachedPrimitive& insert_primitive(const PrimitiveKey& key, std::unique_ptr<CachedPrimitive> p);
+// Number of entries built so far (tests check that repeated calls reuse entries).
+int64_t primitive_cache_size();
+
+// Returns the cached entry for `key`, building it with create(CachedPrimitive&) the first time.
+template <class Create>
+CachedPrimitive& cached_primitive(const PrimitiveKey& key, Create&& create) {
+  if (CachedPrimitive* p = find_primitive(key)) return *p;
+  auto fresh = std::make_unique<CachedPrimitive>();
+  std::forward<Create>(create)(*fresh);
+  return insert_primitive(key, std::move(fresh));
+}
+
+// ---- CPU capabilities -------------------------------------------------------------------------
+// True when oneDNN can run bf16 matmuls natively here (avx512_core_bf16 or AMX).
+bool cpu_has_bf16();
+// Name of the ISA oneDNN dispatches to ("avx2", "avx512_core", ...).
+const char* cpu_isa_name();
+
+}  // namespace vitpe::cpu
