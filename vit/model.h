@@ -34,6 +34,7 @@ struct ModelConfig {
   int64_t heads = 6;
   int64_t mlp_dim = 1536;
   Pool pool = Pool::cls;
+  bool class_token = true;  // ViT: a learned class token first (timm default)
   float eps = 1e-6f;
   // Swin (dim = embed dim of stage 0; stage i has dim * 2^i channels)
   std::vector<int64_t> depths;       // blocks per stage
