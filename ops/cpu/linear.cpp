@@ -1,0 +1,271 @@
+// Linear layers on oneDNN: y = act(x w^T + b) + residual with the activation and the residual
+// add fused as post-ops of one matmul, and the backward (dx, dw by matmuls that accumulate
+// through a sum post-op, db by a column reduction).
+//
+// Every primitive lives in the cache of ops/cpu/dnnl_cache.h, keyed by its shapes, dtypes and
+// post-ops, so a repeated call allocates nothing of ours. With bf16 weights the product runs in
+// bf16 (x converted into a scratch buffer), with f32 accumulation and output.
+#include <omp.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/linear_impl.h"
+#include "ops/ops.h"
+
+namespace vitpe {
+namespace cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+dt dnnl_type(DType t) { return t == DType::bf16 ? dt::bf16 : dt::f32; }
+
+// How the residual is added: a binary post-op reading it, or (when it is y itself) a sum
+// post-op that adds what y held before the product.
+enum class Residual : int64_t { none = 0, binary = 1, in_place = 2 };
+
+// f32 -> bf16 (round to nearest even) of n values, on the thread pool.
+void to_bf16(uint16_t* dst, const float* src, int64_t n) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
+}
+
+const uint16_t* bf16_copy(ScratchSlot slot, const float* src, int64_t n) {
+  auto* p = static_cast<uint16_t*>(scratch(slot, static_cast<size_t>(n) * sizeof(uint16_t)));
+  to_bf16(p, src, n);
+  return p;
+}
+
+// db[j] (+)= sum_i dy[i, j] for dy: [M, N]. Columns are split in blocks across threads; each
+// block sums in double so long batches do not lose bits.
+void column_sums(float* db, const float* dy, int64_t m, int64_t n, bool accumulate) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
+    double acc[kBlock] = {};
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = dy + i * n;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+    }
+    for (int64_t j = j0; j < j1; ++j) {
+      float s = static_cast<float>(acc[j - j0]);
+      db[j] = accumulate ? db[j] + s : s;
+    }
+  }
+}
+
+}  // namespace
+
+void require_bf16(const char* op) {
+  if (!cpu_has_bf16()) {
+    throw std::runtime_error(
+        std::string(op) +
+        ": bf16 weights need a CPU with avx512_bf16 or AMX for oneDNN's bf16 matmul, but "
+        "oneDNN reports '" +
+        cpu_isa_name() + "' here; convert the weights to f32 (Tensor::to(DType::f32))");
+  }
+}
+
+void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
+                         int64_t m, int64_t k, int64_t n, Act act, const float* residual) {
+  if (m == 0) return;
+  const bool bf16 = w_dtype == DType::bf16;
+  if (bf16) require_bf16("linear_forward");
+  const Residual res = !residual       ? Residual::none
+                       : residual == y ? Residual::in_place
+                                       : Residual::binary;
+
+  PrimitiveKey key(OpKind::linear_forward);
+  key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(b != nullptr);
+  key.add(static_cast<int64_t>(act)).add(static_cast<int64_t>(res));
+
+  CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
+    const dt in_t = dnnl_type(w_dtype);
+    // x: [M, K] row-major; w: [N, K] read as its transpose [K, N] through strides.
+    dnnl::memory::desc x_md({m, k}, in_t, dims{k, 1});
+    dnnl::memory::desc w_md({k, n}, in_t, dims{1, k});
+    dnnl::memory::desc b_md({1, n}, dt::f32, dims{n, 1});
+    dnnl::memory::desc y_md({m, n}, dt::f32, dims{n, 1});
+    dnnl::post_ops po;
+    if (act == Act::gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    if (res == Residual::binary) po.append_binary(dnnl::algorithm::binary_add, y_md);
+    if (res == Residual::in_place) po.append_sum(1.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto d = b ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
+    dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
+    e.init(dnnl::matmul(pd), pd.scratchpad_desc());
+    e.bind(DNNL_ARG_SRC, x_md);
+    e.bind(DNNL_ARG_WEIGHTS, w_md);
+    if (b) e.bind(DNNL_ARG_BIAS, b_md);
+    e.bind(DNNL_ARG_DST, y_md);
+    if (res == Residual::binary) {
+      const int index = act == Act::gelu ? 1 : 0;  // position of the binary post-op
+      e.bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, y_md);
+    }
+  });
+
+  const void* xin = bf16 ? static_cast<const void*>(bf16_copy(ScratchSlot::linear_0, x, m * k))
+                         : static_cast<const void*>(x);
+  if (b && res == Residual::binary) {
+    p.run({xin, w, b, y, residual});
+  } else if (b) {
+    p.run({xin, w, b, y});
+  } else if (res == Residual::binary) {
+    p.run({xin, w, y, residual});
+  } else {
+    p.run({xin, w, y});
+  }
+}
+
+void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                          const void* w, DType w_dtype, int64_t m, int64_t k, int64_t n,
+                          bool accumulate) {
+  const bool bf16 = w_dtype == DType::bf16;
+  if (m == 0) {
+    // No rows: the weight gradients are sums over nothing.
+    if (!accumulate && dw) std::fill(dw, dw + n * k, 0.0f);
+    if (!accumulate && db) std::fill(db, db + n, 0.0f);
+    return;
+  }
+  if (dx) {
+    // dx: [M, K] (+)= dy [M, N] @ w [N, K]
+    if (bf16) require_bf16("linear_backward");
+    PrimitiveKey key(OpKind::linear_backward_data);
+    key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(accumulate);
+    CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
+      const dt in_t = dnnl_type(w_dtype);
+      dnnl::memory::desc dy_md({m, n}, in_t, dims{n, 1});
+      dnnl::memory::desc w_md({n, k}, in_t, dims{k, 1});
+      dnnl::memory::desc dx_md({m, k}, dt::f32, dims{k, 1});
+      dnnl::primitive_attr attr;
+      if (accumulate) {
+        dnnl::post_ops po;
+        po.append_sum(1.0f);
+        attr.set_post_ops(po);
+      }
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dy_md, w_md, dx_md), attr, dnnl_engine());
+      e.init(dnnl::matmul(pd), pd.scratchpad_desc());
+      e.bind(DNNL_ARG_SRC, dy_md);
+      e.bind(DNNL_ARG_WEIGHTS, w_md);
+      e.bind(DNNL_ARG_DST, dx_md);
+    });
+    const void* dyin = bf16 ? static_cast<const void*>(bf16_copy(ScratchSlot::linear_1, dy, m * n))
+                            : static_cast<const void*>(dy);
+    p.run({dyin, w, dx});
+  }
+  if (dw) {
+    // dw: [N, K] (+)= dy^T [N, M] @ x [M, K]; dy^T is dy read through strides.
+    PrimitiveKey key(OpKind::linear_backward_weights);
+    key.add(m).add(k).add(n).add(accumulate);
+    CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
+      dnnl::memory::desc dyt_md({n, m}, dt::f32, dims{1, n});
+      dnnl::memory::desc x_md({m, k}, dt::f32, dims{k, 1});
+      dnnl::memory::desc dw_md({n, k}, dt::f32, dims{k, 1});
+      dnnl::primitive_attr attr;
+      if (accumulate) {
+        dnnl::post_ops po;
+        po.append_sum(1.0f);
+        attr.set_post_ops(po);
+      }
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, dnnl_engine());
+      e.init(dnnl::matmul(pd), pd.scratchpad_desc());
+      e.bind(DNNL_ARG_SRC, dyt_md);
+      e.bind(DNNL_ARG_WEIGHTS, x_md);
+      e.bind(DNNL_ARG_DST, dw_md);
+    });
+    p.run({dy, x, dw});
+  }
+  if (db) column_sums(db, dy, m, n, accumulate);
+}
+
+}  // namespace cpu
+
+namespace {
+
+// Checks shared by forward and backward; returns M (rows) for x: [..., K], w: [N, K].
+int64_t check_linear(const char* op, const Tensor& x, const Tensor& w) {
+  check_cpu_f32(op, "x", x);
+  if (!w.defined()) throw ShapeError(std::string(op) + ": w is undefined");
+  if (w.device() != Device::cpu) {
+    throw std::invalid_argument(std::string(op) + ": expected w on the cpu, found " +
+                                device_name(w.device()));
+  }
+  if (w.ndim() != 2) {
+    throw ShapeError(std::string(op) + ": expected w of shape [N, K], found " + w.shape().str());
+  }
+  if (x.ndim() < 1 || x.size(-1) != w.size(1)) {
+    throw ShapeError(std::string(op) + ": x " + x.shape().str() + " has last dimension " +
+                     (x.ndim() ? std::to_string(x.size(-1)) : std::string("(none)")) + " but w " +
+                     w.shape().str() + " expects K = " + std::to_string(w.size(1)));
+  }
+  if (w.size(0) == 0 || w.size(1) == 0) {
+    throw ShapeError(std::string(op) + ": w " + w.shape().str() + " has an empty dimension");
+  }
+  return x.numel() / w.size(1);
+}
+
+// x's shape with the last dimension replaced by n.
+Shape with_last(const Shape& s, int64_t n) {
+  Shape r = s;
+  r[r.size() - 1] = n;
+  return r;
+}
+
+}  // namespace
+
+void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, Act act,
+                    const Tensor& residual) {
+  const char* op = "linear_forward";
+  const int64_t m = check_linear(op, x, w);
+  const int64_t k = w.size(1), n = w.size(0);
+  const Shape ys = with_last(x.shape(), n);
+  check_shape(op, "y", y, ys);
+  check_cpu_f32(op, "y", y);
+  if (b.defined()) {
+    check_shape(op, "b", b, Shape{n});
+    check_cpu_f32(op, "b", b);
+  }
+  if (residual.defined()) {
+    check_shape(op, "residual", residual, ys);
+    check_cpu_f32(op, "residual", residual);
+  }
+  cpu::linear_rows_forward(y.f32(), x.f32(), w.raw(), w.dtype(), b.defined() ? b.f32() : nullptr, m,
+                           k, n, act, residual.defined() ? residual.f32() : nullptr);
+}
+
+void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
+                     const Tensor& w) {
+  const char* op = "linear_backward";
+  const int64_t m = check_linear(op, x, w);
+  const int64_t k = w.size(1), n = w.size(0);
+  check_shape(op, "dy", dy, with_last(x.shape(), n));
+  check_cpu_f32(op, "dy", dy);
+  if (dx.defined()) {
+    check_shape(op, "dx", dx, x.shape());
+    check_cpu_f32(op, "dx", dx);
+  }
+  if (dw.defined()) {
+    check_shape(op, "dw", dw, w.shape());
+    check_cpu_f32(op, "dw", dw);
+  }
+  if (db.defined()) {
+    check_shape(op, "db", db, Shape{n});
+    check_cpu_f32(op, "db", db);
+  }
+  cpu::linear_rows_backward(dx.defined() ? dx.f32() : nullptr, dw.defined() ? dw.f32() : nullptr,
+                            db.defined() ? db.f32() : nullptr, dy.f32(), x.f32(), w.raw(),
+                            w.dtype(), m, k, n);
+}
+
+}  // namespace vitpe
