@@ -83,7 +83,14 @@ AttentionLayer::AttentionLayer(const std::string& name, int64_t dim, int64_t hea
       heads_(heads),
       qkv_(name + ".qkv", dim, 3 * dim, true, rng),
       proj_(name + ".proj", dim, dim, true, rng),
-      encoding_(std::move(encoding)) {}
+      encoding_(std::move(encoding)) {
+  // Encoding parameters are named relative to their block ("attn.relative_position_bias_table"):
+  // give them the block's prefix ("blocks.3." or "layers.1.blocks.0.").
+  if (encoding_) {
+    const std::string block = name.substr(0, name.rfind('.') + 1);
+    for (Param* p : encoding_->params()) p->name = block + p->name;
+  }
+}
 
 void AttentionLayer::collect(std::vector<Param*>& out) {
   qkv_.collect(out);
