@@ -1,0 +1,105 @@
+// Datasets for training and evaluation: Fashion-MNIST (IDX .gz files), ImageFolder (one
+// subfolder per class, decoded with OpenCV) and a procedural "spatial relation" dataset whose
+// label depends only on where two shapes are, so that positional encodings matter.
+//
+// Every dataset renders its images at a requested size (rows x cols), which is how the
+// trainer evaluates a model at other resolutions:
+// - fashion-mnist: the 28x28 image is resized bilinearly (cv::INTER_LINEAR) to the size;
+// - folder: each image is resized (no crop) to the size;
+// - procedural: the canvas is drawn at the size with objects of the same pixel size, so a
+//   larger canvas means a larger grid of patches, not larger objects (extrapolation).
+// get() is const and thread-safe: the loader calls it from its background thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace vitpe {
+
+// Mixes integers into one well-spread 64-bit seed (SplitMix64 finaliser over each value), so
+// that per-sample and per-epoch random streams are pure functions of their coordinates.
+uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0);
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t size() const = 0;
+  virtual int64_t classes() const = 0;
+  virtual int64_t channels() const = 0;
+  virtual int64_t rows() const = 0;
+  virtual int64_t cols() const = 0;
+  int64_t image_numel() const { return channels() * rows() * cols(); }
+
+  // image: [C, rows, cols] normalised floats (caller-owned, image_numel() long) -> label in
+  // [0, classes). Thread-safe.
+  virtual int32_t get(int64_t i, float* image) const = 0;
+
+  // Class names (may be empty: print indices).
+  virtual std::vector<std::string> labels() const { return {}; }
+
+  // Augmentation policy of the dataset. crop_padding: random crops of the image padded by this
+  // many pixels on each side (0: no crops). flipped_label: the label of the horizontally
+  // flipped image, or -1 when a flip is not allowed.
+  virtual int64_t crop_padding() const { return 0; }
+  virtual int32_t flipped_label(int32_t label) const { return -1; }
+  // Value a padded pixel gets in channel c (the normalised black).
+  virtual float pad_value(int64_t c) const { return 0.0f; }
+};
+
+// ---- Fashion-MNIST ---------------------------------------------------------------------------
+
+// One IDX array: dims and raw bytes (unsigned byte data only, type code 0x08).
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+};
+// Reads a gzip-compressed IDX file. expected_ndim: 1 for labels, 3 for images. Throws
+// std::runtime_error naming the file for a missing file, a bad gzip stream, a wrong magic
+// number, or data shorter/longer than the header says.
+IdxArray read_idx_gz(const std::string& path, int expected_ndim);
+
+// Fashion-MNIST mean and std of the training pixels (in [0, 1]).
+constexpr float kFashionMnistMean = 0.2860f;
+constexpr float kFashionMnistStd = 0.3530f;
+
+// ---- procedural spatial relations --------------------------------------------------------------
+
+// Labels of the procedural dataset: where shape A (a filled square) is relative to shape B
+// (a plus-shaped cross).
+enum class Relation : int32_t { left = 0, right = 1, above = 2, below = 3 };
+const char* relation_name(int32_t label);
+
+struct ProceduralOptions {
+  int64_t object = 5;    // side of both shapes in pixels (independent of the canvas)
+  int64_t margin = 1;    // minimal distance of a shape to the border
+  float noise = 0.2f;    // std of the Gaussian pixel noise (background 0, shapes 1)
+};
+
+// ---- the factory -----------------------------------------------------------------------------
+
+struct DatasetOptions {
+  // "fashion-mnist", "procedural", or "folder" (an ImageFolder at dir; "folder:PATH" also works).
+  std::string name = "fashion-mnist";
+  // Data directory; empty = the default (/usr/share/datasets/fashion-mnist for fashion-mnist).
+  std::string dir;
+  bool train = true;
+  // Size to render the images at; 0 = the dataset's native size (28 for fashion-mnist and
+  // procedural, 224 for folder).
+  int64_t rows = 0, cols = 0;
+  // Number of samples: 0 = all (procedural: 60000 train, 10000 test); otherwise the first
+  // `limit` samples (fashion-mnist, folder) or exactly `limit` samples (procedural).
+  int64_t limit = 0;
+  // Procedural only: the dataset seed (the test split uses a different stream than train).
+  uint64_t seed = 0;
+  ProceduralOptions procedural;
+};
+
+std::unique_ptr<Dataset> make_dataset(const DatasetOptions& options);
+
+// The default directory of Fashion-MNIST (Debian's dataset-fashion-mnist package).
+std::string default_fashion_mnist_dir();
+
+}  // namespace vitpe
