@@ -20,6 +20,16 @@ struct ExitError {
   std::string message;
 };
 
+// The subcommand `name` of `parent`, created (with `description`) if it does not exist yet, so
+// that several files can add to one subcommand (`vitpe bench ops`, `vitpe bench --model`).
+inline CLI::App* find_or_add_subcommand(CLI::App& parent, const std::string& name,
+                                        const std::string& description) {
+  for (CLI::App* sub : parent.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == name) return sub;
+  }
+  return parent.add_subcommand(name, description);
+}
+
 }  // namespace vitpe::app
 
 #define VITPE_COMMAND_CAT2(a, b) a##b
