@@ -1,0 +1,82 @@
+// `alibi2d`: ALiBi extended to 2D, a fixed distance penalty added to the attention logits:
+//   bias[h, i, j] = -slope_h * sqrt((y_i - y_j)^2 + (x_i - x_j)^2),  slope_h = 2^(-8 (h+1) / H)
+// for heads h = 0..H-1 (ALiBi's geometric slopes 2^(-8/H), 2^(-16/H), ..., 2^(-8)).
+// Prefix tokens: fixed kind, bias 0 for every pair involving one. No parameters; any window
+// works (it extrapolates to any size), so resample() only records it.
+#include <cmath>
+
+#include "encodings/kinds.h"
+
+namespace vitpe::enc {
+
+namespace {
+
+class Alibi2d final : public AttentionEncoding {
+ public:
+  Alibi2d(int64_t heads, Grid window) : heads_(heads), window_(window) {
+    require(heads >= 1, "alibi2d", "heads must be >= 1, got " + std::to_string(heads));
+    check_grid("alibi2d", window);
+  }
+
+  std::string kind() const override { return "alibi2d"; }
+  bool has_bias() const override { return true; }
+  bool has_rotation() const override { return false; }
+
+  // bias: [H, N, N]
+  void bias(Tensor& bias, const AttnGeometry& geom) override {
+    check_grid("alibi2d", geom.window);
+    const int64_t N = geom.tokens(), P = geom.prefix, C = geom.window.cols;
+    check_shape("alibi2d bias", "bias", bias, {heads_, N, N});
+    for (int64_t h = 0; h < heads_; ++h) {
+      const double slope = std::pow(2.0, -8.0 * static_cast<double>(h + 1) / heads_);
+      float* b = bias.f32() + h * N * N;
+      for (int64_t i = 0; i < N; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          if (i < P || j < P) {
+            b[i * N + j] = 0.f;
+            continue;
+          }
+          double dy = static_cast<double>(patch_row(i - P, C) - patch_row(j - P, C));
+          double dx = static_cast<double>(patch_col(i - P, C) - patch_col(j - P, C));
+          b[i * N + j] = static_cast<float>(-slope * std::sqrt(dy * dy + dx * dx));
+        }
+    }
+  }
+  void bias_backward(const Tensor&, const AttnGeometry&) override {}
+
+  void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
+              const AttnGeometry&) override {
+    q_out.copy_from(q);
+    k_out.copy_from(k);
+  }
+  void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
+                       const Tensor&, const Tensor&, const AttnGeometry&) override {
+    for (int64_t i = 0; i < dq.numel(); ++i) dq.f32()[i] += dq_out.f32()[i];
+    for (int64_t i = 0; i < dk.numel(); ++i) dk.f32()[i] += dk_out.f32()[i];
+  }
+
+  void resample(Grid new_window) override {
+    check_grid("alibi2d", new_window);
+    window_ = new_window;
+  }
+  std::vector<Param*> params() override { return {}; }
+
+ private:
+  int64_t heads_;
+  Grid window_;
+};
+
+}  // namespace
+
+KindDef alibi2d_kind() {
+  KindDef k;
+  k.name = "alibi2d";
+  k.site = Site::attention;
+  k.summary = "fixed bias -2^(-8h/H) * Euclidean distance per head (2D ALiBi); no parameters";
+  k.make_attention = [](const Options&, int64_t heads, int64_t, Grid window, int64_t, Rng&) {
+    return std::make_unique<Alibi2d>(heads, window);
+  };
+  return k;
+}
+
+}  // namespace vitpe::enc

@@ -1,0 +1,218 @@
+// Shared building blocks of the encoding kinds (see kinds.h).
+#include "encodings/kinds.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace vitpe::enc {
+
+const std::string& Options::str(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end())
+    throw std::logic_error(kind_ + ": option '" + name + "' is not declared by the kind");
+  return it->second;
+}
+
+double Options::number(const std::string& name) const { return std::stod(str(name)); }
+
+void require(bool cond, const std::string& kind, const std::string& what) {
+  if (!cond) throw std::invalid_argument(kind + ": " + what);
+}
+
+void check_grid(const std::string& kind, Grid grid) {
+  require(grid.rows >= 1 && grid.cols >= 1, kind, "grid must be at least 1x1, got " + grid.str());
+}
+
+// ---- TableTokenEncoding ---------------------------------------------------------------------
+
+TableTokenEncoding::TableTokenEncoding(std::string kind, int64_t dim, Grid grid, int64_t prefix)
+    : kind_(std::move(kind)), dim_(dim), prefix_(prefix), grid_(grid) {
+  require(dim >= 1, kind_, "dim must be >= 1, got " + std::to_string(dim));
+  require(prefix >= 0, kind_, "prefix must be >= 0, got " + std::to_string(prefix));
+  check_grid(kind_, grid);
+}
+
+void TableTokenEncoding::check_tokens(const char* op, const Tensor& t, Grid grid) const {
+  check_cpu_f32(op, "tokens", t);
+  if (t.ndim() != 3 || t.size(1) != prefix_ + grid.count() || t.size(2) != dim_)
+    throw ShapeError(kind_ + " " + op + ": expected tokens [B, " +
+                     std::to_string(prefix_ + grid.count()) + ", " + std::to_string(dim_) +
+                     "] for grid " + grid.str() + " with " + std::to_string(prefix_) +
+                     " prefix tokens, found " + t.shape().str());
+}
+
+void TableTokenEncoding::forward(Tensor& tokens, Grid grid) {
+  check_tokens("forward", tokens, grid);
+  const Tensor& tab = table_ref(grid);
+  const int64_t n = tab.numel();
+  const float* pe = tab.f32();
+  float* x = tokens.f32();
+  for (int64_t b = 0; b < tokens.size(0); ++b) {
+    float* xb = x + b * n;
+    for (int64_t i = 0; i < n; ++i) xb[i] += pe[i];
+  }
+}
+
+void TableTokenEncoding::backward(const Tensor& dtokens, Grid grid) {
+  check_tokens("backward", dtokens, grid);
+  const int64_t n = (prefix_ + grid.count()) * dim_;
+  const Shape shape{prefix_ + grid.count(), dim_};
+  if (!dtable_.defined() || dtable_.shape() != shape) dtable_ = Tensor::empty(shape);
+  float* g = dtable_.f32();
+  std::fill(g, g + n, 0.f);
+  const float* d = dtokens.f32();
+  for (int64_t b = 0; b < dtokens.size(0); ++b)
+    for (int64_t i = 0; i < n; ++i) g[i] += d[b * n + i];
+  table_backward(dtable_, grid);
+}
+
+// ---- DerivedCache ---------------------------------------------------------------------------
+
+const Tensor& DerivedCache::get(Grid grid, const std::vector<const Tensor*>& sources,
+                                const std::function<Tensor()>& compute) {
+  auto same = [&](const Entry& e) {
+    if (e.snapshot.size() != sources.size()) return false;  // never: one owner per cache
+    for (size_t i = 0; i < sources.size(); ++i)
+      if (e.snapshot[i].numel() != sources[i]->numel() ||
+          std::memcmp(e.snapshot[i].f32(), sources[i]->f32(), sources[i]->nbytes()) != 0)
+        return false;
+    return true;
+  };
+  for (auto& e : entries_) {
+    if (e.grid != grid) continue;
+    if (!same(e)) {
+      e.value = compute();
+      for (size_t i = 0; i < sources.size(); ++i) {
+        if (e.snapshot[i].shape() == sources[i]->shape())
+          e.snapshot[i].copy_from(*sources[i]);
+        else
+          e.snapshot[i] = sources[i]->clone();
+      }
+    }
+    return e.value;
+  }
+  Entry e;
+  e.grid = grid;
+  for (const Tensor* s : sources) e.snapshot.push_back(s->clone());
+  e.value = compute();
+  entries_.push_back(std::move(e));
+  return entries_.back().value;
+}
+
+// ---- table <-> planes -----------------------------------------------------------------------
+
+Tensor patch_rows_to_planes(const Tensor& table, int64_t prefix, Grid grid) {
+  const int64_t d = table.size(-1), n = grid.count();
+  Tensor planes = Tensor::empty({d, grid.rows, grid.cols});
+  const float* t = table.f32() + prefix * d;
+  float* p = planes.f32();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < d; ++c) p[c * n + i] = t[i * d + c];
+  return planes;
+}
+
+void planes_to_patch_rows(const Tensor& planes, Tensor& table, int64_t prefix, Grid grid,
+                          bool accumulate) {
+  const int64_t d = planes.size(0), n = grid.count();
+  float* t = table.f32() + prefix * d;
+  const float* p = planes.f32();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < d; ++c) {
+      if (accumulate)
+        t[i * d + c] += p[c * n + i];
+      else
+        t[i * d + c] = p[c * n + i];
+    }
+}
+
+// ---- RoPE kernels ---------------------------------------------------------------------------
+
+void check_qk(const std::string& kind, const Tensor& q, const Tensor& k, int64_t heads,
+              int64_t head_dim, const AttnGeometry& geom) {
+  for (const Tensor* t : {&q, &k}) {
+    check_cpu_f32(kind.c_str(), "q/k", *t);
+    if (t->ndim() != 4 || t->size(1) != heads || t->size(2) != geom.tokens() ||
+        t->size(3) != head_dim)
+      throw ShapeError(kind + ": expected q and k of shape [B, " + std::to_string(heads) + ", " +
+                       std::to_string(geom.tokens()) + ", " + std::to_string(head_dim) +
+                       "] (window " + geom.window.str() + ", prefix " +
+                       std::to_string(geom.prefix) + "), found " + t->shape().str());
+  }
+  if (q.shape() != k.shape())
+    throw ShapeError(kind + ": q " + q.shape().str() + " and k " + k.shape().str() + " differ");
+}
+
+void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                 int64_t prefix) {
+  const int64_t B = x.size(0), H = x.size(1), N = x.size(2), hd = x.size(3);
+  const int64_t hc = cos.size(0), nw = cos.size(1), half = hd / 2;
+  check_shape("rope_rotate", "out", out, x.shape());
+  const float* xp = x.f32();
+  float* op = out.f32();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* c = cos.f32() + (hc == 1 ? 0 : h) * nw * half;
+      const float* s = sin.f32() + (hc == 1 ? 0 : h) * nw * half;
+      const float* xs = xp + (b * H + h) * N * hd;
+      float* os = op + (b * H + h) * N * hd;
+      std::memcpy(os, xs, sizeof(float) * prefix * hd);
+      for (int64_t n = 0; n < nw; ++n) {
+        const float* xi = xs + (prefix + n) * hd;
+        float* oi = os + (prefix + n) * hd;
+        const float* cn = c + n * half;
+        const float* sn = s + n * half;
+        for (int64_t p = 0; p < half; ++p) {
+          float a = xi[2 * p], bb = xi[2 * p + 1];
+          oi[2 * p] = a * cn[p] - bb * sn[p];
+          oi[2 * p + 1] = bb * cn[p] + a * sn[p];
+        }
+      }
+    }
+}
+
+void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const Tensor& x,
+                          const Tensor& cos, const Tensor& sin, int64_t prefix) {
+  const int64_t B = x.size(0), H = x.size(1), N = x.size(2), hd = x.size(3);
+  const int64_t hc = cos.size(0), nw = cos.size(1), half = hd / 2;
+  check_shape("rope_rotate_backward", "dout", dout, x.shape());
+  const bool want_dx = dx.defined(), want_da = dangle.defined();
+  if (want_dx) check_shape("rope_rotate_backward", "dx", dx, x.shape());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t hh = hc == 1 ? 0 : h;
+      const float* c = cos.f32() + hh * nw * half;
+      const float* s = sin.f32() + hh * nw * half;
+      const float* xs = x.f32() + (b * H + h) * N * hd;
+      const float* ds = dout.f32() + (b * H + h) * N * hd;
+      if (want_dx) {
+        float* dxs = dx.f32() + (b * H + h) * N * hd;
+        for (int64_t i = 0; i < prefix * hd; ++i) dxs[i] += ds[i];
+      }
+      for (int64_t n = 0; n < nw; ++n) {
+        const float* xi = xs + (prefix + n) * hd;
+        const float* di = ds + (prefix + n) * hd;
+        const float* cn = c + n * half;
+        const float* sn = s + n * half;
+        if (want_dx) {
+          // R^T: [c s; -s c]
+          float* dxi = dx.f32() + (b * H + h) * N * hd + (prefix + n) * hd;
+          for (int64_t p = 0; p < half; ++p) {
+            float ga = di[2 * p], gb = di[2 * p + 1];
+            dxi[2 * p] += ga * cn[p] + gb * sn[p];
+            dxi[2 * p + 1] += -ga * sn[p] + gb * cn[p];
+          }
+        }
+        if (want_da) {
+          // out_a = a c - b s, out_b = b c + a s: d out_a/dθ = -out_b, d out_b/dθ = out_a.
+          float* da = dangle.f32() + (hh * nw + n) * half;
+          for (int64_t p = 0; p < half; ++p) {
+            float a = xi[2 * p], bb = xi[2 * p + 1];
+            float oa = a * cn[p] - bb * sn[p], ob = bb * cn[p] + a * sn[p];
+            da[p] += -di[2 * p] * ob + di[2 * p + 1] * oa;
+          }
+        }
+      }
+    }
+}
+
+}  // namespace vitpe::enc

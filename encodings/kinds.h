@@ -1,0 +1,136 @@
+// Internal to encodings/: the registry entry each kind file provides (name, site, options,
+// makers), the validated options a maker receives, and shared building blocks:
+// - TableTokenEncoding: token encodings that add a table [prefix + rows*cols, D];
+// - rope_rotate / rope_rotate_backward: the RoPE kernels both rope kinds use.
+// The factory (factory.cpp) lists the kinds explicitly (no static self-registration, which a
+// static library would silently drop).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "encodings/encoding.h"
+
+namespace vitpe::enc {
+
+// One option of a kind. `choices` empty means the value is a positive number.
+struct OptionDef {
+  std::string name, default_value, help;
+  std::vector<std::string> choices;
+};
+
+// Validated options with every default filled in.
+class Options {
+ public:
+  Options(std::string kind, std::map<std::string, std::string> values)
+      : kind_(std::move(kind)), values_(std::move(values)) {}
+  const std::string& str(const std::string& name) const;
+  double number(const std::string& name) const;
+
+ private:
+  std::string kind_;
+  std::map<std::string, std::string> values_;
+};
+
+enum class Site { none, token, attention };
+
+struct KindDef {
+  std::string name;
+  Site site = Site::none;
+  std::vector<OptionDef> options;
+  std::string summary;
+  // Set for Site::token.
+  std::function<std::unique_ptr<TokenEncoding>(const Options&, int64_t dim, Grid grid,
+                                               int64_t prefix, Rng& rng)>
+      make_token;
+  // Set for Site::attention.
+  std::function<std::unique_ptr<AttentionEncoding>(const Options&, int64_t heads, int64_t head_dim,
+                                                   Grid window, int64_t prefix, Rng& rng)>
+      make_attention;
+};
+
+KindDef none_kind();
+KindDef learned1d_kind();
+KindDef sincos1d_kind();
+KindDef separable2d_kind();
+KindDef sincos2d_kind();
+KindDef relbias_kind();
+KindDef rope_axial_kind();
+KindDef rope_mixed_kind();
+KindDef alibi2d_kind();
+
+// Throws std::invalid_argument("<kind>: <what>") when cond is false.
+void require(bool cond, const std::string& kind, const std::string& what);
+void check_grid(const std::string& kind, Grid grid);
+
+// A token encoding that adds a table [prefix + grid.count(), D] to every sequence of the
+// batch. Subclasses provide the table for a grid and, for learned kinds, its backward.
+class TableTokenEncoding : public TokenEncoding {
+ public:
+  TableTokenEncoding(std::string kind, int64_t dim, Grid grid, int64_t prefix);
+
+  std::string kind() const override { return kind_; }
+  // tokens: [B, prefix + grid.count(), D] += table(grid)
+  void forward(Tensor& tokens, Grid grid) override;
+  // dtokens: [B, prefix + grid.count(), D] -> parameter gradients (sum over the batch)
+  void backward(const Tensor& dtokens, Grid grid) override;
+  Grid grid() const override { return grid_; }
+  Tensor table(Grid grid) override { return table_ref(grid).clone(); }
+
+ protected:
+  // The table [prefix + grid.count(), D] for a grid; a reference valid until the next call.
+  virtual const Tensor& table_ref(Grid grid) = 0;
+  // dtable: [prefix + grid.count(), D] -> parameter gradients. Fixed kinds do nothing.
+  virtual void table_backward(const Tensor& dtable, Grid grid) {}
+
+  std::string kind_;
+  int64_t dim_, prefix_;
+  Grid grid_;
+
+ private:
+  void check_tokens(const char* op, const Tensor& t, Grid grid) const;
+  Tensor dtable_;  // scratch for backward
+};
+
+// A table derived from learned values for another grid, recomputed only when the grid or the
+// learned values change (the source values are kept to notice optimizer steps).
+class DerivedCache {
+ public:
+  // Returns the cached value for `grid` if `sources` are unchanged, else recomputes it.
+  const Tensor& get(Grid grid, const std::vector<const Tensor*>& sources,
+                    const std::function<Tensor()>& compute);
+  void clear() { entries_.clear(); }
+
+ private:
+  struct Entry {
+    Grid grid;
+    std::vector<Tensor> snapshot;
+    Tensor value;
+  };
+  std::vector<Entry> entries_;
+};
+
+// Patch coordinates of token t (0-based, after the prefix) in a grid with `cols` columns.
+inline int64_t patch_row(int64_t t, int64_t cols) { return t / cols; }
+inline int64_t patch_col(int64_t t, int64_t cols) { return t % cols; }
+
+// A table [P+N, D] as per-channel planes [D, rows, cols] of its patch rows and back.
+Tensor patch_rows_to_planes(const Tensor& table, int64_t prefix, Grid grid);
+void planes_to_patch_rows(const Tensor& planes, Tensor& table, int64_t prefix, Grid grid,
+                          bool accumulate);
+
+// RoPE on pairs (2p, 2p+1) of each head. cos/sin: [Hc, Nw, hd/2] for the window's tokens, Hc = 1
+// (shared by heads) or H. x, out: [B, H, prefix + Nw, hd]; prefix tokens are copied.
+void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                 int64_t prefix);
+// dx += R^T dout. When dangle is defined ([Hc, Nw, hd/2]) it accumulates dL/d(angle), which needs
+// the rotated output, recomputed from x.
+void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const Tensor& x,
+                          const Tensor& cos, const Tensor& sin, int64_t prefix);
+void check_qk(const std::string& kind, const Tensor& q, const Tensor& k, int64_t heads,
+              int64_t head_dim, const AttnGeometry& geom);
+
+}  // namespace vitpe::enc

@@ -1,0 +1,98 @@
+// `learned1d`: a learned table added to the tokens, timm's VisionTransformer layout.
+//
+// Parameter: "pos_embed" [1, prefix + rows*cols, D] (timm's name and shape), rows = prefix
+// tokens first, then patches row-major. Initialised with trunc_normal(std 0.02) as timm.
+// Prefix tokens: learned kind, so each prefix token has its own learned row (timm's class row).
+// Resampling to another grid: timm's resample_abs_pos_embed: the prefix rows are kept, the
+// patch rows are interpolated as D planes [rows, cols] with bicubic, antialias=True,
+// align_corners=False (ops/resample.h). forward() with another grid uses a cached resampled
+// table (recomputed when the learned values change); backward() then goes through the adjoint
+// of the resampling.
+#include <cstring>
+
+#include "encodings/kinds.h"
+#include "ops/resample.h"
+
+namespace vitpe::enc {
+
+namespace {
+
+class Learned1d final : public TableTokenEncoding {
+ public:
+  Learned1d(int64_t dim, Grid grid, int64_t prefix, Rng& rng)
+      : TableTokenEncoding("learned1d", dim, grid, prefix) {
+    param_.name = "pos_embed";
+    param_.value = Tensor::empty({1, prefix + grid.count(), dim});
+    rng.fill_trunc_normal(param_.value, 0.02);
+    param_.grad = Tensor::zeros(param_.value.shape());
+    param_.no_decay = true;
+  }
+
+  void resample(Grid new_grid) override {
+    check_grid(kind_, new_grid);
+    if (new_grid == grid_) return;
+    Tensor t = resampled(new_grid);
+    param_.value = t.reshape({1, prefix_ + new_grid.count(), dim_});
+    param_.grad = Tensor::zeros(param_.value.shape());
+    grid_ = new_grid;
+    cache_.clear();
+  }
+
+  std::vector<Param*> params() override { return {&param_}; }
+
+ protected:
+  const Tensor& table_ref(Grid grid) override {
+    if (grid == grid_) {
+      view_ = param_.value.reshape({prefix_ + grid_.count(), dim_});
+      return view_;
+    }
+    check_grid(kind_, grid);
+    return cache_.get(grid, {&param_.value}, [&] { return resampled(grid); });
+  }
+
+  void table_backward(const Tensor& dtable, Grid grid) override {
+    float* g = param_.grad.f32();
+    const float* d = dtable.f32();
+    if (grid == grid_) {
+      for (int64_t i = 0; i < dtable.numel(); ++i) g[i] += d[i];
+      return;
+    }
+    for (int64_t i = 0; i < prefix_ * dim_; ++i) g[i] += d[i];
+    Tensor dplanes = patch_rows_to_planes(dtable, prefix_, grid);
+    Tensor back = resample_backward(dplanes, grid_.rows, grid_.cols, Filter::bicubic, true);
+    Tensor gview = param_.grad.reshape({prefix_ + grid_.count(), dim_});
+    planes_to_patch_rows(back, gview, prefix_, grid_, /*accumulate=*/true);
+  }
+
+ private:
+  // The table [prefix + new_grid.count(), D] resampled from the learned one.
+  Tensor resampled(Grid new_grid) const {
+    Tensor src = param_.value.reshape({prefix_ + grid_.count(), dim_});
+    Tensor planes = patch_rows_to_planes(src, prefix_, grid_);
+    Tensor out_planes = vitpe::resample(planes, new_grid.rows, new_grid.cols, Filter::bicubic,
+                                        /*antialias=*/true);
+    Tensor out = Tensor::empty({prefix_ + new_grid.count(), dim_});
+    std::memcpy(out.f32(), src.f32(), sizeof(float) * prefix_ * dim_);
+    planes_to_patch_rows(out_planes, out, prefix_, new_grid, /*accumulate=*/false);
+    return out;
+  }
+
+  Param param_;
+  Tensor view_;
+  DerivedCache cache_;
+};
+
+}  // namespace
+
+KindDef learned1d_kind() {
+  KindDef k;
+  k.name = "learned1d";
+  k.site = Site::token;
+  k.summary = "learned table [prefix + rows*cols, D] (timm pos_embed); resampled bicubic+antialias";
+  k.make_token = [](const Options&, int64_t dim, Grid grid, int64_t prefix, Rng& rng) {
+    return std::make_unique<Learned1d>(dim, grid, prefix, rng);
+  };
+  return k;
+}
+
+}  // namespace vitpe::enc

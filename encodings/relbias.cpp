@@ -1,0 +1,173 @@
+// `relbias`: a learned relative position bias per block (Swin; BEiT for the class token).
+//
+// Parameter: "attn.relative_position_bias_table" [(2Mh-1)(2Mw-1) (+3), H] (timm's name, relative
+// to the block, and shape), initialised with trunc_normal(std 0.02) as Swin. For tokens i, j of
+// an Mh x Mw window (row-major, y = row, x = column):
+//   idx(i, j) = (y_i - y_j + Mh - 1) * (2Mw - 1) + (x_i - x_j + Mw - 1),  bias[h, i, j] =
+//   table[idx, h].
+// Prefix tokens: learned kind. Built with prefix > 0 the table has 3 extra rows at its end, as
+// BEiT's: L = (2Mh-1)(2Mw-1); row L for pairs (prefix query -> patch key), L+1 for (patch query ->
+// prefix key), L+2 for (prefix -> prefix). Every prefix token shares them (BEiT has one).
+// Resampling to another window: the main rows as H planes [2Mh-1, 2Mw-1], bicubic,
+// antialias=True, align_corners=False (the 3 extra rows kept, as timm). bias() for another
+// window uses a cached resampled table; bias_backward() then goes through the adjoint.
+// Backward: the table's gradient is the scatter-sum of dbias over the pairs that share an index.
+#include <cstring>
+
+#include "encodings/kinds.h"
+#include "ops/resample.h"
+
+namespace vitpe::enc {
+
+namespace {
+
+class RelBias final : public AttentionEncoding {
+ public:
+  RelBias(int64_t heads, Grid window, int64_t prefix, Rng& rng)
+      : heads_(heads), window_(window), extra_(prefix > 0 ? 3 : 0) {
+    require(heads >= 1, "relbias", "heads must be >= 1, got " + std::to_string(heads));
+    check_grid("relbias", window);
+    param_.name = "attn.relative_position_bias_table";
+    param_.value = Tensor::empty({main_rows(window) + extra_, heads});
+    rng.fill_trunc_normal(param_.value, 0.02);
+    param_.grad = Tensor::zeros(param_.value.shape());
+    param_.no_decay = true;
+  }
+
+  std::string kind() const override { return "relbias"; }
+  bool has_bias() const override { return true; }
+  bool has_rotation() const override { return false; }
+
+  // bias: [H, N, N], N = prefix + Mh*Mw
+  void bias(Tensor& bias, const AttnGeometry& geom) override {
+    check(geom);
+    check_shape("relbias bias", "bias", bias, {heads_, geom.tokens(), geom.tokens()});
+    const Tensor& table = table_for(geom.window);
+    const float* t = table.f32();
+    const int64_t N = geom.tokens(), P = geom.prefix, L = main_rows(geom.window);
+    for (int64_t h = 0; h < heads_; ++h) {
+      float* b = bias.f32() + h * N * N;
+      for (int64_t i = 0; i < N; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          b[i * N + j] = t[index(i, j, P, L, geom.window) * heads_ + h];
+    }
+  }
+
+  // dbias: [H, N, N] -> table gradient (scatter-sum)
+  void bias_backward(const Tensor& dbias, const AttnGeometry& geom) override {
+    check(geom);
+    check_shape("relbias bias_backward", "dbias", dbias, {heads_, geom.tokens(), geom.tokens()});
+    const int64_t N = geom.tokens(), P = geom.prefix, L = main_rows(geom.window);
+    const bool own = geom.window == window_;
+    Tensor g = own ? param_.grad : Tensor::zeros({L + extra_, heads_});
+    float* gt = g.f32();
+    for (int64_t h = 0; h < heads_; ++h) {
+      const float* d = dbias.f32() + h * N * N;
+      for (int64_t i = 0; i < N; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          gt[index(i, j, P, L, geom.window) * heads_ + h] += d[i * N + j];
+    }
+    if (own) return;
+    // Through the adjoint of the resampling of the main rows; extra rows map one to one.
+    Tensor planes = to_planes(g, geom.window);
+    Tensor back = resample_backward(planes, 2 * window_.rows - 1, 2 * window_.cols - 1,
+                                    Filter::bicubic, true);
+    Tensor mine = from_planes(back, window_);
+    for (int64_t i = 0; i < mine.numel(); ++i) param_.grad.f32()[i] += mine.f32()[i];
+    for (int64_t i = 0; i < extra_ * heads_; ++i)
+      param_.grad.f32()[main_rows(window_) * heads_ + i] += gt[L * heads_ + i];
+  }
+
+  void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
+              const AttnGeometry&) override {
+    q_out.copy_from(q);
+    k_out.copy_from(k);
+  }
+  void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
+                       const Tensor&, const Tensor&, const AttnGeometry&) override {
+    for (int64_t i = 0; i < dq.numel(); ++i) dq.f32()[i] += dq_out.f32()[i];
+    for (int64_t i = 0; i < dk.numel(); ++i) dk.f32()[i] += dk_out.f32()[i];
+  }
+
+  void resample(Grid new_window) override {
+    check_grid("relbias", new_window);
+    if (new_window == window_) return;
+    param_.value = resampled(new_window);
+    param_.grad = Tensor::zeros(param_.value.shape());
+    window_ = new_window;
+    cache_.clear();
+  }
+
+  std::vector<Param*> params() override { return {&param_}; }
+
+ private:
+  static int64_t main_rows(Grid w) { return (2 * w.rows - 1) * (2 * w.cols - 1); }
+
+  // Table row of the pair (query i, key j), tokens counted with the prefix first.
+  static int64_t index(int64_t i, int64_t j, int64_t P, int64_t L, Grid w) {
+    if (i < P) return j < P ? L + 2 : L;
+    if (j < P) return L + 1;
+    i -= P;
+    j -= P;
+    return (patch_row(i, w.cols) - patch_row(j, w.cols) + w.rows - 1) * (2 * w.cols - 1) +
+           (patch_col(i, w.cols) - patch_col(j, w.cols) + w.cols - 1);
+  }
+
+  void check(const AttnGeometry& geom) const {
+    check_grid("relbias", geom.window);
+    require(geom.prefix == 0 || extra_ > 0, "relbias",
+            "built without prefix tokens (no class-token entries in the table), but asked for " +
+                std::to_string(geom.prefix) + " prefix tokens");
+  }
+
+  const Tensor& table_for(Grid w) {
+    if (w == window_) return param_.value;
+    return cache_.get(w, {&param_.value}, [&] { return resampled(w); });
+  }
+
+  // [L + extra, H] -> planes [H, 2Mh-1, 2Mw-1] of the main rows
+  Tensor to_planes(const Tensor& table, Grid w) const {
+    const int64_t L = main_rows(w);
+    Tensor p = Tensor::empty({heads_, 2 * w.rows - 1, 2 * w.cols - 1});
+    for (int64_t r = 0; r < L; ++r)
+      for (int64_t h = 0; h < heads_; ++h) p.f32()[h * L + r] = table.f32()[r * heads_ + h];
+    return p;
+  }
+  // planes [H, 2Mh-1, 2Mw-1] -> [L + extra, H] with the extra rows zero
+  Tensor from_planes(const Tensor& planes, Grid w) const {
+    const int64_t L = main_rows(w);
+    Tensor t = Tensor::zeros({L + extra_, heads_});
+    for (int64_t r = 0; r < L; ++r)
+      for (int64_t h = 0; h < heads_; ++h) t.f32()[r * heads_ + h] = planes.f32()[h * L + r];
+    return t;
+  }
+
+  Tensor resampled(Grid w) const {
+    Tensor planes = to_planes(param_.value, window_);
+    Tensor out = vitpe::resample(planes, 2 * w.rows - 1, 2 * w.cols - 1, Filter::bicubic, true);
+    Tensor t = from_planes(out, w);
+    std::memcpy(t.f32() + main_rows(w) * heads_, param_.value.f32() + main_rows(window_) * heads_,
+                sizeof(float) * extra_ * heads_);
+    return t;
+  }
+
+  int64_t heads_;
+  Grid window_;
+  int64_t extra_;
+  Param param_;
+  DerivedCache cache_;
+};
+
+}  // namespace
+
+KindDef relbias_kind() {
+  KindDef k;
+  k.name = "relbias";
+  k.site = Site::attention;
+  k.summary = "learned bias table [(2Mh-1)(2Mw-1)(+3 class entries), H] per block (Swin, BEiT)";
+  k.make_attention = [](const Options&, int64_t heads, int64_t, Grid window, int64_t prefix,
+                        Rng& rng) { return std::make_unique<RelBias>(heads, window, prefix, rng); };
+  return k;
+}
+
+}  // namespace vitpe::enc

@@ -1,0 +1,104 @@
+// `rope-axial`: RoPE-ViT's axial rotary embedding (Heo et al. 2024), fixed and shared by all
+// blocks and heads. Channel pairs (2p, 2p+1) of each head rotate by an angle:
+//   pairs p < hd/4:        x * theta_k,  k = p           (x = column)
+//   pairs p >= hd/4:       y * theta_k,  k = p - hd/4    (y = row)
+//   theta_k = theta^(-4k/hd), option theta (default 100, as published).
+// head_dim % 4 == 0. Prefix tokens: fixed kind, not rotated (angle zero). No parameters; any
+// window works (the grid simply grows), so resample() only records it.
+#include <cmath>
+#include <deque>
+
+#include "encodings/kinds.h"
+
+namespace vitpe::enc {
+
+namespace {
+
+class RopeAxial final : public AttentionEncoding {
+ public:
+  RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta)
+      : heads_(heads), hd_(head_dim), window_(window), theta_(theta) {
+    require(head_dim % 4 == 0, "rope-axial",
+            "head_dim must be divisible by 4 (pairs split between x and y), got " +
+                std::to_string(head_dim));
+    check_grid("rope-axial", window);
+  }
+
+  std::string kind() const override { return "rope-axial"; }
+  bool has_bias() const override { return false; }
+  bool has_rotation() const override { return true; }
+
+  void bias(Tensor& bias, const AttnGeometry&) override { bias.zero(); }
+  void bias_backward(const Tensor&, const AttnGeometry&) override {}
+
+  // q, k: [B, H, N, hd] -> rotated copies
+  void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
+              const AttnGeometry& geom) override {
+    check_qk("rope-axial", q, k, heads_, hd_, geom);
+    const Tables& t = tables(geom.window);
+    rope_rotate(q_out, q, t.cos, t.sin, geom.prefix);
+    rope_rotate(k_out, k, t.cos, t.sin, geom.prefix);
+  }
+
+  void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
+                       const Tensor& q, const Tensor& k, const AttnGeometry& geom) override {
+    check_qk("rope-axial", q, k, heads_, hd_, geom);
+    const Tables& t = tables(geom.window);
+    Tensor none;
+    rope_rotate_backward(dq, none, dq_out, q, t.cos, t.sin, geom.prefix);
+    rope_rotate_backward(dk, none, dk_out, k, t.cos, t.sin, geom.prefix);
+  }
+
+  void resample(Grid new_window) override {
+    check_grid("rope-axial", new_window);
+    window_ = new_window;
+  }
+  std::vector<Param*> params() override { return {}; }
+
+ private:
+  struct Tables {
+    Grid window;
+    Tensor cos, sin;  // [1, Mh*Mw, hd/2]
+  };
+
+  const Tables& tables(Grid w) {
+    for (const Tables& t : cache_)
+      if (t.window == w) return t;
+    const int64_t half = hd_ / 2, quarter = hd_ / 4;
+    Tables t{w, Tensor::empty({1, w.count(), half}), Tensor::empty({1, w.count(), half})};
+    for (int64_t n = 0; n < w.count(); ++n) {
+      const double x = static_cast<double>(patch_col(n, w.cols));
+      const double y = static_cast<double>(patch_row(n, w.cols));
+      for (int64_t p = 0; p < half; ++p) {
+        const int64_t k = p % quarter;
+        double a = (p < quarter ? x : y) * std::pow(theta_, -4.0 * k / hd_);
+        t.cos.f32()[n * half + p] = static_cast<float>(std::cos(a));
+        t.sin.f32()[n * half + p] = static_cast<float>(std::sin(a));
+      }
+    }
+    cache_.push_back(std::move(t));
+    return cache_.back();
+  }
+
+  int64_t heads_, hd_;
+  Grid window_;
+  double theta_;
+  std::deque<Tables> cache_;  // one entry per window seen; a deque keeps references valid
+};
+
+}  // namespace
+
+KindDef rope_axial_kind() {
+  KindDef k;
+  k.name = "rope-axial";
+  k.site = Site::attention;
+  k.options = {{"theta", "100", "base: theta_k = theta^(-4k/hd)", {}}};
+  k.summary = "RoPE-ViT axial: half the pairs rotate with x, half with y; fixed; hd % 4 == 0";
+  k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
+                        Rng&) {
+    return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"));
+  };
+  return k;
+}
+
+}  // namespace vitpe::enc

@@ -1,0 +1,139 @@
+// `rope-mixed`: RoPE-ViT's mixed rotary embedding (Heo et al. 2024) with learned frequencies per
+// block, head and channel pair: pair p of head h rotates by
+//   angle = x * fx[h, p] + y * fy[h, p]      (x = column, y = row)
+// Parameter: "attn.rope.freqs" [2, H, hd/2] = (fx, fy), no weight decay. timm keeps one tensor
+// "rope.freqs" [2, depth, H, hd/2] for the model; ours is its slice [:, block] (timm's Eva with
+// rope_type='mixed', grid_indexing='xy': t_x = column, interleaved pairs).
+// Init as published (timm's init_random_2d_freqs): m_k = theta^(-4k/hd), k = 0..hd/4-1, theta
+// option (default 10), a random phase phi per head, uniform in [0, 2 pi):
+//   pairs k < hd/4:  (fx, fy) = m_k (cos phi, sin phi);  pairs hd/4 + k: m_k (-sin phi, cos phi).
+// head_dim % 4 == 0. Prefix tokens: not rotated (class token as in RoPE-ViT; the learned part is
+// the frequencies, which have no position of their own). Any window works; resample() records
+// it. Backward gives dq, dk and the frequency gradients (from q, k and dq_out, dk_out).
+#include <cmath>
+#include <numbers>
+
+#include "encodings/kinds.h"
+
+namespace vitpe::enc {
+
+namespace {
+
+class RopeMixed final : public AttentionEncoding {
+ public:
+  RopeMixed(int64_t heads, int64_t head_dim, Grid window, double theta, Rng& rng)
+      : heads_(heads), hd_(head_dim), window_(window) {
+    require(head_dim % 4 == 0, "rope-mixed",
+            "head_dim must be divisible by 4 (two rotated halves of pairs), got " +
+                std::to_string(head_dim));
+    check_grid("rope-mixed", window);
+    const int64_t half = hd_ / 2, quarter = hd_ / 4;
+    param_.name = "attn.rope.freqs";
+    param_.value = Tensor::empty({2, heads, half});
+    param_.no_decay = true;
+    float* fx = param_.value.f32();
+    float* fy = fx + heads * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      const double phi = rng.uniform() * 2.0 * std::numbers::pi;
+      for (int64_t k = 0; k < quarter; ++k) {
+        const double m = std::pow(theta, -4.0 * k / hd_);
+        fx[h * half + k] = static_cast<float>(m * std::cos(phi));
+        fy[h * half + k] = static_cast<float>(m * std::sin(phi));
+        fx[h * half + quarter + k] = static_cast<float>(-m * std::sin(phi));
+        fy[h * half + quarter + k] = static_cast<float>(m * std::cos(phi));
+      }
+    }
+    param_.grad = Tensor::zeros(param_.value.shape());
+  }
+
+  std::string kind() const override { return "rope-mixed"; }
+  bool has_bias() const override { return false; }
+  bool has_rotation() const override { return true; }
+
+  void bias(Tensor& bias, const AttnGeometry&) override { bias.zero(); }
+  void bias_backward(const Tensor&, const AttnGeometry&) override {}
+
+  // q, k: [B, H, N, hd] -> rotated copies
+  void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
+              const AttnGeometry& geom) override {
+    check_qk("rope-mixed", q, k, heads_, hd_, geom);
+    compute_tables(geom.window);
+    rope_rotate(q_out, q, cos_, sin_, geom.prefix);
+    rope_rotate(k_out, k, cos_, sin_, geom.prefix);
+  }
+
+  void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
+                       const Tensor& q, const Tensor& k, const AttnGeometry& geom) override {
+    check_qk("rope-mixed", q, k, heads_, hd_, geom);
+    compute_tables(geom.window);
+    const int64_t half = hd_ / 2, nw = geom.window.count();
+    Tensor dangle = Tensor::zeros({heads_, nw, half});
+    rope_rotate_backward(dq, dangle, dq_out, q, cos_, sin_, geom.prefix);
+    rope_rotate_backward(dk, dangle, dk_out, k, cos_, sin_, geom.prefix);
+    // angle = x fx + y fy  ->  dfx += x dangle, dfy += y dangle (summed over tokens)
+    float* gx = param_.grad.f32();
+    float* gy = gx + heads_ * half;
+    for (int64_t h = 0; h < heads_; ++h)
+      for (int64_t n = 0; n < nw; ++n) {
+        const float x = static_cast<float>(patch_col(n, geom.window.cols));
+        const float y = static_cast<float>(patch_row(n, geom.window.cols));
+        const float* da = dangle.f32() + (h * nw + n) * half;
+        for (int64_t p = 0; p < half; ++p) {
+          gx[h * half + p] += x * da[p];
+          gy[h * half + p] += y * da[p];
+        }
+      }
+  }
+
+  void resample(Grid new_window) override {
+    check_grid("rope-mixed", new_window);
+    window_ = new_window;
+  }
+  std::vector<Param*> params() override { return {&param_}; }
+
+ private:
+  // cos_/sin_: [H, Mh*Mw, hd/2] from the current frequencies (cheap next to attention, and the
+  // frequencies change every step, so no cache).
+  void compute_tables(Grid w) {
+    const int64_t half = hd_ / 2;
+    const Shape s{heads_, w.count(), half};
+    if (!cos_.defined() || cos_.shape() != s) {
+      cos_ = Tensor::empty(s);
+      sin_ = Tensor::empty(s);
+    }
+    const float* fx = param_.value.f32();
+    const float* fy = fx + heads_ * half;
+    for (int64_t h = 0; h < heads_; ++h)
+      for (int64_t n = 0; n < w.count(); ++n) {
+        const double x = static_cast<double>(patch_col(n, w.cols));
+        const double y = static_cast<double>(patch_row(n, w.cols));
+        for (int64_t p = 0; p < half; ++p) {
+          double a = x * fx[h * half + p] + y * fy[h * half + p];
+          cos_.f32()[(h * w.count() + n) * half + p] = static_cast<float>(std::cos(a));
+          sin_.f32()[(h * w.count() + n) * half + p] = static_cast<float>(std::sin(a));
+        }
+      }
+  }
+
+  int64_t heads_, hd_;
+  Grid window_;
+  Param param_;
+  Tensor cos_, sin_;
+};
+
+}  // namespace
+
+KindDef rope_mixed_kind() {
+  KindDef k;
+  k.name = "rope-mixed";
+  k.site = Site::attention;
+  k.options = {{"theta", "10", "init base: m_k = theta^(-4k/hd)", {}}};
+  k.summary = "RoPE-ViT mixed: learned (fx, fy) per block/head/pair; hd % 4 == 0";
+  k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
+                        Rng& rng) {
+    return std::make_unique<RopeMixed>(heads, head_dim, window, o.number("theta"), rng);
+  };
+  return k;
+}
+
+}  // namespace vitpe::enc

@@ -1,0 +1,218 @@
+// Separable resampling with PyTorch's weights (see resample.h for the two families of kernels).
+#include "ops/resample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace vitpe {
+
+namespace {
+
+// Keys' cubic convolution kernel, |x| < 1 and 1 <= |x| < 2 branches (PyTorch's names).
+double cubic1(double x, double a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+double cubic2(double x, double a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+
+double aa_filter(Filter f, double x) {
+  x = std::fabs(x);
+  if (f == Filter::bilinear) return x < 1.0 ? 1.0 - x : 0.0;
+  constexpr double a = -0.5;
+  if (x < 1.0) return cubic1(x, a);
+  if (x < 2.0) return cubic2(x, a);
+  return 0.0;
+}
+
+void check_sizes(const char* op, int64_t in, int64_t out) {
+  if (in < 1 || out < 1)
+    throw std::invalid_argument(std::string(op) + ": sizes must be >= 1, got " +
+                                std::to_string(in) + " -> " + std::to_string(out));
+}
+
+}  // namespace
+
+ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter, bool antialias) {
+  check_sizes("resample_taps", in_size, out_size);
+  ResampleTaps t;
+  t.in_size = in_size;
+  t.out_size = out_size;
+  t.start.resize(out_size);
+  t.count.resize(out_size);
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+
+  if (antialias) {
+    const double interp = filter == Filter::bicubic ? 4.0 : 2.0;
+    const double support = scale >= 1.0 ? interp * 0.5 * scale : interp * 0.5;
+    const double invscale = scale >= 1.0 ? 1.0 / scale : 1.0;
+    t.max_taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+    t.weight.assign(out_size * t.max_taps, 0.f);
+    std::vector<double> w(t.max_taps);
+    for (int64_t i = 0; i < out_size; ++i) {
+      const double center = scale * (i + 0.5);
+      // Truncation toward zero, as PyTorch's static_cast<int64_t>.
+      int64_t xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+      int64_t xsize =
+          std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in_size) - xmin;
+      xsize = std::clamp<int64_t>(xsize, 0, t.max_taps);
+      double total = 0;
+      for (int64_t j = 0; j < xsize; ++j) {
+        w[j] = aa_filter(filter, (j + xmin - center + 0.5) * invscale);
+        total += w[j];
+      }
+      for (int64_t j = 0; j < xsize; ++j)
+        t.weight[i * t.max_taps + j] = static_cast<float>(total != 0.0 ? w[j] / total : w[j]);
+      t.start[i] = xmin;
+      t.count[i] = xsize;
+    }
+    return t;
+  }
+
+  if (filter == Filter::bilinear) {
+    t.max_taps = 2;
+    t.weight.assign(out_size * 2, 0.f);
+    for (int64_t i = 0; i < out_size; ++i) {
+      double src = std::max(scale * (i + 0.5) - 0.5, 0.0);
+      int64_t x0 = static_cast<int64_t>(src);
+      if (x0 > in_size - 1) x0 = in_size - 1;
+      double l1 = src - x0;
+      t.start[i] = x0;
+      if (x0 < in_size - 1) {
+        t.count[i] = 2;
+        t.weight[i * 2] = static_cast<float>(1.0 - l1);
+        t.weight[i * 2 + 1] = static_cast<float>(l1);
+      } else {
+        t.count[i] = 1;  // both taps land on the last sample
+        t.weight[i * 2] = 1.f;
+      }
+    }
+    return t;
+  }
+
+  // Classic bicubic (a = -0.75): four taps floor(x)-1 .. floor(x)+2, indices clamped to the
+  // border; clamped taps are merged into the border sample so the run stays contiguous.
+  constexpr double a = -0.75;
+  t.max_taps = 4;
+  t.weight.assign(out_size * 4, 0.f);
+  for (int64_t i = 0; i < out_size; ++i) {
+    double src = scale * (i + 0.5) - 0.5;  // not clamped for cubic
+    int64_t x0 = static_cast<int64_t>(std::floor(src));
+    double f = src - x0;
+    double c[4] = {cubic2(f + 1.0, a), cubic1(f, a), cubic1(1.0 - f, a), cubic2(2.0 - f, a)};
+    int64_t lo = std::clamp<int64_t>(x0 - 1, 0, in_size - 1);
+    int64_t hi = std::clamp<int64_t>(x0 + 2, 0, in_size - 1);
+    double w[4] = {0, 0, 0, 0};
+    for (int k = 0; k < 4; ++k) {
+      int64_t idx = std::clamp<int64_t>(x0 - 1 + k, 0, in_size - 1);
+      w[idx - lo] += c[k];
+    }
+    t.start[i] = lo;
+    t.count[i] = hi - lo + 1;
+    for (int64_t k = 0; k < t.count[i]; ++k) t.weight[i * 4 + k] = static_cast<float>(w[k]);
+  }
+  return t;
+}
+
+void resample_planes(const float* x, int64_t c, int64_t h, int64_t w, float* y, int64_t out_h,
+                     int64_t out_w, Filter filter, bool antialias) {
+  check_sizes("resample", h, out_h);
+  check_sizes("resample", w, out_w);
+  if (h == out_h && w == out_w) {
+    std::copy(x, x + c * h * w, y);
+    return;
+  }
+  const ResampleTaps tw = resample_taps(w, out_w, filter, antialias);
+  const ResampleTaps th = resample_taps(h, out_h, filter, antialias);
+  std::vector<float> tmp(static_cast<size_t>(h * out_w));  // one plane after the W pass
+  for (int64_t p = 0; p < c; ++p) {
+    const float* xp = x + p * h * w;
+    float* yp = y + p * out_h * out_w;
+    // W pass: [h, w] -> [h, out_w]
+    for (int64_t r = 0; r < h; ++r)
+      for (int64_t i = 0; i < out_w; ++i) {
+        const float* wt = &tw.weight[i * tw.max_taps];
+        const float* src = xp + r * w + tw.start[i];
+        float acc = 0.f;
+        for (int64_t k = 0; k < tw.count[i]; ++k) acc += wt[k] * src[k];
+        tmp[r * out_w + i] = acc;
+      }
+    // H pass: [h, out_w] -> [out_h, out_w]
+    for (int64_t i = 0; i < out_h; ++i) {
+      const float* wt = &th.weight[i * th.max_taps];
+      float* dst = yp + i * out_w;
+      std::fill(dst, dst + out_w, 0.f);
+      for (int64_t k = 0; k < th.count[i]; ++k) {
+        const float* src = &tmp[(th.start[i] + k) * out_w];
+        for (int64_t j = 0; j < out_w; ++j) dst[j] += wt[k] * src[j];
+      }
+    }
+  }
+}
+
+void resample_planes_backward(const float* dy, int64_t c, int64_t out_h, int64_t out_w, float* dx,
+                              int64_t h, int64_t w, Filter filter, bool antialias) {
+  check_sizes("resample_backward", h, out_h);
+  check_sizes("resample_backward", w, out_w);
+  if (h == out_h && w == out_w) {
+    std::copy(dy, dy + c * h * w, dx);
+    return;
+  }
+  const ResampleTaps tw = resample_taps(w, out_w, filter, antialias);
+  const ResampleTaps th = resample_taps(h, out_h, filter, antialias);
+  std::vector<float> tmp(static_cast<size_t>(h * out_w));
+  for (int64_t p = 0; p < c; ++p) {
+    const float* dyp = dy + p * out_h * out_w;
+    float* dxp = dx + p * h * w;
+    // adjoint of the H pass: [out_h, out_w] -> [h, out_w]
+    std::fill(tmp.begin(), tmp.end(), 0.f);
+    for (int64_t i = 0; i < out_h; ++i) {
+      const float* wt = &th.weight[i * th.max_taps];
+      for (int64_t k = 0; k < th.count[i]; ++k) {
+        float* dst = &tmp[(th.start[i] + k) * out_w];
+        for (int64_t j = 0; j < out_w; ++j) dst[j] += wt[k] * dyp[i * out_w + j];
+      }
+    }
+    // adjoint of the W pass: [h, out_w] -> [h, w]
+    std::fill(dxp, dxp + h * w, 0.f);
+    for (int64_t r = 0; r < h; ++r)
+      for (int64_t i = 0; i < out_w; ++i) {
+        const float* wt = &tw.weight[i * tw.max_taps];
+        float g = tmp[r * out_w + i];
+        float* dst = dxp + r * w + tw.start[i];
+        for (int64_t k = 0; k < tw.count[i]; ++k) dst[k] += wt[k] * g;
+      }
+  }
+}
+
+namespace {
+// Splits a [C, H, W] or [H, W] tensor's shape into (c, h, w).
+void planes_of(const char* op, const Tensor& x, int64_t& c, int64_t& h, int64_t& w) {
+  check_cpu_f32(op, "input", x);
+  if (x.ndim() == 3) {
+    c = x.size(0), h = x.size(1), w = x.size(2);
+  } else if (x.ndim() == 2) {
+    c = 1, h = x.size(0), w = x.size(1);
+  } else {
+    throw ShapeError(std::string(op) + ": expected input of shape [C, H, W] or [H, W], found " +
+                     x.shape().str());
+  }
+}
+}  // namespace
+
+Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, Filter filter, bool antialias) {
+  int64_t c, h, w;
+  planes_of("resample", x, c, h, w);
+  Tensor y = x.ndim() == 3 ? Tensor::empty({c, out_h, out_w}) : Tensor::empty({out_h, out_w});
+  resample_planes(x.f32(), c, h, w, y.f32(), out_h, out_w, filter, antialias);
+  return y;
+}
+
+Tensor resample_backward(const Tensor& dy, int64_t in_h, int64_t in_w, Filter filter,
+                         bool antialias) {
+  int64_t c, oh, ow;
+  planes_of("resample_backward", dy, c, oh, ow);
+  Tensor dx = dy.ndim() == 3 ? Tensor::empty({c, in_h, in_w}) : Tensor::empty({in_h, in_w});
+  resample_planes_backward(dy.f32(), c, oh, ow, dx.f32(), in_h, in_w, filter, antialias);
+  return dx;
+}
+
+}  // namespace vitpe

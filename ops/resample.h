@@ -1,0 +1,58 @@
+// Resampling of float planes [C, H, W] -> [C, H', W'], as PyTorch's F.interpolate with
+// align_corners=False, for position tables (timm's resample_abs_pos_embed, relative-bias
+// tables) and images.
+//
+// Separable: every output sample of an axis is a weighted sum of a contiguous run of input
+// samples ("taps"); the W axis is resampled first, then the H axis (PyTorch's order).
+//
+// - antialias = false: PyTorch's classic kernels. bilinear: source x = scale*(i+0.5)-0.5,
+//   clamped at 0, two taps. bicubic: Keys' cubic with a = -0.75, four taps at
+//   floor(x)-1..floor(x)+2 with indices clamped to the border (clamped taps merged).
+// - antialias = true: PyTorch's antialiased kernels (the path of
+//   F.interpolate(..., antialias=True), which timm uses): the filter (triangle for bilinear,
+//   Keys' cubic with a = -0.5 for bicubic) is centred at scale*(i+0.5) in input pixel units,
+//   its support is widened by the scale when downsampling (scale = in/out > 1), taps outside
+//   the input are dropped and the weights renormalised to sum to 1. When upsampling, the
+//   antialiased bilinear equals the classic one; the antialiased bicubic does not (a = -0.5 and
+//   renormalised borders instead of a = -0.75 and clamping).
+//
+// Usage:
+//   Tensor y = resample(x, /*out_h=*/24, /*out_w=*/20, Filter::bicubic, /*antialias=*/true);
+// Same size in and out returns a copy (the identity, as PyTorch).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace vitpe {
+
+enum class Filter : uint8_t { bilinear, bicubic };
+
+// The weights of one axis: out[i] = sum_{t < count[i]} weight[i * max_taps + t] * in[start[i] + t].
+struct ResampleTaps {
+  int64_t in_size = 0, out_size = 0, max_taps = 0;
+  std::vector<int64_t> start, count;  // [out_size]
+  std::vector<float> weight;          // [out_size * max_taps]
+};
+
+// The taps of one axis of in_size samples resampled to out_size samples (both >= 1).
+ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter, bool antialias);
+
+// x: [C, H, W] -> [C, out_h, out_w] (CPU f32; a 2-D [H, W] input is treated as C = 1 and
+// returns [out_h, out_w]).
+Tensor resample(const Tensor& x, int64_t out_h, int64_t out_w, Filter filter, bool antialias);
+
+// The adjoint (transpose) of resample, for gradients: dy: [C, out_h, out_w] ->
+// dx: [C, in_h, in_w], overwritten.
+Tensor resample_backward(const Tensor& dy, int64_t in_h, int64_t in_w, Filter filter,
+                         bool antialias);
+
+// Raw-pointer forms (C contiguous planes): out is overwritten.
+void resample_planes(const float* x, int64_t c, int64_t h, int64_t w, float* y, int64_t out_h,
+                     int64_t out_w, Filter filter, bool antialias);
+void resample_planes_backward(const float* dy, int64_t c, int64_t out_h, int64_t out_w, float* dx,
+                              int64_t h, int64_t w, Filter filter, bool antialias);
+
+}  // namespace vitpe
