@@ -1,0 +1,158 @@
+// LayerNorm over the last dimension on the CPU, forward and backward.
+//
+// x: [..., D] is M = numel / D rows. Rows are independent, so both passes split rows over the
+// OpenMP threads; a row (D = 96..1024 floats) stays in L1 between the statistics and the
+// normalisation. The parameter gradients sum over all rows: they are split by column blocks
+// instead (each thread owns some columns and walks every row), which needs no per-thread
+// partial buffers and gives the same bits whatever the thread count.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "ops/ops.h"
+
+namespace vitpe {
+
+namespace {
+
+constexpr int64_t kColumnBlock = 64;  // columns per task of the parameter-gradient pass
+
+int64_t rows_of(const char* op, const Tensor& x, const Tensor& gamma) {
+  if (x.ndim() < 1) throw ShapeError(std::string(op) + ": x has no dimensions");
+  const int64_t d = x.size(-1);
+  check_shape(op, "gamma", gamma, Shape{d});
+  return d == 0 ? 0 : x.numel() / d;
+}
+
+}  // namespace
+
+void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
+                       const Tensor& gamma, const Tensor& beta, float eps) {
+  const char* op = "layernorm_forward";
+  check_cpu_f32(op, "x", x);
+  check_cpu_f32(op, "gamma", gamma);
+  check_cpu_f32(op, "beta", beta);
+  const int64_t m = rows_of(op, x, gamma), d = x.size(-1);
+  check_shape(op, "beta", beta, Shape{d});
+  check_cpu_f32(op, "y", y);
+  check_shape(op, "y", y, x.shape());
+  float* pmean = nullptr;
+  float* prstd = nullptr;
+  if (mean.defined()) {
+    check_cpu_f32(op, "mean", mean);
+    check_shape(op, "mean", mean, Shape{m});
+    pmean = mean.f32();
+  }
+  if (rstd.defined()) {
+    check_cpu_f32(op, "rstd", rstd);
+    check_shape(op, "rstd", rstd, Shape{m});
+    prstd = rstd.f32();
+  }
+  const float* px = x.f32();
+  const float* pg = gamma.f32();
+  const float* pb = beta.f32();
+  float* py = y.f32();
+
+#pragma omp parallel for schedule(static) if (m * d > 16384)
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = px + r * d;
+    float* yr = py + r * d;
+    // Two passes over the row (it is in L1): the centred variance does not cancel the way
+    // E[x^2] - E[x]^2 does when |mean| >> std.
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < d; ++i) sum += xr[i];
+    const float mu = sum / static_cast<float>(d);
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t i = 0; i < d; ++i) sq += (xr[i] - mu) * (xr[i] - mu);
+    const float rs = 1.0f / std::sqrt(sq / static_cast<float>(d) + eps);
+    for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs * pg[i] + pb[i];
+    if (pmean) pmean[r] = mu;
+    if (prstd) prstd[r] = rs;
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma, xhat = (x - mean) rstd;
+// dgamma = sum over rows of dy * xhat; dbeta = sum over rows of dy.
+void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                        const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd) {
+  const char* op = "layernorm_backward";
+  check_cpu_f32(op, "x", x);
+  check_cpu_f32(op, "gamma", gamma);
+  const int64_t m = rows_of(op, x, gamma), d = x.size(-1);
+  check_cpu_f32(op, "dy", dy);
+  check_shape(op, "dy", dy, x.shape());
+  check_cpu_f32(op, "mean", mean);
+  check_shape(op, "mean", mean, Shape{m});
+  check_cpu_f32(op, "rstd", rstd);
+  check_shape(op, "rstd", rstd, Shape{m});
+  const float* px = x.f32();
+  const float* pdy = dy.f32();
+  const float* pg = gamma.f32();
+  const float* pmean = mean.f32();
+  const float* prstd = rstd.f32();
+
+  if (dx.defined()) {
+    check_cpu_f32(op, "dx", dx);
+    check_shape(op, "dx", dx, x.shape());
+    float* pdx = dx.f32();
+#pragma omp parallel for schedule(static) if (m * d > 16384)
+    for (int64_t r = 0; r < m; ++r) {
+      const float* xr = px + r * d;
+      const float* dyr = pdy + r * d;
+      float* dxr = pdx + r * d;
+      const float mu = pmean[r], rs = prstd[r];
+      float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+      for (int64_t i = 0; i < d; ++i) {
+        const float g = dyr[i] * pg[i];
+        sum_g += g;
+        sum_gx += g * (xr[i] - mu) * rs;
+      }
+      const float mean_g = sum_g / static_cast<float>(d);
+      const float mean_gx = sum_gx / static_cast<float>(d);
+      for (int64_t i = 0; i < d; ++i) {
+        const float xhat = (xr[i] - mu) * rs;
+        dxr[i] += rs * (dyr[i] * pg[i] - mean_g - xhat * mean_gx);
+      }
+    }
+  }
+
+  float* pdg = nullptr;
+  float* pdb = nullptr;
+  if (dgamma.defined()) {
+    check_cpu_f32(op, "dgamma", dgamma);
+    check_shape(op, "dgamma", dgamma, Shape{d});
+    pdg = dgamma.f32();
+  }
+  if (dbeta.defined()) {
+    check_cpu_f32(op, "dbeta", dbeta);
+    check_shape(op, "dbeta", dbeta, Shape{d});
+    pdb = dbeta.f32();
+  }
+  if (!pdg && !pdb) return;
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (m * d > 16384)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kColumnBlock, c1 = std::min(d, c0 + kColumnBlock), w = c1 - c0;
+    // Sums over up to ~10^5 rows: double accumulators keep them accurate to float rounding.
+    double acc_g[kColumnBlock] = {}, acc_b[kColumnBlock] = {};
+    for (int64_t r = 0; r < m; ++r) {
+      const float* xr = px + r * d + c0;
+      const float* dyr = pdy + r * d + c0;
+      const float mu = pmean[r], rs = prstd[r];
+      for (int64_t i = 0; i < w; ++i) {
+        acc_g[i] += static_cast<double>(dyr[i] * ((xr[i] - mu) * rs));
+        acc_b[i] += static_cast<double>(dyr[i]);
+      }
+    }
+    for (int64_t i = 0; i < w; ++i) {
+      if (pdg) pdg[c0 + i] += static_cast<float>(acc_g[i]);
+      if (pdb) pdb[c0 + i] += static_cast<float>(acc_b[i]);
+    }
+  }
+}
+
+}  // namespace vitpe

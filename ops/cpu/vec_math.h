@@ -1,0 +1,217 @@
+// SIMD math for the CPU ops (softmax, GELU, cross entropy, attention) and the AVX2 dispatch they
+// share.
+//
+// std::exp / std::erf are scalar library calls, and g++ does not auto-vectorise a hand-written
+// polynomial exp either (its clamps become branches under the default -ftrapping-math). So the
+// kernels use GCC vector extensions: the same template body runs on f32x4 (SSE, the library's
+// x86-64-v2 baseline) or f32x8 (AVX2 + FMA, in a function marked VITPE_AVX2), and on plain float
+// for row tails. Callers pick the variant once per process with cpu_has_avx2_fma().
+//
+// Vectors are passed by reference only: a 32-byte vector passed by value in code compiled
+// without AVX changes the psABI, which g++ reports (-Wpsabi) even for inlined functions.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#define VITPE_AVX2 __attribute__((target("avx2,fma")))
+#define VITPE_INLINE inline __attribute__((always_inline))
+
+namespace vitpe::cpu {
+
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
+// True when the CPU runs AVX2 and FMA (checked once).
+inline bool cpu_has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
+template <class V>
+struct IntOf;
+template <>
+struct IntOf<float> {
+  using type = int32_t;
+};
+template <>
+struct IntOf<f32x4> {
+  using type = i32x4;
+};
+template <>
+struct IntOf<f32x8> {
+  using type = i32x8;
+};
+
+template <class V>
+constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+
+// Bit reinterpretation for scalars and vectors.
+VITPE_INLINE void reinterpret(int32_t& out, const float& v) { out = std::bit_cast<int32_t>(v); }
+VITPE_INLINE void reinterpret(float& out, const int32_t& v) { out = std::bit_cast<float>(v); }
+template <class A, class B>
+VITPE_INLINE void reinterpret(A& out, const B& v) {
+  out = (A)v;  // NOLINT: a C cast between GCC vectors of one size reinterprets the bits
+}
+
+template <class V>
+VITPE_INLINE void load(V& v, const float* p) {
+  std::memcpy(&v, p, sizeof(V));
+}
+template <class V>
+VITPE_INLINE void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+template <class V>
+VITPE_INLINE float hsum(const V& v) {
+  if constexpr (std::is_same_v<V, float>) {
+    return v;
+  } else {
+    float s = 0.0f;
+    for (int i = 0; i < kLanes<V>; ++i) s += v[i];
+    return s;
+  }
+}
+template <class V>
+VITPE_INLINE float hmax(const V& v) {
+  if constexpr (std::is_same_v<V, float>) {
+    return v;
+  } else {
+    float m = v[0];
+    for (int i = 1; i < kLanes<V>; ++i) m = v[i] > m ? v[i] : m;
+    return m;
+  }
+}
+
+// x <- exp(x), relative error below 1e-7 for x in [-87, 88]; outside, x is clamped (results
+// ~1e-38 and ~1.6e38, which is what softmax and GELU need). Cody-Waite reduction
+// x = n ln2 + r, |r| <= ln2 / 2, then a degree-7 polynomial in r and 2^n from the exponent bits.
+template <class V>
+VITPE_INLINE void exp_inplace(V& x) {
+  using I = typename IntOf<V>::type;
+  const V lo = V{} - 87.0f, hi = V{} + 88.0f;
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  // Adding 1.5 * 2^23 rounds to the nearest integer in the low mantissa bits.
+  const V magic = V{} + 12582912.0f;
+  const V t = x * 1.44269504088896341f + magic;
+  I tb, mb;
+  reinterpret(tb, t);
+  reinterpret(mb, magic);
+  const I n = tb - mb;
+  const V nf = t - magic;
+  V r = x - nf * 0.693145751953125f;  // ln2 split in a high part exact in float ...
+  r = r - nf * 1.428606765330187045e-06f;  // ... and the rest
+  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  V scale;
+  reinterpret(scale, (n + 127) << 23);
+  x = p * scale;
+}
+
+// x <- erfc(x), relative error ~1e-7 where erfc(x) > 1e-5 (Numerical Recipes' erfcc: a
+// Chebyshev fit of log(erfc(z) / t) in t = 1 / (1 + z / 2)). Computing the complement directly
+// keeps GELU's Phi(x) = erfc(-x / sqrt 2) / 2 relatively accurate for negative x, where
+// 1 + erf(x) would cancel.
+template <class V>
+VITPE_INLINE void erfc_inplace(V& x) {
+  const V z = x < 0.0f ? -x : x;
+  const V t = 1.0f / (1.0f + 0.5f * z);
+  V p = t * 0.17087277f - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  V e = p - z * z;
+  exp_inplace(e);
+  e = e * t;
+  x = x >= 0.0f ? e : 2.0f - e;
+}
+
+// GELU pieces: cdf <- Phi(x) (standard normal CDF), pdf <- phi(x) (density).
+template <class V>
+VITPE_INLINE void normal_cdf(V& cdf, const V& x) {
+  cdf = x * -0.70710678118654752f;
+  erfc_inplace(cdf);
+  cdf = cdf * 0.5f;
+}
+template <class V>
+VITPE_INLINE void normal_pdf(V& pdf, const V& x) {
+  pdf = x * x * -0.5f;
+  exp_inplace(pdf);
+  pdf = pdf * 0.3989422804014327f;
+}
+
+// y <- softmax(x * scale + add0 + add1) over one row of n (add0 / add1 may be null; y may
+// alias x). Returns the row's maximum logit and the sum of exponentials (for log-sum-exp).
+template <class V>
+VITPE_INLINE void softmax_row(float* y, const float* x, float scale, const float* add0,
+                              const float* add1, int64_t n, float* max_out = nullptr,
+                              float* sum_out = nullptr) {
+  constexpr int64_t w = kLanes<V>;
+  const int64_t nv = n / w * w;
+  V vmax = V{} - 3.0e38f;
+  float smax = -3.0e38f;
+  for (int64_t j = 0; j < nv; j += w) {
+    V v, a;
+    load(v, x + j);
+    v = v * scale;
+    if (add0) {
+      load(a, add0 + j);
+      v = v + a;
+    }
+    if (add1) {
+      load(a, add1 + j);
+      v = v + a;
+    }
+    store(y + j, v);
+    vmax = v > vmax ? v : vmax;
+  }
+  for (int64_t j = nv; j < n; ++j) {
+    float v = x[j] * scale + (add0 ? add0[j] : 0.0f) + (add1 ? add1[j] : 0.0f);
+    y[j] = v;
+    smax = v > smax ? v : smax;
+  }
+  const float mx = hmax(vmax) > smax ? hmax(vmax) : smax;
+  V vsum = V{};
+  float ssum = 0.0f;
+  for (int64_t j = 0; j < nv; j += w) {
+    V v;
+    load(v, y + j);
+    v = v - mx;
+    exp_inplace(v);
+    store(y + j, v);
+    vsum = vsum + v;
+  }
+  for (int64_t j = nv; j < n; ++j) {
+    float v = y[j] - mx;
+    exp_inplace(v);
+    y[j] = v;
+    ssum += v;
+  }
+  const float sum = hsum(vsum) + ssum;
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < nv; j += w) {
+    V v;
+    load(v, y + j);
+    v = v * inv;
+    store(y + j, v);
+  }
+  for (int64_t j = nv; j < n; ++j) y[j] *= inv;
+  if (max_out) *max_out = mx;
+  if (sum_out) *sum_out = sum;
+}
+
+}  // namespace vitpe::cpu

@@ -1,0 +1,17 @@
+// Reference elementwise ops: exact GELU with std::erf in double (see ops/reference.h).
+#include <cmath>
+
+#include "ops/reference.h"
+
+namespace vitpe::ref {
+
+Tensor gelu(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.at(i);
+    y.at(i) = static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+  }
+  return y;
+}
+
+}  // namespace vitpe::ref
