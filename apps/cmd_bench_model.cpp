@@ -1,0 +1,159 @@
+// `vitpe bench --model NAME_OR_CHECKPOINT --batch 1,8 [--vs-torch]`: inference latency,
+// throughput, GFLOP/s and peak memory of a whole model; with --vs-torch the PyTorch peer
+// (scripts/torch_peer_bench.py, eager and TorchScript-frozen) runs on the same threads in the
+// same run and the ratios are printed.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/command.h"
+#include "ops/ops.h"
+#include "ops/random.h"
+#include "vit/checkpoint.h"
+
+namespace vitpe::app {
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  std::vector<int> batches{1, 8};
+  int reps = 0;
+  bool vs_torch = false;
+  std::string device = "cpu";
+};
+
+// Peak resident memory of this process so far (VmHWM), in MiB.
+double peak_rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+struct TorchResult {
+  double eager_ms = 0, jit_ms = 0;
+};
+
+std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
+  std::string script = VITPE_SOURCE_DIR "/scripts/torch_peer_bench.py";
+  if (const char* env = std::getenv("VITPE_TORCH_PEER")) script = env;
+  std::string batches;
+  for (int b : o.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
+  const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' {} {} {} 2>&1", script,
+                                      o.model, threads, batches, std::max(o.reps, 3));
+  std::fprintf(stderr, "running the PyTorch peer: %s\n", cmd.c_str());
+  std::map<int, TorchResult> out;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) {
+    std::fprintf(stderr, "could not start the PyTorch peer\n");
+    return out;
+  }
+  char buf[4096];
+  std::string log;
+  while (std::fgets(buf, sizeof buf, pipe)) {
+    std::string line(buf);
+    try {
+      auto j = nlohmann::json::parse(line);
+      auto& r = out[j.at("batch").get<int>()];
+      (j.at("mode") == "eager" ? r.eager_ms : r.jit_ms) = j.at("median_ms").get<double>();
+    } catch (const std::exception&) {
+      log += line;
+    }
+  }
+  const int rc = pclose(pipe);
+  if (rc != 0 || out.empty()) {
+    std::fprintf(stderr, "the PyTorch peer did not run (is python3-torch installed?):\n%s\n",
+                 log.c_str());
+  }
+  return out;
+}
+
+void run_bench(const BenchOptions& o) {
+  if (o.device != "cpu") {
+    throw ExitError{2, "bench: whole-model benchmarks run on the CPU in this version; "
+                       "`vitpe bench attention --device cuda` benchmarks the CUDA kernels"};
+  }
+  LoadedModel loaded = load_model(o.model);
+  Model& model = *loaded.model;
+  const ModelConfig& c = model.config();
+  const int threads = num_threads();
+  const double weights_mib = model.num_params() * 4.0 / (1 << 20);
+  std::printf("model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads\n",
+              o.model.c_str(), c.kind == ModelKind::vit ? "ViT" : "Swin", c.encoding.c_str(),
+              model.num_params() / 1e6, weights_mib, threads);
+  std::printf("%6s %12s %10s %10s %14s\n", "batch", "median ms", "img/s", "GFLOP/s",
+              "peak RSS MiB");
+  std::map<int, double> ours;
+  Rng rng(0);
+  for (int B : o.batches) {
+    Tensor x = Tensor::empty({B, c.channels, c.img_rows, c.img_cols});
+    rng.fill_normal(x, 1.0);
+    const int reps = o.reps ? o.reps : (B == 1 ? 10 : 5);
+    for (int i = 0; i < 2; ++i) model.forward(x);  // warm-up: primitives, buffers
+    std::vector<double> ms;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      model.forward(x);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                       .count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    ours[B] = med;
+    std::printf("%6d %12.1f %10.1f %10.1f %14.0f\n", B, med, B * 1000.0 / med,
+                model.flops_per_image() * B / (med * 1e6), peak_rss_mib());
+    std::fflush(stdout);
+  }
+  std::printf("memory: weights %.0f MiB; peak RSS is for the whole process so far\n",
+              weights_mib);
+  if (!o.vs_torch) return;
+  auto torch = run_torch_peer(o, threads);
+  if (torch.empty()) return;
+  std::printf("\n%6s %12s %14s %12s %16s %14s\n", "batch", "vitpe ms", "torch eager ms",
+              "speedup", "torch jit ms", "speedup");
+  for (int B : o.batches) {
+    auto it = torch.find(B);
+    if (it == torch.end()) continue;
+    std::printf("%6d %12.1f %14.1f %11.2fx %16.1f %13.2fx\n", B, ours[B], it->second.eager_ms,
+                it->second.eager_ms / ours[B], it->second.jit_ms, it->second.jit_ms / ours[B]);
+  }
+}
+
+void setup(CLI::App& root) {
+  CLI::App* bench = find_or_add_subcommand(
+      root, "bench", "Benchmarks: a whole model (--model), or a subcommand (ops, attention)");
+  bench->require_subcommand(0, 1);
+  auto o = std::make_shared<BenchOptions>();
+  bench->add_option("--model", o->model, "Preset name or checkpoint to benchmark");
+  bench->add_option("--batch", o->batches, "Batch sizes, comma separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--reps", o->reps, "Timed repetitions per batch (default 10 / 5)")
+      ->check(CLI::NonNegativeNumber);
+  bench->add_flag("--vs-torch", o->vs_torch,
+                  "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
+  bench->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  bench->callback([o, bench] {
+    if (!bench->get_subcommands().empty()) return;  // `bench ops`, `bench attention`
+    if (o->model.empty()) {
+      throw ExitError{2, "bench: give --model PRESET_OR_CHECKPOINT, or a subcommand (see "
+                         "`vitpe bench --help`)"};
+    }
+    run_bench(*o);
+  });
+}
+
+VITPE_COMMAND(60, setup);
+
+}  // namespace
+}  // namespace vitpe::app
