@@ -1,0 +1,86 @@
+// safetensors checkpoints: a validating, memory-mapped reader and an atomic writer.
+//
+// Format (https://github.com/huggingface/safetensors): 8 bytes little-endian header length N,
+// N bytes of JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+// "__metadata__": {"key": "value"}}, then the data section; offsets are relative to it.
+//
+// The reader trusts nothing in the file: every size, offset, dtype and shape is checked when
+// the file is opened, so `get` can never read outside the mapping. Every error is a
+// std::runtime_error naming the file, the tensor (when there is one), what was expected and what
+// was found.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace vitpe {
+
+// One entry of the header, validated.
+struct TensorInfo {
+  std::string dtype;           // as in the file: "F32", "F16", "BF16", "I64", ...
+  std::vector<int64_t> shape;  // may be empty (a scalar)
+  size_t begin = 0;            // byte range [begin, end) within the data section
+  size_t end = 0;
+  int64_t numel() const;
+};
+
+class SafeTensorsFile {
+ public:
+  // Maps and validates the file; throws std::runtime_error naming the file otherwise.
+  static SafeTensorsFile open(const std::string& path);
+
+  SafeTensorsFile(SafeTensorsFile&& o) noexcept;
+  SafeTensorsFile& operator=(SafeTensorsFile&& o) noexcept;
+  SafeTensorsFile(const SafeTensorsFile&) = delete;
+  SafeTensorsFile& operator=(const SafeTensorsFile&) = delete;
+  ~SafeTensorsFile();
+
+  const std::string& path() const { return path_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  std::vector<std::string> names() const;  // sorted
+  bool contains(const std::string& name) const { return infos_.count(name) != 0; }
+  // Throws naming the file and the tensor when it is absent.
+  const TensorInfo& info(const std::string& name) const;
+
+  // The tensor as a new f32 CPU tensor: F32 copied, F16 and BF16 converted exactly. Integer and
+  // other dtypes (derived buffers such as Swin's relative_position_index) are validated at open
+  // but cannot be loaded: skip them by name or dtype, `get` throws for them.
+  Tensor get(const std::string& name) const;
+  // The tensor's bytes, little-endian, inside the mapping (valid while this object lives).
+  std::span<const std::byte> raw(const std::string& name) const;
+
+ private:
+  SafeTensorsFile() = default;
+  void unmap();
+
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_size_ = 0;
+  const std::byte* data_ = nullptr;  // start of the data section
+  size_t data_size_ = 0;
+  std::map<std::string, std::string> metadata_;
+  std::map<std::string, TensorInfo> infos_;
+};
+
+// Size in bytes of one element of a safetensors dtype ("F32" -> 4); 0 for an unknown dtype.
+size_t safetensors_dtype_size(const std::string& dtype);
+
+// IEEE half -> float (exact, including subnormals, infinities and NaN).
+float f16_to_float(uint16_t h);
+
+// Writes CPU or CUDA tensors (f32 as F32, bf16 as BF16) in name order with `metadata` as
+// __metadata__. The header is padded with spaces to a multiple of 8 bytes so the data section
+// is aligned. Atomic: writes `path.tmp.<pid>` in the same directory, fsyncs it and renames it
+// over `path`; on any failure the temporary file is removed and `path` is left untouched.
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace vitpe
