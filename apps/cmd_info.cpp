@@ -1,0 +1,64 @@
+// `vitpe info CHECKPOINT_OR_PRESET`: what a checkpoint holds and what it costs to run.
+#include <cstdio>
+#include <memory>
+
+#include "apps/command.h"
+#include "apps/model_options.h"
+
+namespace vitpe::app {
+namespace {
+
+void run_info(const ModelOptions& o) {
+  LoadedModel loaded = load_model(o.model, o.load_options());
+  Model& m = *loaded.model;
+  const ModelConfig& c = m.config();
+  std::printf("%s\n", o.model.c_str());
+  std::printf("  format        %s\n", checkpoint_format_name(loaded.format));
+  for (const auto& note : loaded.notes) std::printf("  note          %s\n", note.c_str());
+  std::printf("  architecture  %s\n", c.kind == ModelKind::vit ? "ViT" : "Swin");
+  std::printf("  preset        %s\n", c.name.c_str());
+  std::printf("  input         %lld x %lld x %lld (channels x rows x cols), patch %lld\n",
+              (long long)c.channels, (long long)c.img_rows, (long long)c.img_cols,
+              (long long)c.patch);
+  std::printf("  encoding      %s\n", c.encoding.c_str());
+  if (c.kind == ModelKind::vit) {
+    std::printf("  width         %lld, depth %lld, heads %lld, mlp %lld\n", (long long)c.dim,
+                (long long)c.depth, (long long)c.heads, (long long)c.mlp_dim);
+    std::printf("  pooling       %s\n", c.pool == Pool::cls ? "class token" : "mean (fc_norm)");
+  } else {
+    std::string depths, heads;
+    for (size_t i = 0; i < c.depths.size(); ++i) {
+      depths += (i ? "," : "") + std::to_string(c.depths[i]);
+      heads += (i ? "," : "") + std::to_string(c.stage_heads[i]);
+    }
+    std::printf("  embed dim     %lld, depths %s, heads %s, window %lld\n", (long long)c.dim,
+                depths.c_str(), heads.c_str(), (long long)c.window);
+  }
+  std::printf("  classes       %lld%s\n", (long long)c.classes,
+              c.labels.empty() ? " (no names)" : " (named)");
+  int64_t enc_params = 0;
+  for (Param* p : m.params()) {
+    const std::string& n = p->name;
+    if (n.find("pos_embed") != std::string::npos || n.find("relative_position") != std::string::npos ||
+        n.find("rope") != std::string::npos) {
+      enc_params += p->value.numel();
+    }
+  }
+  std::printf("  parameters    %lld (%.2fM; encoding %lld)\n", (long long)m.num_params(),
+              m.num_params() / 1e6, (long long)enc_params);
+  std::printf("  GFLOPs/image  %.3f (multiply-adds x 2)\n", m.flops_per_image() / 1e9);
+}
+
+void setup(CLI::App& root) {
+  auto o = std::make_shared<ModelOptions>();
+  CLI::App* cmd = root.add_subcommand("info", "Show a checkpoint's (or preset's) configuration, "
+                                              "encoding, parameters and GFLOPs per image");
+  cmd->add_option("checkpoint", o->model, "Checkpoint (.safetensors) or preset name")->required();
+  add_model_options(cmd, *o);
+  cmd->callback([o] { run_info(*o); });
+}
+
+VITPE_COMMAND(40, setup);
+
+}  // namespace
+}  // namespace vitpe::app

@@ -1,0 +1,56 @@
+// Options shared by the commands that load a model (classify, info, convert, eval).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "vit/checkpoint.h"
+
+namespace vitpe::app {
+
+struct ModelOptions {
+  std::string model;
+  std::string preset;
+  int64_t heads = 0;
+  std::string img_size;  // "224" or "224x160"
+  std::string labels;
+
+  LoadOptions load_options() const {
+    LoadOptions o;
+    o.preset = preset;
+    o.heads = heads;
+    o.labels_file = labels;
+    if (!img_size.empty()) {
+      const size_t x = img_size.find('x');
+      try {
+        o.img_rows = std::stoll(img_size.substr(0, x));
+        o.img_cols = x == std::string::npos ? o.img_rows : std::stoll(img_size.substr(x + 1));
+      } catch (const std::exception&) {
+        throw std::invalid_argument("--img-size: expected N or ROWSxCOLS, found '" + img_size +
+                                    "'");
+      }
+      if (o.img_rows <= 0 || o.img_cols <= 0) {
+        throw std::invalid_argument("--img-size: sizes must be positive, found '" + img_size +
+                                    "'");
+      }
+    }
+    return o;
+  }
+};
+
+// Adds --preset, --heads, --img-size and (if with_labels) --labels; the model itself is added
+// by the caller (positional or --model).
+inline void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_labels = true) {
+  cmd->add_option("--preset", o.preset,
+                  "For timm/torchvision files: take the config from this preset");
+  cmd->add_option("--heads", o.heads, "For ViT files without config: number of heads")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--img-size", o.img_size,
+                  "Input size N or ROWSxCOLS (default: the checkpoint's, else 224)");
+  if (with_labels) {
+    cmd->add_option("--labels", o.labels, "Class names, one per line")->check(CLI::ExistingFile);
+  }
+}
+
+}  // namespace vitpe::app
