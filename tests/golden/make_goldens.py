@@ -6,8 +6,9 @@ Run (never at test time; the tests read only the files this writes):
     /usr/bin/python3 -m pip install --break-system-packages --no-deps timm==0.9.16 safetensors
     /usr/bin/python3 tests/golden/make_goldens.py          # writes tests/data/
 Needs torch (Debian's 1.13 works), torchvision (0.14), timm 0.9.16, Pillow, numpy and the
-`safetensors` Python package. Deterministic: a fixed seed, CPU, eval mode; rerunning gives the
-same files (byte-identical with the same library versions).
+`safetensors` Python package (only to cross-check the files, which are written by hand).
+Deterministic: a fixed seed, CPU, one thread, eval mode; rerunning gives byte-identical files
+with the same library versions.
 
 Conventions for every model:
 - Weights are random timm/torchvision initialisation plus small random perturbations (so no
@@ -62,7 +63,8 @@ Files (see tests/data/README.md for the tensor names):
       tensor is a deterministic function of its timm name (see `synthetic` below and
       tests/golden/synthetic_weights.h for the C++ twin). The file holds `logits` [1, 10] and
       a copy of `input` is not stored either (the input is synthetic("input", [1,3,224,224])).
-      `__metadata__["params"]` is JSON {timm name: shape} of every parameter.
+      `__metadata__["params"]` is JSON {timm name: shape} of every parameter; `check/<name>`
+      holds synthetic(name) for cls_token, blocks.0.norm1.weight and blocks.0.attn.qkv.bias.
   images/*.png and preprocess_golden.safetensors
       Synthetic PNGs (RGB 8-bit 67x45, grayscale 8-bit 40x52, RGBA 8-bit 50x50 with varying
       alpha, RGB 16-bit 36x30, RGB 8-bit 20x14 smaller than the crop, grayscale 16-bit 30x30)
@@ -86,7 +88,7 @@ import torch
 import torchvision
 import timm
 from PIL import Image
-from safetensors.torch import save_file
+from safetensors.torch import load_file
 from timm.data import create_transform
 from timm.models.swin_transformer import SwinTransformer as TimmSwin
 from timm.models.vision_transformer import VisionTransformer as TimmViT
@@ -129,9 +131,27 @@ def weights_dict(model, keep_buffers):
     return out
 
 
+DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.int64: "I64"}
+
+
 def save(name, tensors, metadata=None):
+    """Writes a safetensors file by hand (the format is trivial) so that the bytes are
+    reproducible: the `safetensors` package orders __metadata__ by a hash map."""
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = dict(sorted(metadata.items()))
+    for k in sorted(tensors):
+        v = tensors[k].detach().contiguous()
+        raw = (v.view(torch.int16) if v.dtype == torch.bfloat16 else v).numpy().tobytes()
+        header[k] = {"dtype": DTYPES[v.dtype], "shape": list(v.shape),
+                     "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
     path = os.path.join(OUT, name)
-    save_file({k: v.contiguous() for k, v in tensors.items()}, path, metadata=metadata)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
     print(f"  {name}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")
 
 
@@ -305,7 +325,10 @@ def vit_s16_synth():
     logits = model(x).float()
     md = meta(f"timm {timm.__version__} VisionTransformer, synthetic weights", cfg)
     md["params"] = json.dumps(params)
-    save("vit_s16_synth_io.safetensors", {"logits": logits}, md)
+    # A few synthetic tensors, so a test can check the C++ generator against this one.
+    checks = {f"check/{n}": synthetic(n, params[n])
+              for n in ("cls_token", "blocks.0.norm1.weight", "blocks.0.attn.qkv.bias")}
+    save("vit_s16_synth_io.safetensors", {"logits": logits, **checks}, md)
 
 
 # ---- images and timm's eval transform ------------------------------------------------------
@@ -400,6 +423,10 @@ def main():
             continue
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
     print(f"total (without encodings/): {total} bytes")
+    # Cross-check the hand-written files with the reference reader.
+    for f in sorted(os.listdir(OUT)):
+        if f.endswith(".safetensors"):
+            load_file(os.path.join(OUT, f))
     return 0
 
 
