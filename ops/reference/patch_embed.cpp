@@ -16,18 +16,22 @@ Tensor patch_embed(const Tensor& x, const Tensor& w, const Tensor& b, int64_t pa
   }
   const int64_t gh = h / p, gw = wd / p;
   Tensor y = Tensor::empty(Shape{bs, gh * gw, d});
+  const float* xp = x.f32();
+  const float* wp = w.f32();
+  const float* bp = b.defined() ? b.f32() : nullptr;
+  float* yp = y.f32();
   for (int64_t bi = 0; bi < bs; ++bi)
     for (int64_t gy = 0; gy < gh; ++gy)
       for (int64_t gx = 0; gx < gw; ++gx)
         for (int64_t o = 0; o < d; ++o) {
-          double s = b.defined() ? b.at(o) : 0.0;
+          double s = bp ? bp[o] : 0.0;
           for (int64_t ci = 0; ci < c; ++ci)
             for (int64_t i = 0; i < p; ++i)
               for (int64_t j = 0; j < p; ++j) {
-                const double xv = x.at(((bi * c + ci) * h + gy * p + i) * wd + gx * p + j);
-                s += xv * w.at(((o * c + ci) * p + i) * p + j);
+                const double xv = xp[((bi * c + ci) * h + gy * p + i) * wd + gx * p + j];
+                s += xv * wp[((o * c + ci) * p + i) * p + j];
               }
-          y.at((bi * gh * gw + gy * gw + gx) * d + o) = static_cast<float>(s);
+          yp[(bi * gh * gw + gy * gw + gx) * d + o] = static_cast<float>(s);
         }
   return y;
 }

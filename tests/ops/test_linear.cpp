@@ -1,0 +1,236 @@
+// linear_forward / linear_backward (ops/cpu/linear.cpp) against the double-precision
+// reference (ops/reference/linear.cpp) and against central finite differences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "ops/cpu/dnnl_cache.h"
+#include "ops/ops.h"
+#include "ops/reference.h"
+#include "tests/testing.h"
+
+namespace vitpe {
+namespace {
+
+using testing::max_rel_error;
+using testing::random_tensor;
+
+struct LinearCase {
+  Shape x;  // [..., K]
+  int64_t n;
+};
+
+Shape out_shape(const Shape& x, int64_t n) {
+  Shape s = x;
+  s[s.size() - 1] = n;
+  return s;
+}
+
+void check_forward(const LinearCase& c, Act act, bool bias, bool residual, uint64_t seed) {
+  const int64_t k = c.x.dim(-1);
+  Tensor x = random_tensor(c.x, seed);
+  Tensor w = random_tensor(Shape{c.n, k}, seed + 1, 1.0 / std::sqrt(static_cast<double>(k)));
+  Tensor b = bias ? random_tensor(Shape{c.n}, seed + 2) : Tensor();
+  Tensor r = residual ? random_tensor(out_shape(c.x, c.n), seed + 3) : Tensor();
+  Tensor y = Tensor::full(out_shape(c.x, c.n), 1e9f);  // garbage the op must overwrite
+  linear_forward(y, x, w, b, act, r);
+  Tensor want = ref::linear(x, w, b, act, r);
+  EXPECT_LT(max_rel_error(y, want), 1e-5)
+      << "x " << c.x.str() << " n " << c.n << " act " << static_cast<int>(act) << " bias " << bias
+      << " residual " << residual;
+}
+
+TEST(LinearForward, MatchesReferenceOnViTShapes) {
+  check_forward({Shape{1, 197, 384}, 1152}, Act::none, true, false, 1);  // qkv, batch 1
+  check_forward({Shape{3, 197, 1536}, 384}, Act::none, true, false, 2);  // fc2, batch 3
+  check_forward({Shape{1, 49, 384}, 384}, Act::none, true, false, 3);    // a Swin window
+}
+
+TEST(LinearForward, MatchesReferenceOnOddShapes) {
+  check_forward({Shape{7, 13}, 5}, Act::none, true, false, 4);
+  check_forward({Shape{2, 3, 13}, 5}, Act::none, false, false, 5);
+  check_forward({Shape{1, 1}, 1}, Act::none, true, false, 6);
+  check_forward({Shape{33, 17}, 65}, Act::none, true, false, 7);
+}
+
+TEST(LinearForward, FusedGeluMatchesReference) {
+  check_forward({Shape{1, 197, 384}, 1536}, Act::gelu, true, false, 8);  // fc1
+  check_forward({Shape{7, 13}, 5}, Act::gelu, false, false, 9);
+}
+
+TEST(LinearForward, FusedResidualMatchesReference) {
+  check_forward({Shape{1, 197, 384}, 384}, Act::none, true, true, 10);  // proj + residual
+  check_forward({Shape{7, 13}, 5}, Act::none, false, true, 11);
+}
+
+TEST(LinearForward, GeluIsAppliedBeforeTheResidual) {
+  check_forward({Shape{2, 9, 31}, 17}, Act::gelu, true, true, 12);
+  // With x = 0 and no bias the product is 0, GELU(0) = 0, and y must equal the residual;
+  // GELU applied after the add would give GELU(residual) instead.
+  Tensor x = Tensor::zeros(Shape{3, 4});
+  Tensor w = random_tensor(Shape{5, 4}, 13);
+  Tensor r = Tensor::from(Shape{3, 5}, {-3, -2, -1, 0, 1, 2, 3, -0.5f, 0.5f, 4, 5, 6, 7, 8, 9});
+  Tensor y = Tensor::empty(Shape{3, 5});
+  linear_forward(y, x, w, Tensor(), Act::gelu, r);
+  for (int i = 0; i < 15; ++i) EXPECT_FLOAT_EQ(y.at(i), r.at(i)) << i;
+}
+
+TEST(LinearForward, ResidualMayBeTheOutputItself) {
+  // y = y + x w^T + b (the in-place residual of a transformer block).
+  Tensor x = random_tensor(Shape{2, 11, 24}, 14);
+  Tensor w = random_tensor(Shape{24, 24}, 15, 0.2);
+  Tensor b = random_tensor(Shape{24}, 16);
+  Tensor r = random_tensor(Shape{2, 11, 24}, 17);
+  for (Act act : {Act::none, Act::gelu}) {
+    Tensor y = r.clone();
+    linear_forward(y, x, w, b, act, y);
+    EXPECT_LT(max_rel_error(y, ref::linear(x, w, b, act, r)), 1e-5);
+  }
+}
+
+TEST(LinearForward, RepeatedCallsGiveIdenticalResultsAndReuseThePrimitive) {
+  Tensor x = random_tensor(Shape{5, 19}, 18);
+  Tensor w = random_tensor(Shape{23, 19}, 19);
+  Tensor b = random_tensor(Shape{23}, 20);
+  Tensor y1 = Tensor::empty(Shape{5, 23}), y2 = Tensor::empty(Shape{5, 23});
+  linear_forward(y1, x, w, b, Act::gelu);
+  const int64_t entries = cpu::primitive_cache_size();
+  linear_forward(y2, x, w, b, Act::gelu);
+  EXPECT_EQ(cpu::primitive_cache_size(), entries);
+  for (int64_t i = 0; i < y1.numel(); ++i) EXPECT_EQ(y1.at(i), y2.at(i));
+}
+
+// Gradients of L = sum(g * y) with y = linear(x, w, b): from the backward and from central
+// differences of L computed in double.
+TEST(LinearBackward, MatchesFiniteDifferences) {
+  const int64_t m = 4, k = 6, n = 5;
+  Tensor x = random_tensor(Shape{2, 2, k}, 21);
+  Tensor w = random_tensor(Shape{n, k}, 22);
+  Tensor b = random_tensor(Shape{n}, 23);
+  Tensor g = random_tensor(Shape{2, 2, n}, 24);
+  auto loss = [&]() {
+    double s = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double v = b.at(j);
+        for (int64_t l = 0; l < k; ++l) v += static_cast<double>(x.at(i * k + l)) * w.at(j * k + l);
+        s += v * g.at(i * n + j);
+      }
+    return s;
+  };
+  Tensor dx = Tensor::zeros(x.shape()), dw = Tensor::zeros(w.shape()),
+         db = Tensor::zeros(b.shape());
+  linear_backward(dx, dw, db, g, x, w);
+  EXPECT_LT(max_rel_error(dx, testing::numeric_grad(x, loss)), 1e-4);
+  EXPECT_LT(max_rel_error(dw, testing::numeric_grad(w, loss)), 1e-4);
+  EXPECT_LT(max_rel_error(db, testing::numeric_grad(b, loss)), 1e-4);
+}
+
+TEST(LinearBackward, MatchesReferenceOnViTShapes) {
+  for (auto [xs, n] :
+       {std::pair{Shape{1, 197, 384}, int64_t{1152}}, std::pair{Shape{1, 49, 96}, int64_t{384}},
+        std::pair{Shape{7, 13}, int64_t{5}}}) {
+    const int64_t k = xs.dim(-1);
+    Tensor x = random_tensor(xs, 25), w = random_tensor(Shape{n, k}, 26, 0.05);
+    Tensor dy = random_tensor(out_shape(xs, n), 27);
+    Tensor dx = Tensor::zeros(xs), dw = Tensor::zeros(w.shape()), db = Tensor::zeros(Shape{n});
+    linear_backward(dx, dw, db, dy, x, w);
+    ref::LinearGrads want = ref::linear_backward(dy, x, w);
+    EXPECT_LT(max_rel_error(dx, want.dx), 1e-5) << xs.str();
+    EXPECT_LT(max_rel_error(dw, want.dw), 1e-5) << xs.str();
+    EXPECT_LT(max_rel_error(db, want.db), 1e-5) << xs.str();
+  }
+}
+
+TEST(LinearBackward, AccumulatesIntoGradients) {
+  Tensor x = random_tensor(Shape{9, 14}, 28), w = random_tensor(Shape{6, 14}, 29);
+  Tensor dy = random_tensor(Shape{9, 6}, 30);
+  ref::LinearGrads once = ref::linear_backward(dy, x, w);
+  Tensor dx = Tensor::zeros(x.shape()), dw = Tensor::zeros(w.shape()), db = Tensor::zeros(Shape{6});
+  linear_backward(dx, dw, db, dy, x, w);
+  linear_backward(dx, dw, db, dy, x, w);
+  auto twice = [](const Tensor& t) {
+    Tensor r = t.clone();
+    for (int64_t i = 0; i < r.numel(); ++i) r.at(i) *= 2;
+    return r;
+  };
+  EXPECT_LT(max_rel_error(dx, twice(once.dx)), 1e-5);
+  EXPECT_LT(max_rel_error(dw, twice(once.dw)), 1e-5);
+  EXPECT_LT(max_rel_error(db, twice(once.db)), 1e-5);
+}
+
+TEST(LinearBackward, UndefinedGradientsAreSkipped) {
+  Tensor x = random_tensor(Shape{4, 3}, 31), w = random_tensor(Shape{2, 3}, 32);
+  Tensor dy = random_tensor(Shape{4, 2}, 33);
+  ref::LinearGrads want = ref::linear_backward(dy, x, w);
+  Tensor none, dw = Tensor::zeros(w.shape());
+  Tensor none2;
+  linear_backward(none, dw, none2, dy, x, w);
+  EXPECT_LT(max_rel_error(dw, want.dw), 1e-5);
+  Tensor dx = Tensor::zeros(x.shape());
+  linear_backward(dx, none, none2, dy, x, w);
+  EXPECT_LT(max_rel_error(dx, want.dx), 1e-5);
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+TEST(Linear, ShapeErrorsNameTheOpAndBothShapes) {
+  Tensor x = Tensor::zeros(Shape{4, 3}), w = Tensor::zeros(Shape{2, 3});
+  Tensor y = Tensor::empty(Shape{4, 5});
+  std::string m = message_of([&] { linear_forward(y, x, w, Tensor()); });
+  EXPECT_NE(m.find("linear_forward"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 2]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 5]"), std::string::npos) << m;
+  EXPECT_THROW(linear_forward(y, x, w, Tensor()), ShapeError);
+
+  Tensor y2 = Tensor::empty(Shape{4, 2});
+  Tensor wk = Tensor::zeros(Shape{2, 4});
+  m = message_of([&] { linear_forward(y2, x, wk, Tensor()); });
+  EXPECT_NE(m.find("[4, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[2, 4]"), std::string::npos) << m;
+  EXPECT_THROW(linear_forward(y2, x, w, Tensor::zeros(Shape{3})), ShapeError);
+  EXPECT_THROW(linear_forward(y2, x, w, Tensor(), Act::none, Tensor::zeros(Shape{2, 4})),
+               ShapeError);
+
+  Tensor dx = Tensor::zeros(Shape{4, 4}), none;
+  m = message_of([&] { linear_backward(dx, none, none, y2, x, w); });
+  EXPECT_NE(m.find("linear_backward"), std::string::npos) << m;
+  EXPECT_NE(m.find("[4, 4]"), std::string::npos) << m;
+  EXPECT_THROW(linear_backward(none, none, none, y, x, w), ShapeError);
+}
+
+TEST(Linear, Bf16WeightsComputeInBf16OrExplainWhyNot) {
+  Tensor x = random_tensor(Shape{3, 197, 64}, 34), w = random_tensor(Shape{48, 64}, 35, 0.125);
+  Tensor b = random_tensor(Shape{48}, 36);
+  Tensor wb = w.to(DType::bf16);
+  Tensor y = Tensor::empty(Shape{3, 197, 48});
+  if (!cpu::cpu_has_bf16()) {
+    std::string m = message_of([&] { linear_forward(y, x, wb, b); });
+    EXPECT_NE(m.find("linear_forward"), std::string::npos) << m;
+    EXPECT_NE(m.find("avx512_bf16"), std::string::npos) << m;
+    EXPECT_NE(m.find(cpu::cpu_isa_name()), std::string::npos) << m;
+    EXPECT_NE(m.find("f32"), std::string::npos) << m;
+    GTEST_SKIP() << "this CPU (" << cpu::cpu_isa_name() << ") has no native bf16 matmul";
+  }
+  linear_forward(y, x, wb, b, Act::gelu);
+  // The reference sees the same bf16-rounded operands, so the only difference is f32 vs double
+  // accumulation order.
+  Tensor xr = x.to(DType::bf16).to(DType::f32);
+  EXPECT_LT(max_rel_error(y, ref::linear(xr, wb, b, Act::gelu)), 1e-5);
+  Tensor dy = random_tensor(y.shape(), 37), dx = Tensor::zeros(x.shape()), none;
+  linear_backward(dx, none, none, dy, x, wb);
+  Tensor dyr = dy.to(DType::bf16).to(DType::f32);
+  EXPECT_LT(max_rel_error(dx, ref::linear_backward(dyr, x, wb).dx), 1e-5);
+}
+
+}  // namespace
+}  // namespace vitpe
