@@ -1,7 +1,9 @@
 // `learned1d`: a learned table added to the tokens, timm's VisionTransformer layout.
 //
 // Parameter: "pos_embed" [1, prefix + rows*cols, D] (timm's name and shape), rows = prefix
-// tokens first, then patches row-major. Initialised with trunc_normal(std 0.02) as timm.
+// tokens first, then patches row-major. Initialised as timm's trunc_normal_(std=.02), whose
+// bounds (+-2, absolute) lie 100 std out, i.e. a plain normal(0, 0.02) (Rng::trunc_normal would
+// cut at +-2 std instead, shrinking the std to 0.0176).
 // Prefix tokens: learned kind, so each prefix token has its own learned row (timm's class row).
 // Resampling to another grid: timm's resample_abs_pos_embed: the prefix rows are kept, the
 // patch rows are interpolated as D planes [rows, cols] with bicubic, antialias=True,
@@ -23,7 +25,7 @@ class Learned1d final : public TableTokenEncoding {
       : TableTokenEncoding("learned1d", dim, grid, prefix) {
     param_.name = "pos_embed";
     param_.value = Tensor::empty({1, prefix + grid.count(), dim});
-    rng.fill_trunc_normal(param_.value, 0.02);
+    rng.fill_normal(param_.value, 0.02);  // = timm's trunc_normal_(std=.02): bounds +-2 are 100 std
     param_.grad = Tensor::zeros(param_.value.shape());
     param_.no_decay = true;
   }

@@ -1,7 +1,8 @@
 // `relbias`: a learned relative position bias per block (Swin; BEiT for the class token).
 //
 // Parameter: "attn.relative_position_bias_table" [(2Mh-1)(2Mw-1) (+3), H] (timm's name, relative
-// to the block, and shape), initialised with trunc_normal(std 0.02) as Swin. For tokens i, j of
+// to the block, and shape), initialised as Swin's
+// trunc_normal_(std=.02) (bounds +-2 absolute: a plain normal(0, 0.02)). For tokens i, j of
 // an Mh x Mw window (row-major, y = row, x = column):
 //   idx(i, j) = (y_i - y_j + Mh - 1) * (2Mw - 1) + (x_i - x_j + Mw - 1),  bias[h, i, j] =
 //   table[idx, h].
@@ -29,7 +30,7 @@ class RelBias final : public AttentionEncoding {
     check_grid("relbias", window);
     param_.name = "attn.relative_position_bias_table";
     param_.value = Tensor::empty({main_rows(window) + extra_, heads});
-    rng.fill_trunc_normal(param_.value, 0.02);
+    rng.fill_normal(param_.value, 0.02);  // = timm's trunc_normal_(std=.02): bounds +-2 are 100 std
     param_.grad = Tensor::zeros(param_.value.shape());
     param_.no_decay = true;
   }

@@ -2,7 +2,8 @@
 //   mode=sum    (default): PE(r, c) = row[r] + col[c], both tables D wide.
 //   mode=concat: PE(r, c) = [row[r] | col[c]], each table D/2 wide (the ViT paper's variant).
 // Parameters: "pos_embed_row" [rows, Dr], "pos_embed_col" [cols, Dc] and, when prefix > 0,
-// "pos_embed_prefix" [prefix, D]; initialised with trunc_normal(std 0.02) as timm's pos_embed.
+// "pos_embed_prefix" [prefix, D]; initialised as timm's pos_embed
+// (trunc_normal_(std=.02), bounds +-2 absolute: a plain normal(0, 0.02)).
 // Prefix tokens: learned kind, so each prefix token has its own learned row.
 // Resampling: each table along its own axis, linear, antialias=True, align_corners=False
 // (identical to plain linear interpolation when growing; averages when shrinking).
@@ -98,7 +99,7 @@ class Separable2d final : public TableTokenEncoding {
     Param p;
     p.name = name;
     p.value = Tensor::empty(s);
-    rng.fill_trunc_normal(p.value, 0.02);
+    rng.fill_normal(p.value, 0.02);  // = timm's trunc_normal_(std=.02): bounds +-2 are 100 std
     p.grad = Tensor::zeros(s);
     p.no_decay = true;
     return p;

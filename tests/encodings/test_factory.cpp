@@ -1,0 +1,87 @@
+// The factory: parsing, canonical strings, combinations (one part per site), option validation,
+// and error messages that list what is accepted.
+#include "encodings/encoding.h"
+#include "tests/testing.h"
+
+namespace vitpe {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected std::invalid_argument";
+  return "";
+}
+
+TEST(Factory, ParsesKindsOptionsAndCombinations) {
+  EncodingSpec s = parse_encoding(" sincos2d:T=100,layout=timm ");
+  ASSERT_EQ(s.parts.size(), 1u);
+  EXPECT_EQ(s.parts[0].kind, "sincos2d");
+  EXPECT_EQ(s.str(), "sincos2d:T=100,layout=timm");
+  EncodingSpec c = parse_encoding("rope-mixed:theta=10+learned1d");
+  EXPECT_EQ(c.str(), "rope-mixed:theta=10+learned1d");
+  Rng rng(0);
+  auto t = make_token_encoding(c, 16, {3, 4}, 1, rng);
+  auto a = make_attention_encoding(c, 2, 8, {3, 4}, 1, rng);
+  ASSERT_NE(t, nullptr);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(t->kind(), "learned1d");
+  EXPECT_EQ(a->kind(), "rope-mixed");
+  auto r = make_attention_encoding(parse_encoding("learned1d+relbias"), 2, 8, {3, 4}, 1, rng);
+  EXPECT_EQ(r->kind(), "relbias");
+  EXPECT_EQ(make_attention_encoding(parse_encoding("sincos2d"), 2, 8, {3, 4}, 1, rng), nullptr);
+  EXPECT_EQ(make_token_encoding(parse_encoding("alibi2d"), 16, {3, 4}, 1, rng), nullptr);
+}
+
+TEST(Factory, UnknownKindListsKnownOnes) {
+  std::string m = error_of([] { parse_encoding("sincos3d"); });
+  EXPECT_NE(m.find("sincos3d"), std::string::npos) << m;
+  for (const auto& k : encoding_kinds()) EXPECT_NE(m.find(k.name), std::string::npos) << m;
+  // A hand-built spec is validated by the makers too.
+  EncodingSpec s;
+  s.parts.push_back({"bogus", {}});
+  Rng rng(0);
+  EXPECT_THROW(make_token_encoding(s, 8, {2, 2}, 0, rng), std::invalid_argument);
+}
+
+TEST(Factory, BadOptionsNameWhatIsAccepted) {
+  std::string m = error_of([] { parse_encoding("sincos2d:temp=3"); });
+  EXPECT_NE(m.find("temp"), std::string::npos) << m;
+  EXPECT_NE(m.find("layout=mae|timm"), std::string::npos) << m;
+  m = error_of([] { parse_encoding("sincos2d:layout=big"); });
+  EXPECT_NE(m.find("big"), std::string::npos) << m;
+  m = error_of([] { parse_encoding("rope-axial:theta=-1"); });
+  EXPECT_NE(m.find("positive number"), std::string::npos) << m;
+  EXPECT_THROW(parse_encoding("rope-axial:theta=abc"), std::invalid_argument);
+  EXPECT_THROW(parse_encoding("rope-axial:theta"), std::invalid_argument);
+  EXPECT_THROW(parse_encoding("sincos1d:T=5,T=6"), std::invalid_argument);
+  m = error_of([] { parse_encoding("learned1d:x=1"); });
+  EXPECT_NE(m.find("takes no options"), std::string::npos) << m;
+}
+
+TEST(Factory, OnePartPerSite) {
+  std::string m = error_of([] { parse_encoding("sincos2d+learned1d"); });
+  EXPECT_NE(m.find("at most one part per site"), std::string::npos) << m;
+  EXPECT_THROW(parse_encoding("relbias+rope-axial"), std::invalid_argument);
+  EXPECT_THROW(parse_encoding("learned1d++relbias"), std::invalid_argument);
+  EXPECT_THROW(parse_encoding(""), std::invalid_argument);
+}
+
+TEST(Factory, KindsListedWithSitesAndDefaults) {
+  auto kinds = encoding_kinds();
+  ASSERT_EQ(kinds.size(), 9u);
+  std::map<std::string, EncodingKindInfo> by;
+  for (auto& k : kinds) by[k.name] = k;
+  EXPECT_EQ(by["learned1d"].site, "token");
+  EXPECT_EQ(by["relbias"].site, "attention");
+  EXPECT_EQ(by["none"].site, "-");
+  EXPECT_EQ(by["rope-axial"].options, "theta=100");
+  EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");
+  for (auto& k : kinds) EXPECT_FALSE(k.summary.empty()) << k.name;
+}
+
+}  // namespace
+}  // namespace vitpe

@@ -1,0 +1,110 @@
+// relbias: the index equals FACTS.md's formula on non-square windows (naive loop), BEiT's class
+// entries, the table gradient equals the scatter-sum of dbias (naive), bias_backward at another
+// window against finite differences, resampling against the PyTorch golden, identity at the
+// same window, and the prefix error.
+#include "encodings/encoding.h"
+#include "golden.h"
+#include "tests/testing.h"
+
+namespace vitpe {
+namespace {
+
+std::unique_ptr<AttentionEncoding> make(int64_t heads, Grid w, int64_t prefix) {
+  Rng rng(1);
+  return make_attention_encoding(parse_encoding("relbias"), heads, 8, w, prefix, rng);
+}
+
+// The formula of FACTS.md, written out independently.
+int64_t facts_index(int64_t i, int64_t j, Grid w) {
+  int64_t yi = i / w.cols, xi = i % w.cols, yj = j / w.cols, xj = j % w.cols;
+  return (yi - yj + w.rows - 1) * (2 * w.cols - 1) + (xi - xj + w.cols - 1);
+}
+
+TEST(RelBias, IndexMatchesFormulaOnNonSquareWindows) {
+  for (Grid w : {Grid{3, 5}, Grid{4, 2}, Grid{1, 6}})
+    for (int64_t prefix : {0, 1, 2}) {
+      const int64_t H = 2, N = prefix + w.count(), L = (2 * w.rows - 1) * (2 * w.cols - 1);
+      auto e = make(H, w, prefix);
+      Param* p = e->params()[0];
+      EXPECT_EQ(p->name, "attn.relative_position_bias_table");
+      ASSERT_EQ(p->value.shape(), Shape({L + (prefix > 0 ? 3 : 0), H}));
+      // Encode the row index in the table so the bias reveals which row was read.
+      for (int64_t r = 0; r < p->value.size(0); ++r)
+        for (int64_t h = 0; h < H; ++h) p->value.at(r * H + h) = static_cast<float>(r * 10 + h);
+      Tensor b = Tensor::empty({H, N, N});
+      e->bias(b, {w, prefix});
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < N; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            int64_t want = i < prefix
+                               ? (j < prefix ? L + 2 : L)
+                               : (j < prefix ? L + 1 : facts_index(i - prefix, j - prefix, w));
+            ASSERT_EQ(b.at((h * N + i) * N + j), static_cast<float>(want * 10 + h))
+                << w.str() << " prefix " << prefix << " i " << i << " j " << j;
+          }
+    }
+}
+
+TEST(RelBias, GradientIsScatterSum) {
+  Grid w{3, 4};
+  const int64_t H = 3, P = 1, N = P + w.count(), L = 35;
+  auto e = make(H, w, P);
+  Tensor d = testing::random_tensor({H, N, N}, 4);
+  Param* p = e->params()[0];
+  p->grad.zero();
+  e->bias_backward(d, {w, P});
+  std::vector<double> want((L + 3) * H, 0.0);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t r = i == 0 ? (j == 0 ? L + 2 : L) : (j == 0 ? L + 1 : facts_index(i - 1, j - 1, w));
+        want[r * H + h] += d.at((h * N + i) * N + j);
+      }
+  for (int64_t k = 0; k < (L + 3) * H; ++k) EXPECT_NEAR(p->grad.at(k), want[k], 1e-5);
+}
+
+TEST(RelBias, BackwardAtAnotherWindowMatchesFiniteDifferences) {
+  Grid built{3, 2}, used{4, 3};
+  const int64_t H = 2, P = 1, N = P + used.count();
+  auto e = make(H, built, P);
+  Tensor w = testing::random_tensor({H, N, N}, 6);
+  Param* p = e->params()[0];
+  p->grad.zero();
+  e->bias_backward(w, {used, P});
+  auto loss = [&] {
+    Tensor b = Tensor::empty({H, N, N});
+    e->bias(b, {used, P});
+    return testing::weighted_sum(b, w);
+  };
+  Tensor num = testing::numeric_grad(p->value, loss);
+  EXPECT_LT(testing::max_rel_error(p->grad, num), 1e-3);
+}
+
+TEST(RelBias, ResampleMatchesTorchAndSameWindowIsIdentity) {
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = "relbias_" + std::to_string(i);
+    const auto& m = testing::golden_meta(n + "_in");
+    Grid old{m.at("old")[0], m.at("old")[1]}, neu{m.at("new")[0], m.at("new")[1]};
+    auto e = make(m.at("heads"), old, 1);
+    Param* p = e->params()[0];
+    p->value.copy_from(testing::golden(n + "_in"));
+    Tensor before = p->value.clone();
+    e->resample(old);
+    EXPECT_EQ(testing::max_rel_error(p->value, before), 0.0);
+    e->resample(neu);
+    Tensor want = testing::golden(n + "_out");
+    ASSERT_EQ(p->value.shape(), want.shape());
+    EXPECT_LT(testing::max_rel_error(p->value, want), 2e-6) << n;
+  }
+}
+
+TEST(RelBias, PrefixNeedsClassEntries) {
+  auto e = make(2, {2, 2}, 0);
+  Tensor b = Tensor::empty({2, 5, 5});
+  EXPECT_THROW(e->bias(b, {{2, 2}, 1}), std::invalid_argument);
+  Tensor wrong = Tensor::empty({2, 4, 5});
+  EXPECT_THROW(e->bias(wrong, {{2, 2}, 0}), ShapeError);
+}
+
+}  // namespace
+}  // namespace vitpe
