@@ -72,8 +72,7 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const j
   uint64_t numel = 1;
   for (const json& d : sh) {
     if (!d.is_number_unsigned()) {  // nlohmann parses non-negative integers as unsigned
-      fail_tensor(path, name,
-                  "expected shape of non-negative integers, found " + show(sh));
+      fail_tensor(path, name, "expected shape of non-negative integers, found " + show(sh));
     }
     uint64_t v = d.get<uint64_t>();
     if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
@@ -91,9 +90,9 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const j
   const json& off = e["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned()) {
-    fail_tensor(path, name,
-                "expected data_offsets as [begin, end] of non-negative integers, found " +
-                    show(off));
+    fail_tensor(
+        path, name,
+        "expected data_offsets as [begin, end] of non-negative integers, found " + show(off));
   }
   uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
   if (begin > end) {
@@ -108,8 +107,8 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const j
   if (end - begin != nbytes) {
     fail_tensor(path, name,
                 "expected " + std::to_string(nbytes) + " bytes for dtype " + info.dtype +
-                    " and shape " + show(sh) + ", found data_offsets " + show(off) +
-                    " spanning " + std::to_string(end - begin) + " bytes");
+                    " and shape " + show(sh) + ", found data_offsets " + show(off) + " spanning " +
+                    std::to_string(end - begin) + " bytes");
   }
   info.begin = static_cast<size_t>(begin);
   info.end = static_cast<size_t>(end);
@@ -140,9 +139,9 @@ int64_t TensorInfo::numel() const {
 
 size_t safetensors_dtype_size(const std::string& dtype) {
   static const std::map<std::string, size_t> sizes = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},     {"I32", 4},
-      {"I16", 2}, {"I8", 1},  {"U64", 8}, {"U32", 4},  {"U16", 2},     {"U8", 1},
-      {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -213,9 +212,8 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
                    std::to_string(kMaxHeaderBytes) + " bytes)");
   }
   if (header_len > size - 8) {
-    fail(path, "header length " + std::to_string(header_len) +
-                   " exceeds the file: only " + std::to_string(size - 8) +
-                   " bytes follow the length (file truncated?)");
+    fail(path, "header length " + std::to_string(header_len) + " exceeds the file: only " +
+                   std::to_string(size - 8) + " bytes follow the length (file truncated?)");
   }
   f.data_ = bytes + 8 + header_len;
   f.data_size_ = size - 8 - static_cast<size_t>(header_len);
@@ -401,8 +399,8 @@ void save_safetensors(const std::string& path,
     text = header.dump();
   } catch (const json::exception& e) {
     throw std::runtime_error("safetensors: cannot write '" + path +
-                             "': a tensor name or metadata entry is not valid UTF-8 (" +
-                             e.what() + ")");
+                             "': a tensor name or metadata entry is not valid UTF-8 (" + e.what() +
+                             ")");
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data section to 8 bytes
   const uint64_t header_len = text.size();

@@ -31,8 +31,7 @@ inline float synthetic_uniform(uint64_t name_hash, uint64_t i) {
 inline Tensor synthetic_tensor(const std::string& name, const Shape& shape) {
   Tensor t = Tensor::empty(shape);
   const uint64_t h = fnv1a64(name);
-  const bool ends_weight =
-      name.size() >= 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+  const bool ends_weight = name.size() >= 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
     float v = synthetic_uniform(h, static_cast<uint64_t>(i));
     if (name == "pos_embed" || name == "cls_token" || name == "input") {

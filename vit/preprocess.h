@@ -1,0 +1,88 @@
+// Image preprocessing equal to timm's evaluation transform (timm 0.9 `create_transform` with
+// is_training=False, crop_mode 'center'), with OpenCV for decoding only.
+//
+// timm loads images with PIL (`Image.open(f).convert('RGB')`) and resizes them with PIL, so we
+// reproduce PIL, not OpenCV, for every step that changes pixel values:
+// 1. decode (cv::IMREAD_UNCHANGED, so no EXIF rotation: PIL does not rotate either) and convert
+//    to 8-bit RGB as convert('RGB'): BGR -> RGB, alpha dropped (not composited), grayscale
+//    replicated. 16-bit samples become v >> 8 (PIL keeps the high byte of 16-bit RGB/RGBA PNGs;
+//    for 16-bit GRAYSCALE PIL's convert clips values to 255 instead, which whitens the image: we
+//    use v >> 8 there too, a deliberate deviation). With channels == 1 a colour image becomes
+//    L = (19595 R + 38470 G + 7471 B + 2^15) >> 16, as PIL's convert('L').
+// 2. resize with PIL's two-pass separable filter on uint8 (horizontal pass, then vertical, each
+//    rounded to uint8 with PIL's 22-bit fixed-point coefficients; antialiased when shrinking).
+//    With s_r = floor(rows / crop_pct) and s_c = floor(cols / crop_pct): when s_r == s_c (square
+//    targets) the shorter side becomes s_r and the longer int(s_r * long / short), as
+//    torchvision's Resize(int); otherwise (timm's ResizeKeepRatio) ratio = min(h / s_r, w / s_c),
+//    new size = round-half-even(h / ratio) x round-half-even(w / ratio). NOTE: timm 0.9 resizes
+//    non-square targets BILINEARLY whatever interpolation is configured; we honour
+//    `interpolation`, so set it to bilinear to reproduce timm there.
+// 3. centre crop rows x cols with torchvision's rounding (top = round-half-even((h - rows) / 2)),
+//    zero-padding first when the resized image is smaller (crop_pct > 1).
+// 4. x = (v / 255 - mean) / std in f32, channel-major (CHW).
+// Against PIL 9.4 + timm 0.9.16 the result is bit-identical on tests/data/images (see
+// tests/vit/test_preprocess.cpp).
+#pragma once
+
+#include <cstdint>
+#include <opencv2/core.hpp>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace vitpe {
+
+enum class Interpolation : uint8_t { bilinear, bicubic };
+
+// "bilinear" or "bicubic" (as timm spells them); throws std::invalid_argument otherwise.
+Interpolation parse_interpolation(const std::string& name);
+const char* interpolation_name(Interpolation i);
+
+struct Preprocess {
+  int rows = 224;  // output height
+  int cols = 224;  // output width
+  double crop_pct = 0.875;
+  Interpolation interpolation = Interpolation::bicubic;
+  std::vector<float> mean = {0.485f, 0.456f, 0.406f};  // one per channel
+  std::vector<float> std_dev = {0.229f, 0.224f, 0.225f};
+  int channels = 3;  // 3 (RGB) or 1 (L)
+
+  // Throws std::invalid_argument naming the bad field.
+  void validate() const;
+};
+
+// Reads an image file (8- or 16-bit; gray, gray+alpha, BGR or BGRA) as uint8 RGB
+// (channels == 3) or L (channels == 1). Throws std::runtime_error naming the file when it is
+// missing, unreadable or of an unsupported depth.
+cv::Mat read_image(const std::string& path, int channels = 3);
+
+// Step 1 on an already decoded OpenCV image (BGR channel order, as cv::imread returns it).
+// `source` names the image in error messages.
+cv::Mat to_uint8_channels(const cv::Mat& decoded, int channels, const std::string& source);
+
+// PIL's Image.resize on a uint8 image with 1 to 4 channels -> width x height.
+cv::Mat pil_resize(const cv::Mat& img, int width, int height, Interpolation interp);
+
+// The size (width, height) that step 2 resizes a width x height image to.
+cv::Size resized_size(int width, int height, const Preprocess& cfg);
+
+// Steps 2 and 3: uint8 image -> uint8 rows x cols image with the same channels.
+cv::Mat resize_and_crop(const cv::Mat& img, const Preprocess& cfg);
+
+// Steps 2 to 4 on a uint8 RGB/L image -> out: [channels, rows, cols] floats (caller's memory).
+void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out);
+
+// uint8 RGB/L image -> [channels, rows, cols].
+Tensor preprocess_image(const cv::Mat& img, const Preprocess& cfg);
+
+// Image file -> [channels, rows, cols].
+Tensor preprocess_file(const std::string& path, const Preprocess& cfg);
+
+// Image files -> [B, channels, rows, cols], images processed in parallel. Without `errors` the
+// first failure throws (its message names the file). With `errors`, it is resized to B and
+// errors[i] holds the message for image i (empty when it loaded); failed images are zeros.
+Tensor preprocess_files(const std::vector<std::string>& paths, const Preprocess& cfg,
+                        std::vector<std::string>* errors = nullptr);
+
+}  // namespace vitpe
