@@ -65,6 +65,9 @@ Files (see tests/data/README.md for the tensor names):
       a copy of `input` is not stored either (the input is synthetic("input", [1,3,224,224])).
       `__metadata__["params"]` is JSON {timm name: shape} of every parameter; `check/<name>`
       holds synthetic(name) for cls_token, blocks.0.norm1.weight and blocks.0.attn.qkv.bias.
+  official_writer.safetensors
+      Written by the `safetensors` package (not by hand): f32 [2,3] = arange(6) - 2.5,
+      bf16 [1, -2, 0.5, 3.140625], f16 [1, -0.5, 65504], i64 [7, -1]; metadata format=pt.
   images/*.png and preprocess_golden.safetensors
       Synthetic PNGs (RGB 8-bit 67x45, grayscale 8-bit 40x52, RGBA 8-bit 50x50 with varying
       alpha, RGB 16-bit 36x30, RGB 8-bit 20x14 smaller than the crop, grayscale 16-bit 30x30)
@@ -404,6 +407,21 @@ def preprocess_goldens():
           "timm": timm.__version__})
 
 
+def official_writer_sample():
+    """A tiny file written by the `safetensors` package itself (its ordering and alignment),
+    with known values in every dtype the reader converts, plus an integer buffer."""
+    from safetensors.torch import save_file
+    tensors = {
+        "f32": torch.arange(6, dtype=torch.float32).reshape(2, 3) - 2.5,
+        "bf16": torch.tensor([1.0, -2.0, 0.5, 3.140625], dtype=torch.bfloat16),
+        "f16": torch.tensor([1.0, -0.5, 65504.0], dtype=torch.float16),
+        "i64": torch.tensor([7, -1], dtype=torch.int64),
+    }
+    path = os.path.join(OUT, "official_writer.safetensors")
+    save_file(tensors, path, metadata={"format": "pt"})  # one key: deterministic order
+    print(f"  official_writer.safetensors: {os.path.getsize(path)} bytes")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(SEED)
@@ -417,6 +435,7 @@ def main():
     swin_torchvision(gen)
     vit_s16_synth()
     preprocess_goldens()
+    official_writer_sample()
     total = 0
     for root, _, files in os.walk(OUT):
         if os.path.relpath(root, OUT).startswith("encodings"):

@@ -425,6 +425,25 @@ TEST(SafeTensorsGolden, OldSwinLayoutHasBuffersOfEveryDtype) {
   EXPECT_EQ(f.metadata().count("golden_config"), 1u);
 }
 
+TEST(SafeTensorsGolden, ReadsTheOfficialWriter) {
+  // Written by the `safetensors` Python package (its own ordering and header padding).
+  SafeTensorsFile f =
+      SafeTensorsFile::open(std::string(VITPE_TEST_DATA) + "/official_writer.safetensors");
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"bf16", "f16", "f32", "i64"}));
+  EXPECT_EQ(f.metadata().at("format"), "pt");
+  Tensor f32 = f.get("f32");
+  ASSERT_EQ(f32.shape(), Shape({2, 3}));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(f32.at(i), i - 2.5f);
+  const std::vector<float> bf16 = {1.0f, -2.0f, 0.5f, 3.140625f};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(f.get("bf16").at(i), bf16[i]);
+  const std::vector<float> f16 = {1.0f, -0.5f, 65504.0f};
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(f.get("f16").at(i), f16[i]);
+  int64_t i64[2];
+  std::memcpy(i64, f.raw("i64").data(), 16);
+  EXPECT_EQ(i64[0], 7);
+  EXPECT_EQ(i64[1], -1);
+}
+
 TEST(SafeTensorsGolden, SyntheticWeightsMatchTheGoldenGenerator) {
   const std::string p = std::string(VITPE_TEST_DATA) + "/vit_s16_synth_io.safetensors";
   SafeTensorsFile f = SafeTensorsFile::open(p);
