@@ -11,9 +11,10 @@ Deterministic: a fixed seed, CPU, one thread, eval mode; rerunning gives byte-id
 with the same library versions.
 
 Conventions for every model:
-- Weights are random timm/torchvision initialisation plus small random perturbations (so no
-  bias is zero and no LayerNorm weight is one; position tables get larger noise so that the
-  position actually moves the logits), then ROUNDED TO BF16 and stored as BF16. The PyTorch
+- Weights are random timm/torchvision initialisation plus random perturbations (so no bias is
+  zero and no LayerNorm weight is one; matrices get noise of std 1/sqrt(fan_in) so attention is
+  peaked and the logits depend on the input; position tables get std 0.5 so that the position
+  moves the logits), then ROUNDED TO BF16 and stored as BF16. The PyTorch
   model computes the logits with exactly those rounded values in f32, so loading the BF16 file
   into f32 reproduces the model exactly: the bf16 storage costs no accuracy, only halves the
   size (tests/data must stay < 2 MB).
@@ -118,7 +119,9 @@ def perturb_and_round(model, gen):
             elif p.ndim == 1:
                 std = 0.1
             else:
-                std = 0.02
+                # ~1/sqrt(fan_in): attention is peaked and the logits depend on the input
+                # (with the default 0.02 the two batch items gave nearly equal logits).
+                std = p[0].numel() ** -0.5
             p.add_(torch.randn(p.shape, generator=gen) * std)
             p.copy_(bf16(p))
 
@@ -422,6 +425,46 @@ def official_writer_sample():
     print(f"  official_writer.safetensors: {os.path.getsize(path)} bytes")
 
 
+@torch.no_grad()
+def self_check():
+    """Reloads every weights file into a fresh model (strictly) and checks that it reproduces
+    the stored logits exactly; the old Swin layout goes through timm's own checkpoint filter."""
+    from timm.models.swin_transformer import checkpoint_filter_fn
+
+    def load(name):
+        return load_file(os.path.join(OUT, name))
+
+    def as_f32(sd):
+        return {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}
+
+    cases = [
+        ("vit_timm", TimmViT, "input", "logits"),
+        ("vit_timm_avg", TimmViT, "input", "logits"),
+        ("vit_tv", TvViT, "input", "logits"),
+        ("swin_timm", TimmSwin, "input", "logits"),
+        ("swin_tv", TvSwin, "input", "logits"),
+    ]
+    for name, cls, x_key, y_key in cases:
+        cfg = json.loads(load_metadata(name + ".safetensors")["golden_config"])
+        model = cls(**cfg).eval()
+        model.load_state_dict(as_f32(load(name + ".safetensors")), strict=True)
+        io = load(name + "_io.safetensors")
+        assert torch.equal(model(io[x_key].float()), io[y_key]), name
+    cfg = json.loads(load_metadata("swin_timm.safetensors")["golden_config"])
+    model = TimmSwin(**cfg).eval()
+    model.load_state_dict(
+        checkpoint_filter_fn(as_f32(load("swin_timm_old.safetensors")), model), strict=True)
+    io = load("swin_timm_io.safetensors")
+    assert torch.equal(model(io["input"].float()), io["logits"]), "swin_timm_old"
+    print("  self-check: every weights file reproduces its logits exactly")
+
+
+def load_metadata(name):
+    from safetensors import safe_open
+    with safe_open(os.path.join(OUT, name), "pt") as f:
+        return f.metadata()
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(SEED)
@@ -442,10 +485,7 @@ def main():
             continue
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
     print(f"total (without encodings/): {total} bytes")
-    # Cross-check the hand-written files with the reference reader.
-    for f in sorted(os.listdir(OUT)):
-        if f.endswith(".safetensors"):
-            load_file(os.path.join(OUT, f))
+    self_check()
     return 0
 
 
