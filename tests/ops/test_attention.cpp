@@ -1,0 +1,219 @@
+// attention_forward / attention_backward (ops/cpu/attention.cpp) against the double reference
+// (ops/reference/attention.cpp) on ViT and Swin shapes, and against central finite
+// differences of a double attention on small shapes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/dnnl_cache.h"
+#include "ops/ops.h"
+#include "ops/reference.h"
+#include "tests/testing.h"
+
+namespace vitpe {
+namespace {
+
+using testing::max_rel_error;
+using testing::numeric_grad;
+using testing::random_tensor;
+
+// Swin-style mask: -100 between tokens of different regions, 0 within a region. Window w
+// splits its tokens into w + 1 groups by index so every window has a different pattern.
+Tensor region_mask(int64_t windows, int64_t n) {
+  Tensor m = Tensor::empty(Shape{windows, n, n});
+  for (int64_t w = 0; w < windows; ++w)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        m.at((w * n + i) * n + j) = (i * (w + 1) / n == j * (w + 1) / n) ? 0.0f : -100.0f;
+  return m;
+}
+
+struct Case {
+  int64_t b, h, n, hd;
+  bool bias;
+  int64_t windows;  // 0: no mask
+};
+
+void check_forward(const Case& c, uint64_t seed) {
+  const Shape s{c.b, c.h, c.n, c.hd};
+  Tensor q = random_tensor(s, seed), k = random_tensor(s, seed + 1), v = random_tensor(s, seed + 2);
+  Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, seed + 3) : Tensor();
+  Tensor mask = c.windows ? region_mask(c.windows, c.n) : Tensor();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  Tensor want = ref::attention(q, k, v, scale, bias, mask);
+
+  Tensor out = Tensor::full(s, 1e9f);
+  Tensor probs = Tensor::full(Shape{c.b, c.h, c.n, c.n}, 1e9f);
+  attention_forward(out, probs, q, k, v, scale, bias, mask);
+  EXPECT_LT(max_rel_error(out, want), 1e-5) << s.str();
+  // Every probability row is a distribution.
+  for (int64_t r = 0; r < c.b * c.h * c.n; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < c.n; ++j) sum += probs.at(r * c.n + j);
+    ASSERT_NEAR(sum, 1.0, 1e-5) << "row " << r;
+  }
+  // Inference path (no probs tensor): same result.
+  Tensor none;
+  Tensor out2 = Tensor::full(s, 1e9f);
+  attention_forward(out2, none, q, k, v, scale, bias, mask);
+  EXPECT_LT(max_rel_error(out2, want), 1e-5) << s.str() << " without probs";
+}
+
+TEST(AttentionForward, ViTShapes) {
+  check_forward({1, 6, 197, 64, false, 0}, 1);  // ViT-S, batch 1
+  check_forward({3, 6, 197, 64, true, 0}, 2);   // batch 3 with a relative bias
+}
+
+TEST(AttentionForward, SwinWindowsWithMask) {
+  // 2 images x 4 windows of 7 x 7 tokens, shift mask per window and a relative bias.
+  check_forward({8, 3, 49, 32, true, 4}, 3);
+  check_forward({4, 3, 49, 32, false, 4}, 4);  // batch 1 (one image of 4 windows)
+}
+
+TEST(AttentionForward, OddShapes) {
+  check_forward({2, 1, 1, 1, false, 0}, 5);
+  check_forward({3, 2, 7, 5, true, 3}, 6);
+}
+
+// Double attention of the float tensors, and the loss sum(w * out), for finite differences.
+double attention_loss(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                      const Tensor& bias, const Tensor& mask, const Tensor& w) {
+  const int64_t b = q.size(0), h = q.size(1), n = q.size(2), hd = q.size(3);
+  const int64_t windows = mask.defined() ? mask.size(0) : 1;
+  double loss = 0;
+  std::vector<double> s(n);
+  for (int64_t bh = 0; bh < b * h; ++bh) {
+    const int64_t base = bh * n * hd, hi = bh % h, wi = (bh / h) % windows;
+    for (int64_t i = 0; i < n; ++i) {
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < hd; ++c) {
+          dot += static_cast<double>(q.at(base + i * hd + c)) * k.at(base + j * hd + c);
+        }
+        s[j] = dot * scale + (bias.defined() ? bias.at((hi * n + i) * n + j) : 0.0) +
+               (mask.defined() ? mask.at((wi * n + i) * n + j) : 0.0);
+        mx = std::max(mx, s[j]);
+      }
+      for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      for (int64_t c = 0; c < hd; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < n; ++j) o += s[j] / sum * v.at(base + j * hd + c);
+        loss += o * w.at(base + i * hd + c);
+      }
+    }
+  }
+  return loss;
+}
+
+void check_backward(const Case& c, uint64_t seed) {
+  const Shape s{c.b, c.h, c.n, c.hd};
+  Tensor q = random_tensor(s, seed), k = random_tensor(s, seed + 1), v = random_tensor(s, seed + 2);
+  Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, seed + 3) : Tensor();
+  Tensor mask;
+  if (c.windows) {
+    // Smaller penalties than Swin's -100 so that masked logits still have visible gradients.
+    mask = region_mask(c.windows, c.n);
+    for (int64_t i = 0; i < mask.numel(); ++i) mask.at(i) *= 0.02f;
+  }
+  Tensor w = random_tensor(s, seed + 4);  // dL/dout
+  const float scale = 0.7f;
+  auto loss = [&] { return attention_loss(q, k, v, scale, bias, mask, w); };
+  Tensor num_q = numeric_grad(q, loss), num_k = numeric_grad(k, loss),
+         num_v = numeric_grad(v, loss);
+  Tensor num_bias = c.bias ? numeric_grad(bias, loss) : Tensor();
+
+  Tensor out = Tensor::empty(s), probs = Tensor::empty(Shape{c.b, c.h, c.n, c.n});
+  attention_forward(out, probs, q, k, v, scale, bias, mask);
+  // Gradients hold earlier values: backward must add to them.
+  Tensor dq = Tensor::full(s, 1.0f), dk = Tensor::full(s, 2.0f), dv = Tensor::full(s, 3.0f);
+  Tensor dbias = c.bias ? Tensor::full(Shape{c.h, c.n, c.n}, 4.0f) : Tensor();
+  attention_backward(dq, dk, dv, dbias, w, q, k, v, probs, scale);
+  auto minus = [](Tensor t, float x) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.at(i) -= x;
+    return t;
+  };
+  EXPECT_LT(max_rel_error(minus(dq, 1.0f), num_q), 1e-5) << "dq " << s.str();
+  EXPECT_LT(max_rel_error(minus(dk, 2.0f), num_k), 1e-5) << "dk " << s.str();
+  EXPECT_LT(max_rel_error(minus(dv, 3.0f), num_v), 1e-5) << "dv " << s.str();
+  if (c.bias) {
+    // The bias is shared by the batch: its gradient is the sum over the batch of the logits'
+    // gradients, which finite differences on the bias measure directly.
+    EXPECT_LT(max_rel_error(minus(dbias, 4.0f), num_bias), 1e-5) << "dbias " << s.str();
+  }
+}
+
+TEST(AttentionBackward, MatchesFiniteDifferences) {
+  check_backward({2, 2, 5, 3, true, 0}, 10);
+  check_backward({1, 1, 4, 2, false, 0}, 11);
+}
+
+TEST(AttentionBackward, WindowsWithMaskMatchFiniteDifferences) {
+  check_backward({4, 2, 5, 3, true, 2}, 12);  // 2 images x 2 windows
+}
+
+// Only the requested gradients are written; the others may be undefined.
+TEST(AttentionBackward, UndefinedGradientsAreSkipped) {
+  const Shape s{2, 2, 6, 4};
+  Tensor q = random_tensor(s, 20), k = random_tensor(s, 21), v = random_tensor(s, 22);
+  Tensor dout = random_tensor(s, 23);
+  Tensor out = Tensor::empty(s), probs = Tensor::empty(Shape{2, 2, 6, 6});
+  attention_forward(out, probs, q, k, v, 0.5f);
+  Tensor dq = Tensor::zeros(s), dk = Tensor::zeros(s), dv = Tensor::zeros(s), dbias;
+  attention_backward(dq, dk, dv, dbias, dout, q, k, v, probs, 0.5f);
+  Tensor dv_only = Tensor::zeros(s), none1, none2, none3;
+  attention_backward(none1, none2, dv_only, none3, dout, q, k, v, probs, 0.5f);
+  EXPECT_EQ(max_rel_error(dv_only, dv), 0.0);
+  Tensor dq_only = Tensor::zeros(s);
+  attention_backward(dq_only, none2, none1, none3, dout, q, k, v, probs, 0.5f);
+  EXPECT_EQ(max_rel_error(dq_only, dq), 0.0);
+}
+
+// Steady state: repeated calls reuse the cached primitives and buffers.
+TEST(AttentionForward, SteadyStateAllocatesNothing) {
+  const Shape s{2, 3, 49, 32};
+  Tensor q = random_tensor(s, 30), k = random_tensor(s, 31), v = random_tensor(s, 32);
+  Tensor bias = random_tensor(Shape{3, 49, 49}, 33);
+  Tensor out = Tensor::empty(s), none;
+  attention_forward(out, none, q, k, v, 0.2f, bias);
+  const int64_t allocs = storage_allocation_count();
+  const int64_t prims = cpu::primitive_cache_size();
+  for (int i = 0; i < 3; ++i) attention_forward(out, none, q, k, v, 0.2f, bias);
+  EXPECT_EQ(storage_allocation_count(), allocs);
+  EXPECT_EQ(cpu::primitive_cache_size(), prims);
+}
+
+TEST(Attention, ShapeErrorsNameOpAndShapes) {
+  Tensor q = Tensor::zeros(Shape{6, 2, 5, 4}), k = Tensor::zeros(Shape{6, 2, 5, 3});
+  Tensor v = Tensor::zeros(Shape{6, 2, 5, 4}), out = Tensor::zeros(Shape{6, 2, 5, 4}), none;
+  auto expect_error = [](auto&& f, const std::string& op, const std::string& a,
+                         const std::string& b) {
+    try {
+      f();
+      ADD_FAILURE() << op << ": no ShapeError";
+    } catch (const ShapeError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(op), std::string::npos) << msg;
+      EXPECT_NE(msg.find(a), std::string::npos) << msg;
+      EXPECT_NE(msg.find(b), std::string::npos) << msg;
+    }
+  };
+  expect_error([&] { attention_forward(out, none, q, k, v, 1.0f); }, "attention_forward",
+               "[6, 2, 5, 4]", "[6, 2, 5, 3]");
+  Tensor bad_mask = Tensor::zeros(Shape{4, 5, 5});  // 4 windows do not divide a batch of 6
+  expect_error([&] { attention_forward(out, none, q, q, v, 1.0f, Tensor(), bad_mask); },
+               "attention_forward", "[6, 2, 5, 4]", "[4, 5, 5]");
+  Tensor bad_bias = Tensor::zeros(Shape{3, 5, 5});
+  expect_error([&] { attention_forward(out, none, q, q, v, 1.0f, bad_bias); }, "attention_forward",
+               "[2, 5, 5]", "[3, 5, 5]");
+  Tensor probs = Tensor::zeros(Shape{6, 2, 5, 4});
+  Tensor dq = Tensor::zeros(q.shape());
+  expect_error([&] { attention_backward(dq, none, none, none, v, q, q, v, probs, 1.0f); },
+               "attention_backward", "[6, 2, 5, 5]", "[6, 2, 5, 4]");
+}
+
+}  // namespace
+}  // namespace vitpe

@@ -1,0 +1,143 @@
+// gelu_forward / gelu_backward and add_forward / add_backward (ops/cpu/gelu.cpp) against the
+// double reference (ops/reference/elementwise.cpp), std::erf pointwise, and central finite
+// differences of a double GELU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ops/ops.h"
+#include "ops/reference.h"
+#include "tests/testing.h"
+
+namespace vitpe {
+namespace {
+
+using testing::max_rel_error;
+using testing::numeric_grad;
+using testing::random_tensor;
+
+double gelu_d(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+
+template <class F>
+void expect_shape_error(F&& f, const std::string& op, const Shape& a, const Shape& b) {
+  try {
+    f();
+    ADD_FAILURE() << op << ": no ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(op), std::string::npos) << msg;
+    EXPECT_NE(msg.find(a.str()), std::string::npos) << msg;
+    EXPECT_NE(msg.find(b.str()), std::string::npos) << msg;
+  }
+}
+
+TEST(GeluForward, MatchesReference) {
+  for (const Shape& s : {Shape{3, 197, 1536}, Shape{1, 49, 384}, Shape{7}, Shape{13, 5}}) {
+    Tensor x = random_tensor(s, 1, 2.0);
+    Tensor y = Tensor::full(s, 1e9f);
+    gelu_forward(y, x);
+    EXPECT_LT(max_rel_error(y, ref::gelu(x)), 1e-5) << s.str();
+  }
+}
+
+// Pointwise relative accuracy on a dense grid, including the negative tail where
+// x * (1 + erf(x / sqrt 2)) would cancel: GELU(-5) is ~ -1.4e-6.
+TEST(GeluForward, PointwiseRelativeAccuracy) {
+  const int64_t n = 20001;
+  Tensor x = Tensor::empty(Shape{n});
+  for (int64_t i = 0; i < n; ++i) x.at(i) = static_cast<float>(-5.0 + 10.0 * i / (n - 1));
+  Tensor y = Tensor::empty(Shape{n});
+  gelu_forward(y, x);
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = gelu_d(x.at(i));
+    if (want == 0) continue;
+    worst = std::max(worst, std::fabs(y.at(i) - want) / std::fabs(want));
+  }
+  EXPECT_LT(worst, 1e-5);
+  // Large magnitudes: identity on the right, zero on the left.
+  Tensor big = Tensor::from(Shape{4}, {30.0f, 1000.0f, -30.0f, -1000.0f});
+  gelu_forward(big, big);  // in place (y aliases x)
+  EXPECT_FLOAT_EQ(big.at(0), 30.0f);
+  EXPECT_FLOAT_EQ(big.at(1), 1000.0f);
+  EXPECT_NEAR(big.at(2), 0.0f, 1e-30);
+  EXPECT_NEAR(big.at(3), 0.0f, 1e-30);
+}
+
+TEST(GeluForward, InPlace) {
+  Tensor x = random_tensor(Shape{5, 77}, 2, 3.0);
+  Tensor want = ref::gelu(x);
+  gelu_forward(x, x);
+  EXPECT_LT(max_rel_error(x, want), 1e-5);
+}
+
+TEST(GeluBackward, MatchesFiniteDifferencesAndAccumulates) {
+  Tensor x = random_tensor(Shape{3, 11}, 3, 2.0);
+  Tensor w = random_tensor(Shape{3, 11}, 4);
+  Tensor num = numeric_grad(x, [&] {
+    double s = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) s += gelu_d(x.at(i)) * w.at(i);
+    return s;
+  });
+  Tensor dx = random_tensor(x.shape(), 5);  // backward adds to what is there
+  Tensor before = dx.clone();
+  gelu_backward(dx, w, x);
+  Tensor got = Tensor::empty(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) got.at(i) = dx.at(i) - before.at(i);
+  EXPECT_LT(max_rel_error(got, num), 1e-5);
+}
+
+// The SIMD body and the scalar tail must agree with the exact derivative on long rows too.
+TEST(GeluBackward, MatchesExactDerivativeOnLargeTensor) {
+  Tensor x = random_tensor(Shape{2, 197, 37}, 6, 2.0);
+  Tensor dy = random_tensor(x.shape(), 7);
+  Tensor dx = Tensor::zeros(x.shape());
+  gelu_backward(dx, dy, x);
+  Tensor want = Tensor::empty(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.at(i);
+    const double d = 0.5 * std::erfc(-v / std::sqrt(2.0)) +
+                     v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * 3.14159265358979323846);
+    want.at(i) = static_cast<float>(dy.at(i) * d);
+  }
+  EXPECT_LT(max_rel_error(dx, want), 1e-5);
+}
+
+TEST(Gelu, ShapeErrorsNameOpAndShapes) {
+  Tensor x = Tensor::zeros(Shape{2, 3});
+  Tensor y = Tensor::zeros(Shape{3, 2});
+  expect_shape_error([&] { gelu_forward(y, x); }, "gelu_forward", Shape{2, 3}, Shape{3, 2});
+  Tensor dy = Tensor::zeros(Shape{2, 4});
+  Tensor dx = Tensor::zeros(Shape{2, 3});
+  expect_shape_error([&] { gelu_backward(dx, dy, x); }, "gelu_backward", Shape{2, 3}, Shape{2, 4});
+}
+
+TEST(Add, ForwardBackward) {
+  Tensor a = random_tensor(Shape{3, 197, 20}, 8);
+  Tensor b = random_tensor(Shape{3, 197, 20}, 9);
+  Tensor y = Tensor::empty(a.shape());
+  add_forward(y, a, b);
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(y.at(i), a.at(i) + b.at(i));
+  add_forward(a, a, b);  // aliasing the output with an input
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.at(i), y.at(i));
+
+  // Backward adds dy into both gradients.
+  Tensor dy = random_tensor(a.shape(), 10);
+  Tensor da = Tensor::full(a.shape(), 1.0f), db = Tensor::full(a.shape(), -2.0f);
+  add_backward(da, db, dy);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    ASSERT_EQ(da.at(i), 1.0f + dy.at(i));
+    ASSERT_EQ(db.at(i), -2.0f + dy.at(i));
+  }
+  Tensor none;
+  add_backward(none, db, dy);  // an undefined gradient is skipped
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(db.at(i), (-2.0f + dy.at(i)) + dy.at(i));
+
+  Tensor wrong = Tensor::zeros(Shape{3, 197, 21});
+  expect_shape_error([&] { add_forward(y, a, wrong); }, "add_forward", Shape{3, 197, 20},
+                     Shape{3, 197, 21});
+}
+
+}  // namespace
+}  // namespace vitpe

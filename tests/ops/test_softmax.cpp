@@ -1,0 +1,82 @@
+// softmax_forward / softmax_backward (ops/cpu/softmax.cpp) against the double reference
+// (ops/reference/softmax.cpp) and central finite differences of a double softmax.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+#include "ops/reference.h"
+#include "tests/testing.h"
+
+namespace vitpe {
+namespace {
+
+using testing::max_rel_error;
+using testing::numeric_grad;
+using testing::random_tensor;
+
+TEST(SoftmaxForward, MatchesReference) {
+  // Row lengths around the SIMD widths (tails), attention rows and a classifier row.
+  for (const Shape& s : {Shape{3, 6, 197, 197}, Shape{4, 1000}, Shape{5, 7}, Shape{9, 8},
+                         Shape{2, 1}, Shape{3, 49, 49}}) {
+    Tensor x = random_tensor(s, 1, 3.0);
+    Tensor y = Tensor::full(s, 1e9f);
+    softmax_forward(y, x);
+    EXPECT_LT(max_rel_error(y, ref::softmax(x)), 1e-5) << s.str();
+  }
+}
+
+TEST(SoftmaxForward, StableForLargeLogitsAndInPlace) {
+  Tensor x = random_tensor(Shape{4, 33}, 2, 300.0);  // exp would overflow without the shift
+  x.at(5) = -1e30f;                                  // a masked-out entry
+  Tensor want = ref::softmax(x);
+  softmax_forward(x, x);
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_TRUE(std::isfinite(x.at(i)));
+  EXPECT_LT(max_rel_error(x, want), 1e-5);
+  EXPECT_LT(x.at(5), 1e-30f);
+}
+
+TEST(SoftmaxBackward, MatchesFiniteDifferencesAndAccumulates) {
+  const int64_t rows = 3, c = 11;
+  Tensor x = random_tensor(Shape{rows, c}, 3);
+  Tensor w = random_tensor(Shape{rows, c}, 4);
+  auto loss = [&] {
+    double s = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -1e300, sum = 0;
+      for (int64_t i = 0; i < c; ++i) mx = std::max(mx, static_cast<double>(x.at(r * c + i)));
+      for (int64_t i = 0; i < c; ++i) sum += std::exp(x.at(r * c + i) - mx);
+      for (int64_t i = 0; i < c; ++i) s += std::exp(x.at(r * c + i) - mx) / sum * w.at(r * c + i);
+    }
+    return s;
+  };
+  Tensor num = numeric_grad(x, loss);
+  Tensor y = Tensor::empty(x.shape());
+  softmax_forward(y, x);
+  Tensor dx = Tensor::full(x.shape(), 0.5f);
+  softmax_backward(dx, w, y);
+  Tensor got = Tensor::empty(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) got.at(i) = dx.at(i) - 0.5f;
+  EXPECT_LT(max_rel_error(got, num), 1e-5);
+}
+
+TEST(Softmax, ShapeErrorsNameOpAndShapes) {
+  Tensor x = Tensor::zeros(Shape{2, 5});
+  Tensor y = Tensor::zeros(Shape{2, 6});
+  try {
+    softmax_forward(y, x);
+    ADD_FAILURE() << "no ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("softmax_forward"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[2, 5]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[2, 6]"), std::string::npos) << msg;
+  }
+  Tensor dx = Tensor::zeros(Shape{2, 5});
+  EXPECT_THROW(softmax_backward(dx, y, x), ShapeError);
+}
+
+}  // namespace
+}  // namespace vitpe
