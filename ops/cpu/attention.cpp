@@ -1,12 +1,22 @@
 // Scaled dot-product attention on the CPU: softmax(q k^T * scale + bias + mask) v, forward and
 // backward, for ViT (one window: the whole grid) and Swin (B = images * windows, shift mask).
 //
-// The two products per direction are batched oneDNN matmuls over the B*H (batch, head) pairs
-// (cpu::matmul, cached primitives); the row-wise parts (bias + mask + softmax forward, the
-// softmax Jacobian backward) are vectorised loops over rows on the OpenMP threads. The logits
-// live in `probs` (training) or in a per-thread scratch buffer (inference), so a steady-state
-// call allocates nothing.
+// Fused per (batch, head) pair: each thread takes whole pairs and, for one pair, computes the
+// N x N logits with a single-threaded oneDNN sgemm, turns them into probabilities row by row
+// (bias, mask, SIMD softmax) and multiplies by v while the N x N block is still in its L2
+// cache (197 x 197 floats = 152 KiB). Compared with three passes over all pairs (batched
+// matmul, softmax, batched matmul) this reads and writes the B*H*N*N logits once instead of
+// four times and has one parallel region instead of three. The probabilities land in `probs`
+// (training) or in a per-thread N x N scratch block (inference), so a steady-state call
+// allocates no tensor storage. Backward is fused the same way: dv += P^T dout,
+// dP = dout v^T, dS = P * (dP - rowsum(dP * P)), dq += dS k * scale, dk += dS^T q * scale;
+// dbias (sum of dS over the batch) needs every pair's dS, so only then dS is kept for a final
+// deterministic reduction over the batch.
+#include <oneapi/dnnl/dnnl.h>
+
 #include <algorithm>
+#include <atomic>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -46,11 +56,46 @@ void softmax_row_base(float* s, const float* bias, const float* mask, int64_t n)
 }
 
 // One row of the softmax backward, in place: dp -> ds = p * (dp - sum(dp * p)).
+template <class V>
 VITPE_INLINE void softmax_grad_row(float* dp, const float* p, int64_t n) {
+  constexpr int64_t w = cpu::kLanes<V>;
+  const int64_t nv = n / w * w;
+  V vdot = V{};
   float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-  for (int64_t j = 0; j < n; ++j) dot += dp[j] * p[j];
-  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - dot);
+  for (int64_t j = 0; j < nv; j += w) {
+    V a, b;
+    cpu::load(a, dp + j);
+    cpu::load(b, p + j);
+    vdot = vdot + a * b;
+  }
+  for (int64_t j = nv; j < n; ++j) dot += dp[j] * p[j];
+  dot += cpu::hsum(vdot);
+  for (int64_t j = 0; j < nv; j += w) {
+    V a, b;
+    cpu::load(a, dp + j);
+    cpu::load(b, p + j);
+    a = b * (a - dot);
+    cpu::store(dp + j, a);
+  }
+  for (int64_t j = nv; j < n; ++j) dp[j] = p[j] * (dp[j] - dot);
+}
+VITPE_AVX2 void softmax_grad_rows_avx2(float* dp, const float* p, int64_t rows, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i) softmax_grad_row<cpu::f32x8>(dp + i * n, p + i * n, n);
+}
+void softmax_grad_rows_base(float* dp, const float* p, int64_t rows, int64_t n) {
+  for (int64_t i = 0; i < rows; ++i) softmax_grad_row<cpu::f32x4>(dp + i * n, p + i * n, n);
+}
+
+// Row-major C = alpha op(A) op(B) + beta C on the calling thread (oneDNN's sgemm runs
+// sequentially inside a parallel region). Returns false on a oneDNN error: callers are inside
+// OpenMP regions, where an exception cannot propagate.
+bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  return dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == dnnl_success;
+}
+
+void throw_if_failed(const char* op, const std::atomic<bool>& failed) {
+  if (failed.load()) throw std::runtime_error(std::string(op) + ": oneDNN sgemm failed");
 }
 
 }  // namespace
@@ -82,33 +127,48 @@ void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor
     windows = mask.size(0);
     pmask = mask.f32();
   }
-  float* p;
+  float* p_all = nullptr;
   if (probs.defined()) {
     check_cpu_f32(op, "probs", probs);
     check_shape(op, "probs", probs, Shape{d.b, d.h, n, n});
-    p = probs.f32();
-  } else {
-    p = cpu::scratch_f32(cpu::ScratchSlot::attention_0, static_cast<size_t>(d.bh() * nn));
+    p_all = probs.f32();
   }
   if (d.bh() == 0 || n == 0) return;
 
-  // s = q k^T * scale: [BH, N, hd] x [BH, N, hd]^T -> [BH, N, N]
-  cpu::matmul({.batch = d.bh(), .m = n, .n = n, .k = d.hd, .trans_b = true, .alpha = scale},
-              q.f32(), k.f32(), p);
-  // p = softmax(s + bias[h] + mask[b % W]) row by row
+  const float* pq = q.f32();
+  const float* pk = k.f32();
+  const float* pv = v.f32();
+  float* po = out.f32();
+  const int64_t qs = n * d.hd;  // elements of one (batch, head) pair of q, k, v, out
   const bool avx2 = cpu::cpu_has_avx2_fma();
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < d.bh() * n; ++r) {
-    const int64_t bh = r / n, i = r % n, bi = bh / d.h, h = bh % d.h;
-    const float* brow = pbias ? pbias + h * nn + i * n : nullptr;
-    const float* mrow = pmask ? pmask + (bi % windows) * nn + i * n : nullptr;
-    if (avx2)
-      softmax_row_avx2(p + r * n, brow, mrow, n);
-    else
-      softmax_row_base(p + r * n, brow, mrow, n);
+  std::atomic<bool> failed{false};
+#pragma omp parallel
+  {
+    float* s_local =
+        p_all ? nullptr : cpu::scratch_f32(cpu::ScratchSlot::attention_0, static_cast<size_t>(nn));
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < d.bh(); ++bh) {
+      const int64_t bi = bh / d.h, h = bh % d.h;
+      float* s = p_all ? p_all + bh * nn : s_local;
+      // s = q k^T * scale: [N, hd] x [N, hd]^T -> [N, N]
+      bool ok =
+          gemm('N', 'T', n, n, d.hd, scale, pq + bh * qs, d.hd, pk + bh * qs, d.hd, 0.0f, s, n);
+      // p = softmax(s + bias[h] + mask[b % W]) row by row
+      for (int64_t i = 0; i < n; ++i) {
+        const float* brow = pbias ? pbias + h * nn + i * n : nullptr;
+        const float* mrow = pmask ? pmask + (bi % windows) * nn + i * n : nullptr;
+        if (avx2)
+          softmax_row_avx2(s + i * n, brow, mrow, n);
+        else
+          softmax_row_base(s + i * n, brow, mrow, n);
+      }
+      // out = p v: [N, N] x [N, hd] -> [N, hd]
+      ok = ok &&
+           gemm('N', 'N', n, d.hd, n, 1.0f, s, n, pv + bh * qs, d.hd, 0.0f, po + bh * qs, d.hd);
+      if (!ok) failed = true;
+    }
   }
-  // out = p v: [BH, N, N] x [BH, N, hd] -> [BH, N, hd]
-  cpu::matmul({.batch = d.bh(), .m = n, .n = d.hd, .k = n}, p, v.f32(), out.f32());
+  throw_if_failed(op, failed);
 }
 
 void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,
@@ -131,21 +191,59 @@ void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const
     check_shape(op, "dbias", dbias, Shape{d.h, n, n});
   }
   if (d.bh() == 0 || n == 0) return;
-  const float* p = probs.f32();
-
-  // dv += p^T dout: [BH, N, N]^T x [BH, N, hd] -> [BH, N, hd]
-  if (dv.defined()) {
-    cpu::matmul({.batch = d.bh(), .m = n, .n = d.hd, .k = n, .trans_a = true, .accumulate = true},
-                p, dout.f32(), dv.f32());
+  const float* p_all = probs.f32();
+  const float* pq = q.f32();
+  const float* pk = k.f32();
+  const float* pv = v.f32();
+  const float* pdo = dout.f32();
+  float* pdq = dq.defined() ? dq.f32() : nullptr;
+  float* pdk = dk.defined() ? dk.f32() : nullptr;
+  float* pdv = dv.defined() ? dv.f32() : nullptr;
+  const bool need_ds = pdq || pdk || dbias.defined();
+  // dbias needs every pair's dS after the loop; otherwise one N x N block per thread will do.
+  float* ds_all = dbias.defined() ? cpu::scratch_f32(cpu::ScratchSlot::attention_1,
+                                                     static_cast<size_t>(d.bh() * nn))
+                                  : nullptr;
+  const int64_t qs = n * d.hd;
+  const bool avx2 = cpu::cpu_has_avx2_fma();
+  std::atomic<bool> failed{false};
+#pragma omp parallel
+  {
+    float* ds_local = (need_ds && !ds_all)
+                          ? cpu::scratch_f32(cpu::ScratchSlot::attention_1, static_cast<size_t>(nn))
+                          : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t bh = 0; bh < d.bh(); ++bh) {
+      const float* p = p_all + bh * nn;
+      bool ok = true;
+      // dv += p^T dout: [N, N]^T x [N, hd] -> [N, hd]
+      if (pdv) {
+        ok = gemm('T', 'N', n, d.hd, n, 1.0f, p, n, pdo + bh * qs, d.hd, 1.0f, pdv + bh * qs, d.hd);
+      }
+      if (need_ds) {
+        float* ds = ds_all ? ds_all + bh * nn : ds_local;
+        // dp = dout v^T: [N, hd] x [N, hd]^T -> [N, N]; then ds = p * (dp - rowsum(dp * p))
+        ok = ok &&
+             gemm('N', 'T', n, n, d.hd, 1.0f, pdo + bh * qs, d.hd, pv + bh * qs, d.hd, 0.0f, ds, n);
+        if (avx2)
+          softmax_grad_rows_avx2(ds, p, n, n);
+        else
+          softmax_grad_rows_base(ds, p, n, n);
+        // dq += ds k * scale: [N, N] x [N, hd] -> [N, hd]
+        if (pdq) {
+          ok = ok && gemm('N', 'N', n, d.hd, n, scale, ds, n, pk + bh * qs, d.hd, 1.0f,
+                          pdq + bh * qs, d.hd);
+        }
+        // dk += ds^T q * scale: [N, N]^T x [N, hd] -> [N, hd]
+        if (pdk) {
+          ok = ok && gemm('T', 'N', n, d.hd, n, scale, ds, n, pq + bh * qs, d.hd, 1.0f,
+                          pdk + bh * qs, d.hd);
+        }
+      }
+      if (!ok) failed = true;
+    }
   }
-  if (!dq.defined() && !dk.defined() && !dbias.defined()) return;
-
-  // dp = dout v^T: [BH, N, hd] x [BH, N, hd]^T -> [BH, N, N], then ds = p * (dp - rowsum(dp p))
-  float* ds = cpu::scratch_f32(cpu::ScratchSlot::attention_1, static_cast<size_t>(d.bh() * nn));
-  cpu::matmul({.batch = d.bh(), .m = n, .n = n, .k = d.hd, .trans_b = true}, dout.f32(), v.f32(),
-              ds);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < d.bh() * n; ++r) softmax_grad_row(ds + r * n, p + r * n, n);
+  throw_if_failed(op, failed);
 
   // dbias += sum over the batch of ds (the bias is added unscaled to every batch entry). Each
   // thread owns rows of dbias and sums the batch in order: deterministic.
@@ -155,26 +253,10 @@ void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const
     for (int64_t r = 0; r < d.h * n; ++r) {
       float* dst = db + r * n;
       for (int64_t bi = 0; bi < d.b; ++bi) {
-        const float* src = ds + bi * d.h * nn + r * n;
+        const float* src = ds_all + bi * d.h * nn + r * n;
         for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
       }
     }
-  }
-  // dq += ds k * scale: [BH, N, N] x [BH, N, hd] -> [BH, N, hd]
-  if (dq.defined()) {
-    cpu::matmul({.batch = d.bh(), .m = n, .n = d.hd, .k = n, .alpha = scale, .accumulate = true},
-                ds, k.f32(), dq.f32());
-  }
-  // dk += ds^T q * scale: [BH, N, N]^T x [BH, N, hd] -> [BH, N, hd]
-  if (dk.defined()) {
-    cpu::matmul({.batch = d.bh(),
-                 .m = n,
-                 .n = d.hd,
-                 .k = n,
-                 .trans_a = true,
-                 .alpha = scale,
-                 .accumulate = true},
-                ds, q.f32(), dk.f32());
   }
 }
 

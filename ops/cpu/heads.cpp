@@ -63,8 +63,7 @@ void split_heads_backward(Tensor& dqkv, const Tensor& dq, const Tensor& dk, cons
     check_shape(op, names[p], *grads[p], first->shape());
   }
   if (!first) return;
-  const int64_t b = first->size(0), heads = first->size(1), n = first->size(2),
-                hd = first->size(3);
+  const int64_t b = first->size(0), heads = first->size(1), n = first->size(2), hd = first->size(3);
   check_shape(op, "dqkv", dqkv, Shape{b, n, 3 * heads * hd});
   float* dst = dqkv.f32();
   const int64_t row = 3 * heads * hd;

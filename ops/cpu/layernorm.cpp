@@ -26,8 +26,8 @@ int64_t rows_of(const char* op, const Tensor& x, const Tensor& gamma) {
 
 }  // namespace
 
-void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
-                       const Tensor& gamma, const Tensor& beta, float eps) {
+void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& gamma,
+                       const Tensor& beta, float eps) {
   const char* op = "layernorm_forward";
   check_cpu_f32(op, "x", x);
   check_cpu_f32(op, "gamma", gamma);

@@ -28,8 +28,7 @@ void mean_tokens_forward(Tensor& y, const Tensor& x, int64_t start) {
   check_cpu_f32(op, "x", x);
   check_cpu_f32(op, "y", y);
   if (x.ndim() != 3) {
-    throw ShapeError(std::string(op) + ": expected x of shape [B, N, D], found " +
-                     x.shape().str());
+    throw ShapeError(std::string(op) + ": expected x of shape [B, N, D], found " + x.shape().str());
   }
   const int64_t b = x.size(0), n = x.size(1), d = x.size(2);
   check_shape(op, "y", y, Shape{b, d});

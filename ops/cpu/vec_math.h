@@ -104,7 +104,7 @@ VITPE_INLINE void exp_inplace(V& x) {
   reinterpret(mb, magic);
   const I n = tb - mb;
   const V nf = t - magic;
-  V r = x - nf * 0.693145751953125f;  // ln2 split in a high part exact in float ...
+  V r = x - nf * 0.693145751953125f;       // ln2 split in a high part exact in float ...
   r = r - nf * 1.428606765330187045e-06f;  // ... and the rest
   V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;

@@ -8,8 +8,8 @@
 
 namespace vitpe::ref {
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                 const Tensor& bias, const Tensor& mask) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const Tensor& bias,
+                 const Tensor& mask) {
   const int64_t b = q.size(0), h = q.size(1), n = q.size(2), hd = q.size(3);
   const int64_t windows = mask.defined() ? mask.size(0) : 1;
   Tensor out = Tensor::empty(q.shape());

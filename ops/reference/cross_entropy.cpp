@@ -19,7 +19,8 @@ double cross_entropy(const Tensor& logits, const int32_t* targets, float smoothi
     for (int64_t i = 0; i < c; ++i) sum += std::exp(logits.at(r * c + i) - mx);
     for (int64_t i = 0; i < c; ++i) logp[i] = logits.at(r * c + i) - mx - std::log(sum);
     for (int64_t i = 0; i < c; ++i) {
-      const double t = (i == targets[r] ? 1.0 - smoothing : 0.0) + smoothing / static_cast<double>(c);
+      const double t =
+          (i == targets[r] ? 1.0 - smoothing : 0.0) + smoothing / static_cast<double>(c);
       total -= t * logp[i];
     }
   }
