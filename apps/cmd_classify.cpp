@@ -1,0 +1,123 @@
+// `vitpe classify --model CHECKPOINT_OR_PRESET [--labels FILE] [--topk 5] [--json] IMAGES...`:
+// top-k classes per image, with timm's evaluation preprocessing, in batches. An unreadable
+// image gets an error naming it; the others are still classified; the exit code is 1 when any
+// image failed.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+
+#include "apps/command.h"
+#include "apps/model_options.h"
+#include "vit/preprocess.h"
+
+namespace vitpe::app {
+namespace {
+
+struct ClassifyOptions : ModelOptions {
+  std::vector<std::string> images;
+  int topk = 5;
+  int batch = 16;
+  bool json = false;
+  std::string interpolation = "bicubic";
+};
+
+struct Top {
+  int64_t index;
+  float prob;
+};
+
+std::vector<Top> top_k(const float* logits, int64_t classes, int k) {
+  std::vector<float> p(logits, logits + classes);
+  const float mx = *std::max_element(p.begin(), p.end());
+  double sum = 0;
+  for (float& v : p) sum += (v = std::exp(v - mx));
+  std::vector<int64_t> idx(classes);
+  std::iota(idx.begin(), idx.end(), 0);
+  const int64_t n = std::min<int64_t>(k, classes);
+  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(),
+                    [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+  std::vector<Top> out;
+  for (int64_t i = 0; i < n; ++i) out.push_back({idx[i], static_cast<float>(p[idx[i]] / sum)});
+  return out;
+}
+
+void run_classify(const ClassifyOptions& o) {
+  LoadedModel loaded = load_model(o.model, o.load_options());
+  Model& model = *loaded.model;
+  const ModelConfig& c = model.config();
+  if (!o.json) {
+    for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  }
+  Preprocess pre;
+  pre.rows = static_cast<int>(c.img_rows);
+  pre.cols = static_cast<int>(c.img_cols);
+  pre.crop_pct = c.crop_pct;
+  pre.mean = c.mean;
+  pre.std_dev = c.std;
+  pre.channels = static_cast<int>(c.channels);
+  pre.interpolation = parse_interpolation(o.interpolation);
+  pre.validate();
+
+  nlohmann::json results = nlohmann::json::array();
+  int failures = 0;
+  for (size_t start = 0; start < o.images.size(); start += o.batch) {
+    const size_t end = std::min(o.images.size(), start + o.batch);
+    std::vector<std::string> paths(o.images.begin() + start, o.images.begin() + end);
+    std::vector<std::string> errors;
+    Tensor x = preprocess_files(paths, pre, &errors);
+    const Tensor& logits = model.forward(x);
+    for (size_t i = 0; i < paths.size(); ++i) {
+      nlohmann::json r;
+      r["image"] = paths[i];
+      if (!errors[i].empty()) {
+        ++failures;
+        r["error"] = errors[i];
+        if (!o.json) std::fprintf(stderr, "vitpe: error: %s\n", errors[i].c_str());
+        results.push_back(r);
+        continue;
+      }
+      auto top = top_k(logits.f32() + i * c.classes, c.classes, o.topk);
+      if (!o.json) std::printf("%s\n", paths[i].c_str());
+      int rank = 0;
+      for (const Top& t : top) {
+        const std::string label = c.labels.empty() ? "class " + std::to_string(t.index)
+                                                   : c.labels[t.index];
+        r["top"].push_back({{"index", t.index}, {"label", label}, {"probability", t.prob}});
+        if (!o.json) {
+          std::printf("  %d. %-28s %6.2f%%  (class %lld)\n", ++rank, label.c_str(),
+                      100.0 * t.prob, static_cast<long long>(t.index));
+        }
+      }
+      results.push_back(r);
+    }
+  }
+  if (o.json) std::printf("%s\n", results.dump(2).c_str());
+  if (failures) {
+    throw ExitError{1, std::to_string(failures) + " of " + std::to_string(o.images.size()) +
+                           " images could not be classified"};
+  }
+}
+
+void setup(CLI::App& root) {
+  auto o = std::make_shared<ClassifyOptions>();
+  CLI::App* cmd = root.add_subcommand("classify", "Classify images: top-k classes per image");
+  cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")
+      ->required();
+  cmd->add_option("images", o->images, "Image files (any format OpenCV reads)")->required();
+  cmd->add_option("--topk,-k", o->topk, "Classes to print per image")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "Images per forward pass")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "Print JSON instead of text");
+  cmd->add_option("--interpolation", o->interpolation, "Resize filter (timm: bicubic)")
+      ->check(CLI::IsMember({"bicubic", "bilinear"}));
+  add_model_options(cmd, *o);
+  cmd->callback([o] { run_classify(*o); });
+}
+
+VITPE_COMMAND(10, setup);
+
+}  // namespace
+}  // namespace vitpe::app
