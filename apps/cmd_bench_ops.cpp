@@ -3,6 +3,8 @@
 // GFLOP/s and the fraction of this machine's oneDNN f32 matmul peak, measured first in the
 // same run on a large plain matmul (2048 x 2048 x 2048). Numbers, not a test: the targets at
 // 2 threads are >= 80% of peak for the linears at batch 8 and >= 50% for attention.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,22 +27,35 @@ struct BenchOpsOptions {
   int reps = 20;
 };
 
-// Seconds per call of f: median of `reps` timed calls after two warm-up calls; also the best.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// Seconds per call of f: median of `reps` timed calls after two warm-up calls, and the best.
+// cpu_use = CPU time of the process / (wall time x threads) over the timed calls: well below 1
+// means other processes took the cores (or threads idled), and the rates understate the ops.
 struct Timing {
-  double median, best;
+  double median, best, cpu_use;
 };
 Timing time_calls(const std::function<void()>& f, int reps) {
   f();
   f();
   std::vector<double> t;
   t.reserve(static_cast<size_t>(reps));
+  const double cpu0 = process_cpu_seconds();
+  double wall = 0;
   for (int i = 0; i < reps; ++i) {
     auto start = std::chrono::steady_clock::now();
     f();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    wall += t.back();
   }
+  const double cpu_use = (process_cpu_seconds() - cpu0) / (wall * num_threads());
   std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front()};
+  return {t[t.size() / 2], t.front(), cpu_use};
 }
 
 Tensor random(const Shape& s, uint64_t seed, double std = 1.0) {
@@ -53,7 +68,7 @@ Tensor random(const Shape& s, uint64_t seed, double std = 1.0) {
 struct Row {
   std::string op, shape;
   int batch;
-  double ms, gflops;
+  double ms, gflops, cpu_use;
 };
 
 void run_bench_ops(const BenchOpsOptions& o) {
@@ -97,7 +112,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
       const double flops = 2.0 * m * l.k * l.n;
       rows.push_back({l.name,
                       std::to_string(m) + "x" + std::to_string(l.k) + " -> " + std::to_string(l.n),
-                      batch, t.median * 1e3, flops / t.median / 1e9});
+                      batch, t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
     }
     // attention: softmax(q k^T / sqrt(hd)) v on B*6 heads; FLOPs of the two matmuls.
     Tensor q = random(Shape{batch, heads, n, hd}, 7), k = random(Shape{batch, heads, n, hd}, 8);
@@ -108,15 +123,24 @@ void run_bench_ops(const BenchOpsOptions& o) {
     rows.push_back(
         {"attention",
          std::to_string(batch * heads) + "x" + std::to_string(n) + "x" + std::to_string(hd), batch,
-         t.median * 1e3, flops / t.median / 1e9});
+         t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
   }
 
-  std::printf("%-14s %5s  %-20s %10s %10s %8s\n", "op", "batch", "shape", "ms", "GFLOP/s",
-              "of peak");
-  std::printf("%s\n", std::string(72, '-').c_str());
+  std::printf("%-14s %5s  %-20s %10s %10s %8s %8s\n", "op", "batch", "shape", "ms", "GFLOP/s",
+              "of peak", "cpu use");
+  std::printf("%s\n", std::string(81, '-').c_str());
+  double min_use = peak_t.cpu_use;
   for (const Row& r : rows) {
-    std::printf("%-14s %5d  %-20s %10.3f %10.1f %7.0f%%\n", r.op.c_str(), r.batch, r.shape.c_str(),
-                r.ms, r.gflops, 100.0 * r.gflops / peak);
+    std::printf("%-14s %5d  %-20s %10.3f %10.1f %7.0f%% %7.0f%%\n", r.op.c_str(), r.batch,
+                r.shape.c_str(), r.ms, r.gflops, 100.0 * r.gflops / peak, 100.0 * r.cpu_use);
+    min_use = std::min(min_use, r.cpu_use);
+  }
+  std::printf("\ncpu use: process CPU time / (wall time x %d threads); the peak run had %.0f%%.\n",
+              num_threads(), 100.0 * peak_t.cpu_use);
+  if (min_use < 0.85) {
+    std::printf(
+        "note: cpu use below 85%% means other processes shared the cores (or threads "
+        "idled): the rates understate this machine.\n");
   }
 }
 
