@@ -12,6 +12,7 @@
 // dP = dout v^T, dS = P * (dP - rowsum(dP * P)), dq += dS k * scale, dk += dS^T q * scale;
 // dbias (sum of dS over the batch) needs every pair's dS, so only then dS is kept for a final
 // deterministic reduction over the batch.
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -140,6 +141,14 @@ void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor
   const float* pv = v.f32();
   float* po = out.f32();
   const int64_t qs = n * d.hd;  // elements of one (batch, head) pair of q, k, v, out
+  // Rows of one pair are independent in the forward, so when there are fewer pairs than
+  // threads (batch-1 inference on a many-core machine) each pair is split into row blocks; at
+  // least kMinRows rows per block keep the sgemm calls efficient.
+  constexpr int64_t kMinRows = 32;
+  const int64_t threads = omp_get_max_threads();
+  const int64_t splits =
+      std::clamp<int64_t>((threads + d.bh() - 1) / d.bh(), 1, std::max<int64_t>(1, n / kMinRows));
+  const int64_t rows = (n + splits - 1) / splits;
   const bool avx2 = cpu::cpu_has_avx2_fma();
   std::atomic<bool> failed{false};
 #pragma omp parallel
@@ -147,24 +156,27 @@ void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor
     float* s_local =
         p_all ? nullptr : cpu::scratch_f32(cpu::ScratchSlot::attention_0, static_cast<size_t>(nn));
 #pragma omp for schedule(static)
-    for (int64_t bh = 0; bh < d.bh(); ++bh) {
+    for (int64_t task = 0; task < d.bh() * splits; ++task) {
+      const int64_t bh = task / splits, i0 = task % splits * rows, m = std::min(n, i0 + rows) - i0;
       const int64_t bi = bh / d.h, h = bh % d.h;
-      float* s = p_all ? p_all + bh * nn : s_local;
-      // s = q k^T * scale: [N, hd] x [N, hd]^T -> [N, N]
-      bool ok =
-          gemm('N', 'T', n, n, d.hd, scale, pq + bh * qs, d.hd, pk + bh * qs, d.hd, 0.0f, s, n);
+      if (m <= 0) continue;
+      // s holds logit rows [i0, i0 + m) of this pair.
+      float* s = p_all ? p_all + bh * nn + i0 * n : s_local;
+      // s = q k^T * scale: [m, hd] x [N, hd]^T -> [m, N]
+      bool ok = gemm('N', 'T', m, n, d.hd, scale, pq + bh * qs + i0 * d.hd, d.hd, pk + bh * qs,
+                     d.hd, 0.0f, s, n);
       // p = softmax(s + bias[h] + mask[b % W]) row by row
-      for (int64_t i = 0; i < n; ++i) {
-        const float* brow = pbias ? pbias + h * nn + i * n : nullptr;
-        const float* mrow = pmask ? pmask + (bi % windows) * nn + i * n : nullptr;
+      for (int64_t i = 0; i < m; ++i) {
+        const float* brow = pbias ? pbias + h * nn + (i0 + i) * n : nullptr;
+        const float* mrow = pmask ? pmask + (bi % windows) * nn + (i0 + i) * n : nullptr;
         if (avx2)
           softmax_row_avx2(s + i * n, brow, mrow, n);
         else
           softmax_row_base(s + i * n, brow, mrow, n);
       }
-      // out = p v: [N, N] x [N, hd] -> [N, hd]
-      ok = ok &&
-           gemm('N', 'N', n, d.hd, n, 1.0f, s, n, pv + bh * qs, d.hd, 0.0f, po + bh * qs, d.hd);
+      // out = p v: [m, N] x [N, hd] -> [m, hd]
+      ok = ok && gemm('N', 'N', m, d.hd, n, 1.0f, s, n, pv + bh * qs, d.hd, 0.0f,
+                      po + bh * qs + i0 * d.hd, d.hd);
       if (!ok) failed = true;
     }
   }

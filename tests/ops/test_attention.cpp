@@ -73,6 +73,15 @@ TEST(AttentionForward, SwinWindowsWithMask) {
   check_forward({4, 3, 49, 32, false, 4}, 4);  // batch 1 (one image of 4 windows)
 }
 
+// With more threads than (batch, head) pairs the forward splits each pair into row blocks.
+TEST(AttentionForward, MoreThreadsThanPairs) {
+  const int before = num_threads();
+  set_num_threads(13);
+  check_forward({1, 2, 197, 64, true, 0}, 7);
+  check_forward({2, 1, 49, 32, true, 2}, 8);
+  set_num_threads(before);
+}
+
 TEST(AttentionForward, OddShapes) {
   check_forward({2, 1, 1, 1, false, 0}, 5);
   check_forward({3, 2, 7, 5, true, 3}, 6);
