@@ -240,6 +240,11 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     check_shape(op, "residual", residual, ys);
     check_cpu_f32(op, "residual", residual);
   }
+  if (m > 0 && y.raw() == x.raw()) {
+    throw std::invalid_argument(
+        "linear_forward: y must not be x itself (the product reads x while it writes y); "
+        "the residual may be y");
+  }
   cpu::linear_rows_forward(y.f32(), x.f32(), w.raw(), w.dtype(), b.defined() ? b.f32() : nullptr, m,
                            k, n, act, residual.defined() ? residual.f32() : nullptr);
 }

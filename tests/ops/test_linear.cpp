@@ -208,6 +208,13 @@ TEST(Linear, ShapeErrorsNameTheOpAndBothShapes) {
   EXPECT_THROW(linear_backward(none, none, none, y, x, w), ShapeError);
 }
 
+TEST(Linear, OutputMayNotBeTheInput) {
+  Tensor x = random_tensor(Shape{4, 6}, 38), w = random_tensor(Shape{6, 6}, 39);
+  std::string m = message_of([&] { linear_forward(x, x, w, Tensor()); });
+  EXPECT_NE(m.find("linear_forward"), std::string::npos) << m;
+  EXPECT_NE(m.find("must not be x"), std::string::npos) << m;
+}
+
 TEST(Linear, Bf16WeightsComputeInBf16OrExplainWhyNot) {
   Tensor x = random_tensor(Shape{3, 197, 64}, 34), w = random_tensor(Shape{48, 64}, 35, 0.125);
   Tensor b = random_tensor(Shape{48}, 36);
