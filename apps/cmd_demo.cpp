@@ -1,0 +1,142 @@
+// `vitpe demo` (what scripts/demo runs): classifies sample Fashion-MNIST test images with the
+// bundled checkpoint (exporting them as PNG), prints their top-3 classes, then runs
+// `vitpe compare --quick` and says where the report is.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+#include <opencv2/imgcodecs.hpp>
+
+#include "apps/command.h"
+#include "apps/train_options.h"
+#include "vit/checkpoint.h"
+#include "vit/compare.h"
+#include "vit/data.h"
+
+namespace vitpe::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DemoCli {
+  std::string out = "demo-output";
+  std::string checkpoint;
+  std::string data_dir;
+  int64_t samples = 8;
+  bool no_compare = false;
+  int threads = 0;
+};
+
+std::string find_checkpoint(const std::string& given) {
+  if (!given.empty()) return given;
+  for (fs::path p : {fs::path("models/vit-fmnist.safetensors"),
+                     fs::path(VITPE_SOURCE_DIR) / "models/vit-fmnist.safetensors"}) {
+    if (fs::exists(p)) return p.string();
+  }
+  return "";
+}
+
+void classify_samples(const DemoCli& c) {
+  std::printf("== 1. Classifying Fashion-MNIST test images\n");
+  DatasetOptions d;
+  d.dir = c.data_dir;
+  d.train = false;
+  d.limit = c.samples;
+  std::unique_ptr<Dataset> data;
+  try {
+    data = make_dataset(d);
+  } catch (const std::exception& e) {
+    std::printf("Fashion-MNIST is not available (%s); skipping this part.\n\n", e.what());
+    return;
+  }
+  const fs::path dir = fs::path(c.out) / "samples";
+  fs::create_directories(dir);
+  const int64_t n = std::min<int64_t>(c.samples, data->size());
+  const int64_t px = data->image_numel();
+  Tensor images = Tensor::empty({n, 1, data->rows(), data->cols()});
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  std::vector<std::string> files;
+  for (int64_t i = 0; i < n; ++i) {
+    float* img = images.f32() + i * px;
+    labels[i] = data->get(i, img);
+    // Back to bytes for the PNG (undo the normalisation).
+    cv::Mat m(static_cast<int>(data->rows()), static_cast<int>(data->cols()), CV_8UC1);
+    for (int64_t k = 0; k < px; ++k) {
+      float v = (img[k] * kFashionMnistStd + kFashionMnistMean) * 255.0f;
+      m.data[k] = static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "test-%02lld.png", static_cast<long long>(i));
+    cv::imwrite((dir / name).string(), m);
+    files.push_back((dir / name).string());
+  }
+  std::printf("exported %lld test images to %s/\n", static_cast<long long>(n),
+              dir.string().c_str());
+
+  const std::string ckpt = find_checkpoint(c.checkpoint);
+  if (ckpt.empty()) {
+    std::printf(
+        "No bundled checkpoint (models/vit-fmnist.safetensors) yet: skipping classification.\n"
+        "Train one with:\n  vitpe train --model vit-fmnist --encoding sincos2d --dataset "
+        "fashion-mnist --epochs 15 --out runs/vit-fmnist\n  cp runs/vit-fmnist/best.safetensors "
+        "models/vit-fmnist.safetensors\n\n");
+    return;
+  }
+  LoadedModel lm = load_model(ckpt);
+  const Tensor& logits = lm.model->forward(images, false);
+  const std::vector<std::string> names = data->labels();
+  const int64_t C = logits.size(1);
+  std::printf("checkpoint %s (encoding %s)\n", ckpt.c_str(), lm.model->config().encoding.c_str());
+  int correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits.f32() + i * C;
+    const float mx = *std::max_element(row, row + C);
+    std::vector<double> p(static_cast<size_t>(C));
+    double sum = 0;
+    for (int64_t k = 0; k < C; ++k) sum += p[k] = std::exp(static_cast<double>(row[k] - mx));
+    std::vector<int64_t> idx(static_cast<size_t>(C));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(),
+                      [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    correct += idx[0] == labels[i];
+    std::printf("%s  true: %-11s  top-3:", fs::path(files[i]).filename().string().c_str(),
+                names[labels[i]].c_str());
+    for (int k = 0; k < 3; ++k) {
+      std::printf("  %s %.1f%%", names[idx[k]].c_str(), 100 * p[idx[k]] / sum);
+    }
+    std::printf("%s\n", idx[0] == labels[i] ? "" : "   (wrong)");
+  }
+  std::printf("%d of %lld correct\n\n", correct, static_cast<long long>(n));
+}
+
+void setup(CLI::App& root) {
+  auto* cmd = root.add_subcommand("demo", "Classify sample images, then a quick comparison");
+  auto c = std::make_shared<DemoCli>();
+  cmd->add_option("--out", c->out, "Output directory")->capture_default_str();
+  cmd->add_option("--checkpoint", c->checkpoint,
+                  "Checkpoint (default models/vit-fmnist.safetensors)");
+  cmd->add_option("--data-dir", c->data_dir, "Fashion-MNIST directory");
+  cmd->add_option("--samples", c->samples, "Number of test images")->capture_default_str();
+  cmd->add_flag("--no-compare", c->no_compare, "Skip the quick comparison");
+  cmd->add_option("--threads", c->threads, "Compute threads (0: default)");
+  cmd->callback([c] {
+    if (c->threads > 0) set_num_threads(c->threads);
+    classify_samples(*c);
+    if (c->no_compare) return;
+    std::printf("== 2. Comparing positional encodings (vitpe compare --quick)\n");
+    std::fflush(stdout);
+    CompareOptions o;
+    o.out = (fs::path(c->out) / "compare").string();
+    apply_quick_compare(o, [](const char*) { return false; });
+    o.extra_settings = {{"command", "vitpe demo (vitpe compare --quick)"}};
+    CompareResults r = run_compare(o);
+    std::printf("\n%s\n", terminal_table(r).c_str());
+    std::printf("report: %s\n", fs::absolute(fs::path(o.out) / "report.html").string().c_str());
+  });
+}
+
+VITPE_COMMAND(90, setup);
+
+}  // namespace
+}  // namespace vitpe::app

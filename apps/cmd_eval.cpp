@@ -1,0 +1,87 @@
+// `vitpe eval`: accuracy and loss of a checkpoint on a dataset's test split at several image
+// sizes (encodings resampled as at inference).
+#include <cstdio>
+#include <sstream>
+
+#include "apps/command.h"
+#include "ops/ops.h"
+#include "vit/checkpoint.h"
+#include "vit/data.h"
+#include "vit/train.h"
+
+namespace vitpe::app {
+namespace {
+
+struct EvalCli {
+  std::string model;
+  DatasetOptions data;
+  std::string sizes;
+  int64_t batch = 256;
+  int threads = 0;
+  bool train_split = false;
+  bool no_progress = false;
+};
+
+std::vector<int64_t> parse_sizes(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      out.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      throw ExitError{2, "--sizes: '" + item + "' is not a number (expected e.g. 28,36,44)"};
+    }
+  }
+  return out;
+}
+
+void setup(CLI::App& root) {
+  auto* cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a dataset at several sizes");
+  auto c = std::make_shared<EvalCli>();
+  cmd->add_option("--model", c->model, "Checkpoint (.safetensors) or preset")->required();
+  cmd->add_option("--dataset", c->data.name, "fashion-mnist, procedural, or folder:PATH")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", c->data.dir, "Data directory");
+  cmd->add_option("--data-seed", c->data.seed, "Seed of the procedural dataset")
+      ->capture_default_str();
+  cmd->add_option("--sizes", c->sizes, "Image sizes, comma separated (default: the model's)");
+  cmd->add_option("--subset", c->data.limit, "Use the first N samples (0: all)");
+  cmd->add_option("--batch", c->batch, "Batch size")->capture_default_str();
+  cmd->add_flag("--train-split", c->train_split, "Evaluate on the training split");
+  cmd->add_flag("--no-progress", c->no_progress, "No progress bars");
+  cmd->add_option("--threads", c->threads, "Compute threads (0: default)");
+  cmd->callback([c] {
+    if (c->threads > 0) set_num_threads(c->threads);
+    LoadedModel lm = load_model(c->model);
+    Model& model = *lm.model;
+    const ModelConfig& cfg = model.config();
+    std::vector<int64_t> sizes = c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows}
+                                                  : parse_sizes(c->sizes);
+    std::printf("%s (%s, encoding %s) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
+                cfg.encoding.c_str(), c->data.name.c_str(), c->train_split ? "train" : "test");
+    std::printf("%6s  %9s  %7s  %8s  %7s\n", "size", "accuracy", "loss", "images", "img/s");
+    for (int64_t s : sizes) {
+      DatasetOptions d = c->data;
+      d.train = c->train_split;
+      d.rows = d.cols = s;
+      std::unique_ptr<Dataset> data = make_dataset(d);
+      if (data->channels() != cfg.channels || data->classes() != cfg.classes) {
+        throw ExitError{2, "the model expects " + std::to_string(cfg.channels) + " channels and " +
+                               std::to_string(cfg.classes) + " classes; dataset " +
+                               data->name() + " has " + std::to_string(data->channels()) +
+                               " and " + std::to_string(data->classes())};
+      }
+      EvalResult r = evaluate(model, *data, c->batch, !c->no_progress, "@" + std::to_string(s));
+      std::printf("%6lld  %8.2f%%  %7.4f  %8lld  %7.0f\n", static_cast<long long>(s),
+                  100 * r.accuracy, r.loss, static_cast<long long>(r.count),
+                  r.count / std::max(1e-9, r.seconds));
+      std::fflush(stdout);
+    }
+  });
+}
+
+VITPE_COMMAND(41, setup);
+
+}  // namespace
+}  // namespace vitpe::app

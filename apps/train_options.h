@@ -1,0 +1,67 @@
+// Command-line options shared by `vitpe train` and `vitpe compare` (model, data, schedule).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+#include "vit/compare.h"
+#include "vit/train.h"
+
+namespace vitpe::app {
+
+// Options parsed into other types than TrainOptions' own.
+struct TrainCli {
+  int threads = 0;
+  int64_t size = 0;
+  bool no_augment = false;
+  bool no_progress = false;
+};
+
+inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
+  cmd->add_option("--model", o.model, "Model preset (vitpe models)")->capture_default_str();
+  cmd->add_option("--set", o.overrides,
+                  "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
+  cmd->add_option("--dataset", o.data.name, "fashion-mnist, procedural, or folder:PATH")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", o.data.dir,
+                  "Data directory (fashion-mnist default /usr/share/datasets/fashion-mnist)");
+  cmd->add_option("--subset", o.data.limit, "Use the first N training samples (0: all)");
+  cmd->add_option("--test-subset", o.test_limit, "Use the first N test samples (0: all)");
+  cmd->add_option("--size", c.size, "Training image size in pixels (0: the dataset's own)");
+  cmd->add_option("--data-seed", o.data.seed, "Seed of the procedural dataset")
+      ->capture_default_str();
+  cmd->add_option("--epochs", o.epochs, "Epochs")->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Batch size")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", o.min_lr, "Final learning rate of the cosine decay")
+      ->capture_default_str();
+  cmd->add_option("--warmup", o.warmup_epochs, "Linear warmup length in epochs")
+      ->capture_default_str();
+  cmd->add_option("--wd", o.weight_decay, "AdamW weight decay (not on norms, biases, positions)")
+      ->capture_default_str();
+  cmd->add_option("--smoothing", o.smoothing, "Label smoothing")->capture_default_str();
+  cmd->add_option("--clip", o.clip, "Max gradient norm (0: off)")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of initialisation, data order and augmentation")
+      ->capture_default_str();
+  cmd->add_flag("--no-augment", c.no_augment, "No random crops or flips");
+  cmd->add_option("--log-every", o.log_every, "Steps between step lines in metrics.jsonl")
+      ->capture_default_str();
+  cmd->add_flag("--no-progress", c.no_progress, "No progress bars");
+  cmd->add_option("--threads", c.threads, "Compute threads (0: OMP_NUM_THREADS or all cores)");
+}
+
+inline void finish_train_options(TrainOptions& o, TrainCli& c) {
+  if (c.threads > 0) set_num_threads(c.threads);
+  o.data.rows = o.data.cols = c.size;
+  o.augment = !c.no_augment;
+  o.progress = !c.no_progress;
+}
+
+// The settings of `vitpe compare --quick`, applied to the fields for which given(option name)
+// is false (defined in cmd_compare.cpp; `vitpe demo` uses it too).
+void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*)>& given);
+
+}  // namespace vitpe::app
