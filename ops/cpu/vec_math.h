@@ -117,10 +117,11 @@ VITPE_INLINE void exp_inplace(V& x) {
   x = p * scale;
 }
 
-// x <- erfc(x), relative error ~1e-7 where erfc(x) > 1e-5 (Numerical Recipes' erfcc: a
-// Chebyshev fit of log(erfc(z) / t) in t = 1 / (1 + z / 2)). Computing the complement directly
-// keeps GELU's Phi(x) = erfc(-x / sqrt 2) / 2 relatively accurate for negative x, where
-// 1 + erf(x) would cancel.
+// x <- erfc(x) (Numerical Recipes' erfcc: a Chebyshev fit of log(erfc(z) / t) in
+// t = 1 / (1 + z / 2)). Measured relative error: < 6e-7 for |x| < 2, < 1.3e-6 for |x| < 3,
+// < 4e-6 for |x| < 6 (the float rounding of the exponent -x^2 dominates); GELU needs 1e-5.
+// Computing the complement directly keeps GELU's Phi(x) = erfc(-x / sqrt 2) / 2 relatively
+// accurate for negative x, where 1 + erf(x) would cancel.
 template <class V>
 VITPE_INLINE void erfc_inplace(V& x) {
   const V z = x < 0.0f ? -x : x;

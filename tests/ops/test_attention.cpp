@@ -68,8 +68,8 @@ TEST(AttentionForward, ViTShapes) {
 }
 
 TEST(AttentionForward, SwinWindowsWithMask) {
-  // 2 images x 4 windows of 7 x 7 tokens, shift mask per window and a relative bias.
-  check_forward({8, 3, 49, 32, true, 4}, 3);
+  // 3 images x 4 windows of 7 x 7 tokens, shift mask per window and a relative bias.
+  check_forward({12, 3, 49, 32, true, 4}, 3);
   check_forward({4, 3, 49, 32, false, 4}, 4);  // batch 1 (one image of 4 windows)
 }
 
