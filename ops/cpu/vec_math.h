@@ -11,6 +11,7 @@
 // without AVX changes the psABI, which g++ reports (-Wpsabi) even for inlined functions.
 #pragma once
 
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -26,10 +27,16 @@ typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));
 
-// True when the CPU runs AVX2 and FMA (checked once).
+// Tests switch the AVX2 kernels off to exercise the baseline (SSE) kernels on AVX2 machines.
+inline std::atomic<bool>& avx2_allowed() {
+  static std::atomic<bool> allowed{true};
+  return allowed;
+}
+
+// True when the CPU runs AVX2 and FMA (checked once) and the AVX2 kernels are allowed.
 inline bool cpu_has_avx2_fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
+  return has && avx2_allowed().load(std::memory_order_relaxed);
 }
 
 template <class V>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "tests/testing.h"
@@ -80,6 +81,13 @@ TEST(AttentionForward, MoreThreadsThanPairs) {
   check_forward({1, 2, 197, 64, true, 0}, 7);
   check_forward({2, 1, 49, 32, true, 2}, 8);
   set_num_threads(before);
+}
+
+// The baseline (SSE) kernels, which AVX2 machines never pick by themselves.
+TEST(AttentionForward, BaselineKernels) {
+  cpu::avx2_allowed() = false;
+  check_forward({2, 3, 49, 32, true, 2}, 9);
+  cpu::avx2_allowed() = true;
 }
 
 TEST(AttentionForward, OddShapes) {
@@ -162,6 +170,9 @@ TEST(AttentionBackward, MatchesFiniteDifferences) {
 
 TEST(AttentionBackward, WindowsWithMaskMatchFiniteDifferences) {
   check_backward({4, 2, 5, 3, true, 2}, 12);  // 2 images x 2 windows
+  cpu::avx2_allowed() = false;                // the baseline (SSE) kernels
+  check_backward({2, 1, 11, 3, true, 1}, 13);
+  cpu::avx2_allowed() = true;
 }
 
 // Only the requested gradients are written; the others may be undefined.

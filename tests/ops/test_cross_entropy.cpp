@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "tests/testing.h"
@@ -63,6 +64,19 @@ TEST(CrossEntropyBackward, MatchesFiniteDifferencesAndAccumulates) {
       EXPECT_LT(max_rel_error(d, num), 1e-5) << "smoothing " << smoothing << " scale " << scale;
     }
   }
+}
+
+// The baseline (SSE) kernels, which AVX2 machines never pick by themselves.
+TEST(CrossEntropy, BaselineKernelsMatchReference) {
+  cpu::avx2_allowed() = false;
+  Tensor logits = random_tensor(Shape{5, 1000}, 7, 4.0);
+  auto t = targets_for(5, 1000, 8);
+  Tensor probs = Tensor::empty(logits.shape());
+  const float loss = cross_entropy_forward(probs, logits, t.data(), 0.1f);
+  cpu::avx2_allowed() = true;
+  const double want = ref::cross_entropy(logits, t.data(), 0.1f);
+  EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want));
+  EXPECT_LT(max_rel_error(probs, ref::softmax(logits)), 1e-5);
 }
 
 TEST(CrossEntropy, Errors) {

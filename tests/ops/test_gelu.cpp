@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "tests/testing.h"
@@ -101,6 +102,21 @@ TEST(GeluBackward, MatchesExactDerivativeOnLargeTensor) {
                      v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * 3.14159265358979323846);
     want.at(i) = static_cast<float>(dy.at(i) * d);
   }
+  EXPECT_LT(max_rel_error(dx, want), 1e-5);
+}
+
+// The baseline (SSE) kernels, which AVX2 machines never pick by themselves.
+TEST(Gelu, BaselineKernelsMatchReference) {
+  cpu::avx2_allowed() = false;
+  Tensor x = random_tensor(Shape{3, 197, 37}, 30, 2.0);
+  Tensor y = Tensor::empty(x.shape());
+  gelu_forward(y, x);
+  EXPECT_LT(max_rel_error(y, ref::gelu(x)), 1e-5);
+  Tensor dy = random_tensor(x.shape(), 31);
+  Tensor dx = Tensor::zeros(x.shape()), want = Tensor::zeros(x.shape());
+  gelu_backward(dx, dy, x);
+  cpu::avx2_allowed() = true;
+  gelu_backward(want, dy, x);
   EXPECT_LT(max_rel_error(dx, want), 1e-5);
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "tests/testing.h"
@@ -60,6 +61,16 @@ TEST(SoftmaxBackward, MatchesFiniteDifferencesAndAccumulates) {
   Tensor got = Tensor::empty(x.shape());
   for (int64_t i = 0; i < x.numel(); ++i) got.at(i) = dx.at(i) - 0.5f;
   EXPECT_LT(max_rel_error(got, num), 1e-5);
+}
+
+// The baseline (SSE) kernels, which AVX2 machines never pick by themselves.
+TEST(Softmax, BaselineKernelsMatchReference) {
+  cpu::avx2_allowed() = false;
+  Tensor x = random_tensor(Shape{6, 197}, 5, 3.0);
+  Tensor y = Tensor::empty(x.shape());
+  softmax_forward(y, x);
+  cpu::avx2_allowed() = true;
+  EXPECT_LT(max_rel_error(y, ref::softmax(x)), 1e-5);
 }
 
 TEST(Softmax, ShapeErrorsNameOpAndShapes) {
