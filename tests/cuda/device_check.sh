@@ -55,9 +55,9 @@ echo "ok (log: $OUT/build.log)"
 
 step "test_cuda"
 if timeout 300 "$BUILD_DIR/tests/test_cuda" --gtest_color=no >"$OUT/test_cuda.log" 2>&1; then
-  grep -E "^\[  (PASSED|SKIPPED) |^\[==========\]" "$OUT/test_cuda.log"
-  skipped=$(grep -c "^\[  SKIPPED \]" "$OUT/test_cuda.log")
-  [ "$skipped" -gt 0 ] && grep -m1 -A1 "no CUDA device" "$OUT/test_cuda.log"
+  grep -E "^\[==========\] [0-9]+ tests|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]+ test" \
+    "$OUT/test_cuda.log"
+  grep -m1 "no CUDA device" "$OUT/test_cuda.log"
 else
   grep -E "FAILED|Failure|error|Expected|Which is|rel|err" "$OUT/test_cuda.log" | head -60
   echo "FAILED: test_cuda (log: $OUT/test_cuda.log)"
@@ -70,13 +70,17 @@ timeout 180 "$VITPE" bench attention --device cuda --json "$OUT/vitpe_attention.
   tee "$OUT/bench_attention.log"
 
 step "PyTorch SDPA with the same additive bias (bf16)"
-if python3 -c "import torch" >/dev/null 2>&1; then
+PY=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c "import torch" >/dev/null 2>&1; then PY=$candidate; break; fi
+done
+if [ -n "$PY" ]; then
   args=(--models)
   [ -f "$OUT/vitpe_attention.json" ] && args+=(--vitpe-json "$OUT/vitpe_attention.json")
-  timeout 180 python3 "$ROOT/tests/cuda/torch_attention_bench.py" "${args[@]}" 2>&1 |
+  timeout 180 "$PY" "$ROOT/tests/cuda/torch_attention_bench.py" "${args[@]}" 2>&1 |
     tee "$OUT/torch_attention.log"
 else
-  echo "python3 cannot import torch here: PyTorch comparison skipped"
+  echo "no python3 here can import torch: PyTorch comparison skipped"
 fi
 
 # ==== END-TO-END MODELS ========================================================================

@@ -32,6 +32,16 @@ def time_ms(fn, reps):
     return best
 
 
+def sdpa(q, k, v, attn_mask=None):
+    """torch >= 2.0: scaled_dot_product_attention; older torch: the eager composition."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+    s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    if attn_mask is not None:
+        s = s + attn_mask
+    return s.softmax(-1) @ v
+
+
 def attention_rows(batch, swin_images, reps):
     dev, dt = "cuda", torch.bfloat16
     g = torch.Generator(device=dev).manual_seed(0)
@@ -41,8 +51,8 @@ def attention_rows(batch, swin_images, reps):
     q, k, v = (torch.randn(B, H, N, hd, device=dev, dtype=dt, generator=g) for _ in range(3))
     bias = torch.randn(1, H, N, N, device=dev, dtype=dt, generator=g) * 0.02
     rows["vit-b16"] = {
-        "sdpa_bias": time_ms(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=bias), reps),
-        "sdpa_none": time_ms(lambda: F.scaled_dot_product_attention(q, k, v), reps),
+        "sdpa_bias": time_ms(lambda: sdpa(q, k, v, attn_mask=bias), reps),
+        "sdpa_none": time_ms(lambda: sdpa(q, k, v), reps),
         "flops": 4.0 * B * H * N * N * hd,
     }
     del q, k, v, bias
@@ -54,8 +64,8 @@ def attention_rows(batch, swin_images, reps):
                for _ in range(3))
     bias = torch.randn(1, nW * H, N, N, device=dev, dtype=dt, generator=g)
     rows["swin-t-stage1"] = {
-        "sdpa_bias": time_ms(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=bias), reps),
-        "sdpa_none": time_ms(lambda: F.scaled_dot_product_attention(q, k, v), reps),
+        "sdpa_bias": time_ms(lambda: sdpa(q, k, v, attn_mask=bias), reps),
+        "sdpa_none": time_ms(lambda: sdpa(q, k, v), reps),
         "flops": 4.0 * swin_images * nW * H * N * N * hd,
     }
     return rows
@@ -78,6 +88,31 @@ def model_rows(batch, reps):
     return out
 
 
+def print_table(torch_rows, ours):
+    """torch_rows: {shape: {sdpa_bias, sdpa_none, flops}}; ours: vitpe's JSON rows."""
+
+    def vitpe_ms(model, dtype, key):
+        for r in ours:
+            if r["model"] == model and r["dtype"] == dtype and key in r["variant"]:
+                return r["ms"]
+        return None
+
+    def fmt(v):
+        return f"{v:.4f}" if v is not None else "n/a"
+
+    print("\nattention, bf16 (ms per call; speedup = torch SDPA with bias / vitpe in-kernel)")
+    print(f"{'shape':<15}{'vitpe in-kernel':>16}{'vitpe dense':>13}{'SDPA+bias':>11}"
+          f"{'SDPA no bias':>14}{'speedup':>9}{'TFLOP/s':>9}")
+    for model, t in torch_rows.items():
+        ink = vitpe_ms(model, "bf16", "in-kernel")
+        dense = vitpe_ms(model, "bf16", "dense")
+        speed = f"{t['sdpa_bias'] / ink:.2f}x" if ink else "n/a"
+        tf = f"{t['flops'] / (ink * 1e-3) / 1e12:.1f}" if ink else "n/a"
+        print(f"{model:<15}{fmt(ink):>16}{fmt(dense):>13}{t['sdpa_bias']:>11.4f}"
+              f"{t['sdpa_none']:>14.4f}{speed:>9}{tf:>9}")
+    print("target (issue 7): attention with relative bias >= 1.5x SDPA with a bias tensor")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vitpe-json", help="rows written by `vitpe bench attention --json`")
@@ -89,32 +124,16 @@ def main():
     if not torch.cuda.is_available():
         print("PyTorch has no CUDA device here: peer skipped")
         return 0
-    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}"
+          + ("" if hasattr(F, "scaled_dot_product_attention") else
+             " (no SDPA in this torch: eager softmax(q k^T + bias) v instead)"))
     torch_rows = attention_rows(a.batch, a.swin_images, a.reps)
 
     ours = []
     if a.vitpe_json:
         with open(a.vitpe_json) as f:
             ours = json.load(f)
-
-    def vitpe_ms(model, dtype, key):
-        for r in ours:
-            if r["model"] == model and r["dtype"] == dtype and key in r["variant"]:
-                return r["ms"]
-        return None
-
-    print("\nattention, bf16 (ms per call; speedup = torch SDPA with bias / vitpe in-kernel)")
-    print(f"{'shape':<15}{'vitpe in-kernel':>16}{'vitpe dense':>13}{'SDPA+bias':>11}"
-          f"{'SDPA no bias':>14}{'speedup':>9}{'TFLOP/s':>9}")
-    for model, t in torch_rows.items():
-        ink = vitpe_ms(model, "bf16", "in-kernel")
-        dense = vitpe_ms(model, "bf16", "dense")
-        fmt = lambda v: f"{v:.4f}" if v is not None else "n/a"  # noqa: E731
-        speed = f"{t['sdpa_bias'] / ink:.2f}x" if ink else "n/a"
-        tf = f"{t['flops'] / (ink * 1e-3) / 1e12:.1f}" if ink else "n/a"
-        print(f"{model:<15}{fmt(ink):>16}{fmt(dense):>13}{t['sdpa_bias']:>11.4f}"
-              f"{t['sdpa_none']:>14.4f}{speed:>9}{tf:>9}")
-    print("targets (issue 7): attention with relative bias >= 1.5x SDPA with a bias tensor")
+    print_table(torch_rows, ours)
 
     if a.models:
         m = model_rows(a.batch, a.reps)
