@@ -72,7 +72,7 @@ KindDef alibi2d_kind() {
   KindDef k;
   k.name = "alibi2d";
   k.site = Site::attention;
-  k.summary = "fixed bias -2^(-8h/H) * Euclidean distance per head (2D ALiBi); no parameters";
+  k.summary = "fixed bias -2^(-8h/H) * Euclidean distance, heads h = 1..H (2D ALiBi); no params";
   k.make_attention = [](const Options&, int64_t heads, int64_t, Grid window, int64_t, Rng&) {
     return std::make_unique<Alibi2d>(heads, window);
   };

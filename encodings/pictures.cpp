@@ -221,9 +221,9 @@ cv::Mat similarity_picture(const Tensor& table, int64_t prefix, Grid grid,
     norm[i] = std::sqrt(s);
   }
   const int gap = 3;
-  const int64_t longest = std::max(grid.rows, grid.cols);
-  const int cell =
-      static_cast<int>(std::max<int64_t>(1, (720 / longest - gap) / longest));  // px per patch
+  // px per patch: the whole about 900 px wide and 720 px tall at most
+  const int cell = static_cast<int>(std::max<int64_t>(
+      1, std::min((900 / grid.cols - gap) / grid.cols, (720 / grid.rows - gap) / grid.rows)));
   const int sw = static_cast<int>(grid.cols) * cell, sh = static_cast<int>(grid.rows) * cell;
   const int left = 80, top = 70, right = 150, bottom = 70;
   const int W = static_cast<int>(grid.cols) * (sw + gap) - gap;
