@@ -257,13 +257,21 @@ void* scratch(ScratchSlot slot, size_t bytes) {
 // ---- CPU capabilities -------------------------------------------------------------------------
 
 bool cpu_has_bf16() {
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core_bf16:
-    case dnnl::cpu_isa::avx512_core_amx:
+  // Asking oneDNN for a small bf16 matmul is the ground truth: it has one on avx512_core
+  // (emulated), avx512_core_bf16 and AMX, and none on AVX2.
+  static const bool has = [] {
+    try {
+      using dt = dnnl::memory::data_type;
+      dnnl::memory::desc a({4, 32}, dt::bf16, dnnl::memory::format_tag::ab);
+      dnnl::memory::desc b({32, 16}, dt::bf16, dnnl::memory::format_tag::ab);
+      dnnl::memory::desc c({4, 16}, dt::f32, dnnl::memory::format_tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), dnnl_engine());
       return true;
-    default:
+    } catch (const dnnl::error&) {
       return false;
-  }
+    }
+  }();
+  return has;
 }
 
 const char* cpu_isa_name() {

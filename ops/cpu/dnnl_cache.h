@@ -153,7 +153,7 @@ CachedPrimitive& cached_primitive(const PrimitiveKey& key, Create&& create) {
 }
 
 // ---- CPU capabilities -------------------------------------------------------------------------
-// True when oneDNN can run bf16 matmuls natively here (avx512_core_bf16 or AMX).
+// True when oneDNN has a bf16 matmul for this CPU (avx512_core and later; not AVX2).
 bool cpu_has_bf16();
 // Name of the ISA oneDNN dispatches to ("avx2", "avx512_core", ...).
 const char* cpu_isa_name();

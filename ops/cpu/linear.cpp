@@ -61,14 +61,28 @@ void column_sums(float* db, const float* dy, int64_t m, int64_t n, bool accumula
   }
 }
 
+// The matmul primitive descriptor, or an error that says which product this CPU lacks.
+dnnl::matmul::primitive_desc matmul_pd(const char* op, const dnnl::matmul::desc& d,
+                                       const dnnl::primitive_attr& attr, int64_t m, int64_t k,
+                                       int64_t n, DType w_dtype) {
+  try {
+    return dnnl::matmul::primitive_desc(d, attr, dnnl_engine());
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string(op) + ": oneDNN has no " + dtype_name(w_dtype) +
+                             " matmul for M=" + std::to_string(m) + ", K=" + std::to_string(k) +
+                             ", N=" + std::to_string(n) + " on this CPU (" + cpu_isa_name() +
+                             "): " + e.what());
+  }
+}
+
 }  // namespace
 
 void require_bf16(const char* op) {
   if (!cpu_has_bf16()) {
     throw std::runtime_error(
         std::string(op) +
-        ": bf16 weights need a CPU with avx512_bf16 or AMX for oneDNN's bf16 matmul, but "
-        "oneDNN reports '" +
+        ": bf16 weights need oneDNN's bf16 matmul, which needs an AVX-512 CPU (native with "
+        "avx512_bf16 or AMX), but oneDNN reports '" +
         cpu_isa_name() + "' here; convert the weights to f32 (Tensor::to(DType::f32))");
   }
 }
@@ -101,7 +115,7 @@ void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype,
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto d = b ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
-    dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
+    auto pd = matmul_pd("linear_forward", d, attr, m, k, n, w_dtype);
     e.init(dnnl::matmul(pd), pd.scratchpad_desc());
     e.bind(DNNL_ARG_SRC, x_md);
     e.bind(DNNL_ARG_WEIGHTS, w_md);
@@ -153,7 +167,8 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
         attr.set_post_ops(po);
       }
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dy_md, w_md, dx_md), attr, dnnl_engine());
+      auto pd = matmul_pd("linear_backward", dnnl::matmul::desc(dy_md, w_md, dx_md), attr, m, k, n,
+                          w_dtype);
       e.init(dnnl::matmul(pd), pd.scratchpad_desc());
       e.bind(DNNL_ARG_SRC, dy_md);
       e.bind(DNNL_ARG_WEIGHTS, w_md);
@@ -178,7 +193,8 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
         attr.set_post_ops(po);
       }
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, dnnl_engine());
+      auto pd = matmul_pd("linear_backward", dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, m, k, n,
+                          DType::f32);
       e.init(dnnl::matmul(pd), pd.scratchpad_desc());
       e.bind(DNNL_ARG_SRC, dyt_md);
       e.bind(DNNL_ARG_WEIGHTS, x_md);
