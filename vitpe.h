@@ -1,6 +1,11 @@
 // vitpe: Vision Transformers with interchangeable 2D positional encodings.
-// The one header an application includes.
+// The one header an application includes: tensors and ops, encodings, models (ViT, Swin),
+// checkpoints and preprocessing.
 #pragma once
 
+#include "encodings/encoding.h"
 #include "ops/ops.h"
 #include "ops/tensor.h"
+#include "vit/checkpoint.h"
+#include "vit/model.h"
+#include "vit/preprocess.h"

@@ -1,15 +1,19 @@
-// A minimal application using the installed vitpe: runs one linear layer and prints it.
+// A vision application using the installed vitpe (find_package(vitpe), vitpe::vitpe): builds
+// a small ViT from a preset, runs one image through it and checks the logits' shape.
 #include <vitpe/vitpe.h>
 
+#include <cmath>
 #include <cstdio>
 
 int main() {
-  using namespace vitpe;
-  Tensor x = Tensor::from({1, 2}, {1.0f, 2.0f});
-  Tensor w = Tensor::from({1, 2}, {3.0f, 4.0f});
-  Tensor b = Tensor::from({1}, {0.5f});
-  Tensor y = Tensor::empty({1, 1});
-  linear_forward(y, x, w, b);
-  std::printf("vitpe consumer: y = %.2f (expected 11.50)\n", y.at(0));
-  return y.at(0) == 11.5f ? 0 : 1;
+  vitpe::LoadedModel loaded = vitpe::load_model("vit-fmnist");  // preset, random weights
+  vitpe::Model& model = *loaded.model;
+  const vitpe::ModelConfig& c = model.config();
+  vitpe::Tensor x = vitpe::Tensor::full({1, c.channels, c.img_rows, c.img_cols}, 0.5f);
+  const vitpe::Tensor& logits = model.forward(x);
+  bool finite = true;
+  for (int64_t i = 0; i < logits.numel(); ++i) finite = finite && std::isfinite(logits.at(i));
+  std::printf("vitpe consumer: %s -> logits %s (%s)\n", c.name.c_str(),
+              logits.shape().str().c_str(), finite ? "finite" : "NOT finite");
+  return logits.shape() == vitpe::Shape({1, c.classes}) && finite ? 0 : 1;
 }
