@@ -210,7 +210,15 @@ void matmul(const MatmulSpec& s, const float* a, const float* b, float* c) {
       attr.set_post_ops(po);
     }
     dnnl::matmul::desc d(a_md, b_md, c_md);
-    dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(d, attr, dnnl_engine());
+    } catch (const dnnl::error& err) {
+      throw std::runtime_error("cpu::matmul: oneDNN has no f32 matmul for batch " +
+                               std::to_string(s.batch) + ", M=" + std::to_string(s.m) +
+                               ", N=" + std::to_string(s.n) + ", K=" + std::to_string(s.k) +
+                               " with these strides: " + err.what());
+    }
     e.init(dnnl::matmul(pd), pd.scratchpad_desc());
     e.bind(DNNL_ARG_SRC, a_md);
     e.bind(DNNL_ARG_WEIGHTS, b_md);
