@@ -1,10 +1,13 @@
 // oneDNN plumbing shared by the CPU ops: one engine and stream for the process, a cache of
 // ready-to-run primitives, a batched matmul helper, and per-thread scratch buffers.
 //
-// Steady state allocates nothing: a cache entry keeps the primitive together with its
+// Steady state allocates nothing of ours: a cache entry keeps the primitive together with its
 // dnnl::memory objects, its argument array and a user-managed scratchpad, so a repeated call
 // with the same shapes only swaps data pointers. Keys are fixed-size PODs hashed without
-// allocating. oneDNN here is 2.6 (pre-3.0 API).
+// allocating. (oneDNN 2.6 itself still makes a few small, short-lived heap allocations inside
+// every execution: the argument map dnnl_primitive_execute builds and the std::function of its
+// parallel loop; tests/ops/test_allocations.cpp counts them apart.) oneDNN here is 2.6 (pre-3.0
+// API: op descriptors, output scales).
 //
 // Typical use from an op file (see matmul() below for the ready-made batched matmul):
 //
