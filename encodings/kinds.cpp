@@ -47,6 +47,7 @@ void TableTokenEncoding::forward(Tensor& tokens, Grid grid) {
   const int64_t n = tab.numel();
   const float* pe = tab.f32();
   float* x = tokens.f32();
+#pragma omp parallel for
   for (int64_t b = 0; b < tokens.size(0); ++b) {
     float* xb = x + b * n;
     for (int64_t i = 0; i < n; ++i) xb[i] += pe[i];
@@ -149,6 +150,7 @@ void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& 
   check_shape("rope_rotate", "out", out, x.shape());
   const float* xp = x.f32();
   float* op = out.f32();
+#pragma omp parallel for collapse(2)
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const float* c = cos.f32() + (hc == 1 ? 0 : h) * nw * half;
@@ -177,8 +179,11 @@ void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const 
   check_shape("rope_rotate_backward", "dout", dout, x.shape());
   const bool want_dx = dx.defined(), want_da = dangle.defined();
   if (want_dx) check_shape("rope_rotate_backward", "dx", dx, x.shape());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
+    // Heads in parallel, the batch inside: dangle rows belong to one head (unless shared by all
+    // heads, hc == 1, which then runs serially).
+#pragma omp parallel for if (!(want_da && hc == 1))
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t b = 0; b < B; ++b) {
       const int64_t hh = hc == 1 ? 0 : h;
       const float* c = cos.f32() + hh * nw * half;
       const float* s = sin.f32() + hh * nw * half;

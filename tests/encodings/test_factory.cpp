@@ -85,3 +85,37 @@ TEST(Factory, KindsListedWithSitesAndDefaults) {
 
 }  // namespace
 }  // namespace vitpe
+
+namespace vitpe {
+namespace {
+
+// After a first call has filled the caches, forward, bias and rotate allocate nothing (the
+// models' steady state allocates nothing), at the built grid and at another one.
+TEST(Factory, SteadyStateForwardAllocatesNothing) {
+  for (const auto& k : encoding_kinds()) {
+    if (k.name == "none") continue;
+    Rng rng(0);
+    EncodingSpec s = parse_encoding(k.name);
+    Grid g{3, 4};
+    auto t = make_token_encoding(s, 16, g, 1, rng);
+    auto a = make_attention_encoding(s, 2, 8, g, 1, rng);
+    for (Grid use : {g, Grid{5, 2}}) {
+      AttnGeometry geom{use, 1};
+      Tensor x = Tensor::zeros({2, 1 + use.count(), 16});
+      Tensor b = Tensor::empty({2, geom.tokens(), geom.tokens()});
+      Tensor q = Tensor::full({2, 2, geom.tokens(), 8}, 1.f), qo = q.clone(), ko = q.clone();
+      auto step = [&] {
+        if (t) t->forward(x, use);
+        if (a && a->has_bias()) a->bias(b, geom);
+        if (a && a->has_rotation()) a->rotate(qo, ko, q, q, geom);
+      };
+      step();
+      int64_t before = storage_allocation_count();
+      step();
+      EXPECT_EQ(storage_allocation_count(), before) << k.name << " at " << use.str();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vitpe
