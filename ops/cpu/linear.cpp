@@ -5,7 +5,6 @@
 // Every primitive lives in the cache of ops/cpu/dnnl_cache.h, keyed by its shapes, dtypes and
 // post-ops, so a repeated call allocates nothing of ours. With bf16 weights the product runs in
 // bf16 (x converted into a scratch buffer), with f32 accumulation and output.
-#include <omp.h>
 
 #include <algorithm>
 #include <stdexcept>
