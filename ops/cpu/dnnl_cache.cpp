@@ -20,7 +20,9 @@ dnnl::engine& dnnl_engine() {
 }
 
 dnnl::stream& dnnl_stream() {
-  static dnnl::stream stream(dnnl_engine());
+  // One stream per calling thread: oneDNN does not promise that a stream may be used by
+  // several threads at once, and ops may be called from several threads.
+  thread_local dnnl::stream stream(dnnl_engine());
   return stream;
 }
 

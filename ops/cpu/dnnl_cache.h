@@ -33,7 +33,7 @@
 namespace vitpe::cpu {
 
 // ---- engine and stream ------------------------------------------------------------------------
-// The process-wide CPU engine and its (in-order, synchronous) stream.
+// The process-wide CPU engine, and the calling thread's (in-order, synchronous) stream on it.
 dnnl::engine& dnnl_engine();
 dnnl::stream& dnnl_stream();
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/ops.h"
@@ -100,6 +102,27 @@ TEST(LinearForward, RepeatedCallsGiveIdenticalResultsAndReuseThePrimitive) {
   linear_forward(y2, x, w, b, Act::gelu);
   EXPECT_EQ(cpu::primitive_cache_size(), entries);
   for (int64_t i = 0; i < y1.numel(); ++i) EXPECT_EQ(y1.at(i), y2.at(i));
+}
+
+TEST(LinearForward, ConcurrentCallersGetTheirOwnResults) {
+  // Threads share one cached primitive per shape; each must see its own data.
+  constexpr int kThreads = 4;
+  Tensor w = random_tensor(Shape{40, 24}, 40, 0.2);
+  Tensor b = random_tensor(Shape{40}, 41);
+  std::vector<Tensor> xs, ys, wants;
+  for (int t = 0; t < kThreads; ++t) {
+    xs.push_back(random_tensor(Shape{3, 31, 24}, 42 + t));
+    ys.push_back(Tensor::empty(Shape{3, 31, 40}));
+    wants.push_back(ref::linear(xs[t], w, b, Act::gelu));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep) linear_forward(ys[t], xs[t], w, b, Act::gelu);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_LT(max_rel_error(ys[t], wants[t]), 1e-5) << t;
 }
 
 // Gradients of L = sum(g * y) with y = linear(x, w, b): from the backward and from central
