@@ -3,8 +3,10 @@
 //   pairs p < hd/4:        x * theta_k,  k = p           (x = column)
 //   pairs p >= hd/4:       y * theta_k,  k = p - hd/4    (y = row)
 //   theta_k = theta^(-4k/hd), option theta (default 100, as published).
-// head_dim % 4 == 0. Prefix tokens: fixed kind, not rotated (angle zero). No parameters; any
-// window works (the grid simply grows), so resample() only records it.
+// Same rotation as timm's Eva vit_*_rope_* models (RotaryEmbeddingCat, temperature 100,
+// grid_indexing 'xy', interleaved pairs; checked by a golden). head_dim % 4 == 0. Prefix tokens:
+// fixed kind, not rotated (angle zero). No parameters; any window works (the grid simply grows), so
+// resample() only records it.
 #include <cmath>
 #include <deque>
 

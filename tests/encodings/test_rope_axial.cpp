@@ -1,8 +1,9 @@
-// rope-axial: the published angles (x on the first hd/4 pairs, y on the last, theta 100), the
-// relative property on non-square windows, norms preserved, dq/dk against finite differences,
-// and the head_dim % 4 error.
+// rope-axial: timm's axial RoPE golden, the published angles (x on the first hd/4 pairs, y on the
+// last, theta 100), the relative property on non-square windows, norms preserved, dq/dk against
+// finite differences, and the head_dim % 4 error.
 #include <cmath>
 
+#include "golden.h"
 #include "rope_testing.h"
 
 namespace vitpe {
@@ -35,6 +36,18 @@ TEST(RopeAxial, PublishedAngles) {
       EXPECT_NEAR(qo.at((h * N + tok) * hd + 2 * p + 1), x[1] * std::cos(a) + x[0] * std::sin(a),
                   1e-5);
     }
+}
+
+// timm's RotaryEmbeddingCat as its axial RoPE-ViT models (Eva, rope_type 'cat') configure it.
+TEST(RopeAxial, MatchesTimm) {
+  const auto& m = testing::golden_meta("rope_axial_q");
+  Grid w{m.at("rows"), m.at("cols")};
+  int64_t P = m.at("prefix");
+  Tensor q = testing::golden("rope_axial_q");
+  auto e = make(q.size(1), q.size(3), w, P);
+  Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(q.shape());
+  e->rotate(qo, ko, q, q, {w, P});
+  EXPECT_LT(testing::max_rel_error(qo, testing::golden("rope_axial_q_rot")), 1e-5);
 }
 
 TEST(RopeAxial, RelativePropertyOnNonSquareGrids) {

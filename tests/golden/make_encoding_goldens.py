@@ -12,6 +12,9 @@ tests/data/encodings/goldens.json ({name: {"shape": [...], "file": "<name>.bin"}
     F.interpolate bicubic antialias=True, the 3 class-token rows kept.
   - sincos2d_timm: timm.layers.build_sincos2d_pos_embed; sincos2d_mae: MAE's numpy
     get_2d_sincos_pos_embed (copied below, generalised to rows != cols), class row zero.
+  - rope_axial_*: timm's RotaryEmbeddingCat(dim=head_dim, temperature=100, in_pixels=False,
+    grid_indexing='xy') + apply_rot_embed_cat(half=False): the rope of timm's Eva
+    vit_*_rope_* (axial RoPE-ViT) models (timm 1.0.x; skipped when missing).
   - rope_mixed_*: timm's RoPE-Mixed helpers (init_random_2d_freqs, get_mixed_grid 'xy',
     get_mixed_freqs, apply_rot_embed_cat(half=False)), as used by timm's Eva
     vit_*_rope_mixed_* models. timm 0.9.16 does not have them (they arrived with the RoPE-ViT
@@ -136,6 +139,21 @@ else:
     save("rope_mixed_q_rot", rot(q))
     save("rope_mixed_k_rot", rot(k))
     index["rope_mixed_q"]["meta"] = {"rows": rows, "cols": cols, "prefix": prefix}
+
+# ---- RoPE-Axial -------------------------------------------------------------------------------------------
+try:
+    from timm.layers.pos_embed_sincos import RotaryEmbeddingCat, apply_rot_embed_cat
+except ImportError:
+    print(f"timm {timm.__version__} has no RotaryEmbeddingCat: rope_axial goldens skipped")
+else:
+    heads, hd, rows, cols, prefix = 2, 16, 3, 5, 1
+    rope = RotaryEmbeddingCat(dim=hd, temperature=100.0, in_pixels=False, feat_shape=[rows, cols],
+                              grid_indexing="xy").get_embed()  # [N, 2 hd]
+    q = torch.randn(1, heads, prefix + rows * cols, hd)
+    save("rope_axial_q", q)
+    save("rope_axial_q_rot",
+         torch.cat([q[:, :, :prefix], apply_rot_embed_cat(q[:, :, prefix:], rope)], 2))
+    index["rope_axial_q"]["meta"] = {"rows": rows, "cols": cols, "prefix": prefix}
 
 index["meta"] = {"torch": torch.__version__, "timm": timm.__version__}
 with open(os.path.join(OUT, "goldens.json"), "w") as f:
