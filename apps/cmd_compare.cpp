@@ -11,18 +11,20 @@
 namespace vitpe::app {
 
 // The settings of `vitpe compare --quick` (a few minutes on 2 cores): a 2-block ViT on the
-// procedural relation dataset, where position matters. Only fields the user did not set change.
-// Also used by `vitpe demo`.
+// procedural relation dataset, where position matters, and five encodings that span the kinds
+// (none, learned absolute, fixed 2D, relative bias, rotary). Only fields the user did not set
+// change. Also used by `vitpe demo`.
 void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*)>& given) {
   TrainOptions& t = o.train;
   if (!given("--dataset")) t.data.name = "procedural";
+  if (!given("--encodings")) o.encodings = {"none", "learned1d", "sincos2d", "relbias", "rope-mixed"};
   if (!given("--set")) t.overrides = {"depth=2", "dim=64", "heads=4", "mlp_dim=128"};
-  if (!given("--subset")) t.data.limit = 4000;
-  if (!given("--test-subset")) t.test_limit = 1000;
-  if (!given("--epochs")) t.epochs = 4;
+  if (!given("--subset")) t.data.limit = 3000;
+  if (!given("--test-subset")) t.test_limit = 500;
+  if (!given("--epochs")) t.epochs = 5;
   if (!given("--warmup")) t.warmup_epochs = 0.5;
-  if (!given("--batch")) t.batch = 64;
-  if (!given("--lr")) t.lr = 2e-3;
+  if (!given("--batch")) t.batch = 50;
+  if (!given("--lr")) t.lr = 3e-3;
   if (!given("--eval-sizes") && t.data.name != "folder") o.sizes = {28, 36, 44};
 }
 

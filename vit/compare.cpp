@@ -213,7 +213,18 @@ CompareResults run_compare(const CompareOptions& opt) {
     for (const std::string& enc : r.encodings) {
       ModelConfig c = base;
       c.encoding = enc;
-      std::vector<Picture> pics = encoding_pictures(c, (fs::path(opt.out) / "pictures").string());
+      // The trained weights of the first seed, when its run directory has them.
+      const fs::path weights = fs::path(opt.out) / "runs" /
+                               (enc + "-s" + std::to_string(r.seeds[0])) / "model.safetensors";
+      std::unique_ptr<Model> trained;
+      if (fs::exists(weights)) trained = load_model(weights.string()).model;
+      std::vector<Picture> pics;
+      try {
+        pics = encoding_pictures(c, trained.get(), (fs::path(opt.out) / "pictures").string());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "pictures of %s: %s (left out of the report)\n", enc.c_str(),
+                     e.what());
+      }
       if (!pics.empty()) r.pictures.emplace_back(enc, std::move(pics));
     }
   }

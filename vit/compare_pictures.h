@@ -1,5 +1,5 @@
 // Pictures of a model's encoding for the comparison report (PNG bytes with captions), drawn by
-// encodings/pictures.h when that module is present.
+// encodings/pictures.h.
 #pragma once
 
 #include <string>
@@ -10,8 +10,10 @@
 
 namespace vitpe {
 
-// Writes the pictures of config.encoding (for config's grid and heads) under dir/<encoding>/
-// and returns them; empty when the encoding has nothing to draw.
-std::vector<Picture> encoding_pictures(const ModelConfig& config, const std::string& dir);
+// Writes pictures of config.encoding into dir/<encoding>/ and returns them. With a trained
+// model the learned values are drawn (the token part, and the attention part of the first
+// block); without one (nullptr), the encoding as initialised. Empty for "none".
+std::vector<Picture> encoding_pictures(const ModelConfig& config, Model* trained,
+                                       const std::string& dir);
 
 }  // namespace vitpe

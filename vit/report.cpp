@@ -74,6 +74,14 @@ double nice_step(double range, int target) {
   return 10 * p;
 }
 
+// A tick label with as many decimals as the tick step needs.
+std::string y_text(double y, double step) {
+  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, std::fabs(y) < step * 1e-6 ? 0.0 : y);
+  return buf;
+}
+
 // A line chart as inline SVG, with axes, ticks, a legend and optional error bars.
 std::string line_chart(const std::string& title, const std::string& x_label,
                        const std::string& y_label, const std::vector<Series>& series,
@@ -108,7 +116,7 @@ std::string line_chart(const std::string& title, const std::string& x_label,
     o << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << py(y) << "\" y2=\"" << py(y)
       << "\" class=\"grid\"/>";
     o << "<text x=\"" << L - 6 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">"
-      << fmt(ystep < 0.1 ? "%.2f" : ystep < 1 ? "%.1f" : "%.0f", y) << "</text>\n";
+      << y_text(y, ystep) << "</text>\n";
   }
   std::vector<double> xt = x_ticks;
   if (xt.empty()) {
@@ -400,7 +408,7 @@ std::string report_html(const CompareResults& r) {
     << "figure{margin:0;text-align:center}figure img{image-rendering:pixelated;"
        "border:1px solid #ddd;max-width:320px}\n"
     << "figcaption{font-size:.85em;color:#555}\n"
-    << ".muted{color:#666;font-size:.9em}code{background:#f4f4f4;padding:0 .2em}\n"
+    << ".muted{color:#666;font-size:.9em}code{background:#f4f4f4;padding:0 .2em;word-break:break-all}\n"
     << "</style>\n</head>\n<body>\n";
   o << "<h1>" << html_escape(r.title) << "</h1>\n<p class=\"muted\">" << r.runs.size()
     << " training runs (" << r.encodings.size() << " encodings &times; " << r.seeds.size()
