@@ -1,0 +1,106 @@
+// The `vitpe` command as a user runs it: exit codes and messages for good and bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+struct CmdResult {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+CmdResult vitpe(const std::string& args) {
+  const std::string cmd = std::string(VITPE_BINARY_DIR) + "/vitpe " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string out;
+  std::array<char, 4096> buf;
+  while (std::fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string data(const std::string& name) { return std::string(VITPE_TEST_DATA) + "/" + name; }
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(Cli, HelpListsTheSubcommands) {
+  CmdResult r = vitpe("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* sub : {"classify", "info", "convert", "bench", "encodings", "train", "compare"})
+    EXPECT_TRUE(contains(r.out, sub)) << sub << "\n" << r.out;
+}
+
+TEST(Cli, BadFlagSaysWhat) {
+  CmdResult r = vitpe("classify --model vit-fmnist --topk zero x.png");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "--topk")) << r.out;
+  CmdResult s = vitpe("frobnicate");
+  EXPECT_NE(s.code, 0);
+  EXPECT_TRUE(contains(s.out, "frobnicate")) << s.out;
+}
+
+TEST(Cli, ClassifyReportsUnreadableImagesAndClassifiesTheRest) {
+  CmdResult r = vitpe("classify --model vit-fmnist --topk 2 " + data("images/gray_40x52.png") +
+                " /nonexistent/picture.png");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "/nonexistent/picture.png")) << r.out;
+  EXPECT_TRUE(contains(r.out, "gray_40x52.png\n  1. ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "1 of 2 images could not be classified")) << r.out;
+}
+
+TEST(Cli, ClassifyJsonOfATimmCheckpoint) {
+  CmdResult r = vitpe("classify --json --heads 4 --model " + data("vit_timm.safetensors") + " " +
+                data("images/rgb_67x45.png") + " " + data("images/rgba_50x50.png"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"probability\"")) << r.out;
+  EXPECT_TRUE(contains(r.out, "rgba_50x50.png")) << r.out;
+}
+
+TEST(Cli, InfoAndConvertRoundTrip) {
+  CmdResult info = vitpe("info --img-size 56 " + data("swin_timm_old.safetensors"));
+  EXPECT_EQ(info.code, 0) << info.out;
+  EXPECT_TRUE(contains(info.out, "timm Swin (< 0.9")) << info.out;
+  EXPECT_TRUE(contains(info.out, "window 7")) << info.out;
+
+  const std::string out = std::string(VITPE_BINARY_DIR) + "/cli_converted.safetensors";
+  CmdResult conv = vitpe("convert --img-size 56 " + data("swin_tv.safetensors") + " " + out);
+  EXPECT_EQ(conv.code, 0) << conv.out;
+  CmdResult again = vitpe("info " + out);
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(contains(again.out, "config from the checkpoint's metadata")) << again.out;
+  std::filesystem::remove(out);
+}
+
+TEST(Cli, TruncatedCheckpointIsAnErrorNamingTheFile) {
+  const std::string path = std::string(VITPE_BINARY_DIR) + "/cli_truncated.safetensors";
+  std::filesystem::copy_file(data("vit_tv.safetensors"), path,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(path, 5000);
+  CmdResult r = vitpe("info " + path);
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "cli_truncated.safetensors")) << r.out;
+  std::filesystem::remove(path);
+}
+
+TEST(Cli, UnknownEncodingListsTheKnownOnes) {
+  CmdResult r = vitpe("encodings show --encoding sincos3d --grid 4x4 --dim 16 --out " +
+                std::string(VITPE_BINARY_DIR) + "/cli_pictures");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "sincos3d")) << r.out;
+  EXPECT_TRUE(contains(r.out, "rope-mixed")) << r.out;
+}
+
+TEST(Cli, BenchWithoutModelSaysWhatToGive) {
+  CmdResult r = vitpe("bench");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.out, "--model")) << r.out;
+}
+
+}  // namespace
