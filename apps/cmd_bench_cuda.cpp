@@ -6,8 +6,6 @@
 // Prints milliseconds per call and TFLOP/s (4 B H N^2 hd flops); --json writes the rows for
 // tests/cuda/torch_attention_bench.py, which sets PyTorch's SDPA beside them.
 // Without a CUDA build or device it exits with a message that says so.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -171,12 +170,14 @@ void bench_swin(const AttnBenchOptions& o, std::vector<Row>& rows) {
 
 void run_attention_bench(const AttnBenchOptions& o) {
   if (o.device != "cuda") {
-    throw ExitError{2, "bench attention: only --device cuda is benchmarked here (the CPU "
-                       "attention is part of `vitpe bench --model`)"};
+    throw ExitError{2,
+                    "bench attention: only --device cuda is benchmarked here (the CPU "
+                    "attention is part of `vitpe bench --model`)"};
   }
   if (!cuda_available()) {
-    throw ExitError{3, "bench attention: no CUDA device found (cudaGetDeviceCount reports none "
-                       "or the NVIDIA driver is missing); run it on a machine with a GPU"};
+    throw ExitError{3,
+                    "bench attention: no CUDA device found (cudaGetDeviceCount reports none "
+                    "or the NVIDIA driver is missing); run it on a machine with a GPU"};
   }
   std::printf("device: %s\n", cuda::device_summary().c_str());
   std::vector<Row> rows;
@@ -195,15 +196,23 @@ void run_attention_bench(const AttnBenchOptions& o) {
   std::printf("\nin-kernel vs dense-bias baseline (speedup = dense ms / in-kernel ms):\n");
   for (size_t i = 0; i + 1 < rows.size(); ++i) {
     const Row &a = rows[i], &b = rows[i + 1];
-    if (a.model == b.model && a.dtype == b.dtype && a.variant.find("in-kernel") != std::string::npos &&
+    if (a.model == b.model && a.dtype == b.dtype &&
+        a.variant.find("in-kernel") != std::string::npos &&
         b.variant.find("dense") != std::string::npos)
       std::printf("  %-14s %-5s %.2fx\n", a.model.c_str(), a.dtype.c_str(), b.ms / a.ms);
   }
   if (!o.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows)
-      j.push_back({{"model", r.model}, {"variant", r.variant}, {"dtype", r.dtype}, {"B", r.B},
-                   {"H", r.H}, {"N", r.N}, {"hd", r.hd}, {"ms", r.ms}, {"tflops", r.tflops()}});
+      j.push_back({{"model", r.model},
+                   {"variant", r.variant},
+                   {"dtype", r.dtype},
+                   {"B", r.B},
+                   {"H", r.H},
+                   {"N", r.N},
+                   {"hd", r.hd},
+                   {"ms", r.ms},
+                   {"tflops", r.tflops()}});
     std::ofstream(o.json) << j.dump(2) << "\n";
     std::printf("\nwrote %s\n", o.json.c_str());
   }
@@ -212,8 +221,9 @@ void run_attention_bench(const AttnBenchOptions& o) {
 #else
 
 void run_attention_bench(const AttnBenchOptions&) {
-  throw ExitError{3, "bench attention: this vitpe was built without CUDA (configure with "
-                     "-DVITPE_CUDA=ON and the CUDA Toolkit, on a machine with an NVIDIA GPU)"};
+  throw ExitError{3,
+                  "bench attention: this vitpe was built without CUDA (configure with "
+                  "-DVITPE_CUDA=ON and the CUDA Toolkit, on a machine with an NVIDIA GPU)"};
 }
 
 #endif
@@ -224,8 +234,9 @@ void setup(CLI::App& root) {
   bench->require_subcommand(0, 1);
   auto o = std::make_shared<AttnBenchOptions>();
   CLI::App* cmd = bench->add_subcommand(
-      "attention", "Fused CUDA attention on ViT-B/16 and Swin-T shapes, in-kernel encodings vs "
-                   "a dense bias");
+      "attention",
+      "Fused CUDA attention on ViT-B/16 and Swin-T shapes, in-kernel encodings vs "
+      "a dense bias");
   cmd->add_option("--device", o->device, "cuda (the only device benchmarked here)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--batch", o->batch, "ViT-B/16 images (default 64)")->check(CLI::PositiveNumber);

@@ -31,8 +31,8 @@ namespace vitpe::cuda {
 
 namespace {
 
-constexpr int kThreads = 128;          // 4 warps in both kernels
-constexpr int kMaxStagedRows = 4096;   // table rows staged in shared memory (16 KiB)
+constexpr int kThreads = 128;         // 4 warps in both kernels
+constexpr int kMaxStagedRows = 4096;  // table rows staged in shared memory (16 KiB)
 
 struct AttnArgs {
   const void* q;
@@ -210,7 +210,8 @@ __global__ void __launch_bounds__(kThreads) attention_f32_kernel(AttnArgs a) {
     if (i >= a.N) continue;
     const float inv = 1.f / l[rr];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) O[static_cast<size_t>(i) * HD + lane + 32 * c] = acc[rr][c] * inv;
+    for (int c = 0; c < kCols; ++c)
+      O[static_cast<size_t>(i) * HD + lane + 32 * c] = acc[rr][c] * inv;
   }
 }
 
@@ -519,8 +520,8 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
     ba.mask_windows = static_cast<int>(W);
   }
   const bool shift = p.shift_r != 0 || p.shift_c != 0;
-  const bool positional = p.relbias_table.defined() || p.alibi_slopes.defined() ||
-                          p.rope_freqs.defined() || shift;
+  const bool positional =
+      p.relbias_table.defined() || p.alibi_slopes.defined() || p.rope_freqs.defined() || shift;
   const int64_t Mh = p.window_rows, Mw = p.window_cols;
   if (positional) {
     if (Mh <= 0 || Mw <= 0 || p.prefix < 0 || p.prefix + Mh * Mw != N) {
@@ -578,7 +579,8 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
   // ---- launch
   const size_t dyn = args.stage_table ? static_cast<size_t>(ba.table_rows) * sizeof(float) : 0;
   if (q.dtype() == DType::f32) {
-    const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((N + kF32Rows - 1) / kF32Rows));
+    const dim3 grid(static_cast<unsigned>(B * H),
+                    static_cast<unsigned>((N + kF32Rows - 1) / kF32Rows));
     if (hd == 32) launch(attention_f32_kernel<32>, "attention_f32_kernel<32>", grid, dyn, args);
     if (hd == 64) launch(attention_f32_kernel<64>, "attention_f32_kernel<64>", grid, dyn, args);
     if (hd == 128) launch(attention_f32_kernel<128>, "attention_f32_kernel<128>", grid, dyn, args);
@@ -588,7 +590,8 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
     throw std::runtime_error(std::string(op) +
                              ": bf16 attention needs tensor cores of sm_80 or newer");
   }
-  const dim3 grid(static_cast<unsigned>(B * H), static_cast<unsigned>((N + kBf16Rows - 1) / kBf16Rows));
+  const dim3 grid(static_cast<unsigned>(B * H),
+                  static_cast<unsigned>((N + kBf16Rows - 1) / kBf16Rows));
   if (hd == 32)
     launch(attention_bf16_kernel<32, 64>, "attention_bf16_kernel<32, 64>", grid, dyn, args);
   if (hd == 64)
@@ -599,8 +602,10 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
 
 Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, double base) {
   if (heads <= 0 || head_dim <= 0 || head_dim % 4 != 0) {
-    throw std::invalid_argument("rope_axial_freqs: head_dim must be a positive multiple of 4, "
-                                "found " + str(head_dim));
+    throw std::invalid_argument(
+        "rope_axial_freqs: head_dim must be a positive multiple of 4, "
+        "found " +
+        str(head_dim));
   }
   const int64_t quarter = head_dim / 4;
   Tensor f = Tensor::zeros(Shape{heads, head_dim / 2, 2});

@@ -83,15 +83,14 @@ __host__ __device__ inline float positional_bias(const AttnBiasArgs& a, const fl
 }
 
 // Everything added to logit (b, h, i, j): dense bias + dense mask + positional terms.
-__host__ __device__ inline float attn_bias_at(const AttnBiasArgs& a, int b, int h, int i,
-                                              int j) {
+__host__ __device__ inline float attn_bias_at(const AttnBiasArgs& a, int b, int h, int i, int j) {
   float s = 0.f;
   const size_t NN = static_cast<size_t>(a.N) * a.N, ij = static_cast<size_t>(i) * a.N + j;
   if (a.dense) s += a.dense[h * NN + ij];
   if (a.mask) s += a.mask[(b % a.mask_windows) * NN + ij];
   if (a.has_positional()) {
-    s += positional_bias(a, a.table ? a.table + h : nullptr, a.H,
-                         a.slopes ? a.slopes[h] : 0.f, token_pos(a, b, i), token_pos(a, b, j));
+    s += positional_bias(a, a.table ? a.table + h : nullptr, a.H, a.slopes ? a.slopes[h] : 0.f,
+                         token_pos(a, b, i), token_pos(a, b, j));
   }
   return s;
 }

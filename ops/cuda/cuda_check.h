@@ -26,11 +26,11 @@ namespace vitpe::cuda {
 
 }  // namespace vitpe::cuda
 
-#define CUDA_CHECK(call)                                                              \
-  do {                                                                                \
-    cudaError_t vitpe_cuda_err_ = (call);                                             \
-    if (vitpe_cuda_err_ != cudaSuccess)                                               \
-      ::vitpe::cuda::throw_cuda_error(vitpe_cuda_err_, #call, __FILE__, __LINE__);    \
+#define CUDA_CHECK(call)                                                           \
+  do {                                                                             \
+    cudaError_t vitpe_cuda_err_ = (call);                                          \
+    if (vitpe_cuda_err_ != cudaSuccess)                                            \
+      ::vitpe::cuda::throw_cuda_error(vitpe_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 #define CUBLAS_CHECK(call)                                                            \
@@ -41,10 +41,9 @@ namespace vitpe::cuda {
   } while (0)
 
 // After every <<<...>>> launch: catches bad configurations (grid, shared memory) at once.
-#define CUDA_CHECK_LAUNCH(name)                                                       \
-  do {                                                                                \
-    cudaError_t vitpe_cuda_err_ = cudaGetLastError();                                 \
-    if (vitpe_cuda_err_ != cudaSuccess)                                               \
-      ::vitpe::cuda::throw_cuda_error(vitpe_cuda_err_, "launch of " name, __FILE__,   \
-                                      __LINE__);                                      \
+#define CUDA_CHECK_LAUNCH(name)                                                                \
+  do {                                                                                         \
+    cudaError_t vitpe_cuda_err_ = cudaGetLastError();                                          \
+    if (vitpe_cuda_err_ != cudaSuccess)                                                        \
+      ::vitpe::cuda::throw_cuda_error(vitpe_cuda_err_, "launch of " name, __FILE__, __LINE__); \
   } while (0)

@@ -15,7 +15,8 @@
 
 namespace vitpe::cuda {
 
-// ---- host checks ----------------------------------------------------------------------------------
+// ---- host checks
+// ----------------------------------------------------------------------------------
 inline void require_cuda(const char* op) {
   if (!cuda_available()) {
     throw std::runtime_error(std::string(op) + ": no CUDA device is available");
@@ -27,15 +28,14 @@ inline void check_device(const char* op, const char* what, const Tensor& t) {
   if (!t.defined()) throw ShapeError(std::string(op) + ": " + what + " is undefined");
   if (t.device() != Device::cuda) {
     throw std::invalid_argument(std::string(op) + ": expected " + what +
-                                " on the cuda device, found it on the " +
-                                device_name(t.device()));
+                                " on the cuda device, found it on the " + device_name(t.device()));
   }
 }
 
 inline void check_dtype(const char* op, const char* what, const Tensor& t, DType want) {
   if (t.dtype() != want) {
-    throw std::invalid_argument(std::string(op) + ": expected " + what + " as " +
-                                dtype_name(want) + ", found " + dtype_name(t.dtype()));
+    throw std::invalid_argument(std::string(op) + ": expected " + what + " as " + dtype_name(want) +
+                                ", found " + dtype_name(t.dtype()));
   }
 }
 
@@ -79,7 +79,8 @@ void dispatch_dtype(DType t, F&& f) {
     f(__nv_bfloat16{});
 }
 
-// ---- device load/store ----------------------------------------------------------------------------
+// ---- device load/store
+// ----------------------------------------------------------------------------
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 

@@ -42,8 +42,9 @@ void convert(Tensor& dst, const Tensor& src);
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                     Act act = Act::none, const Tensor& residual = {});
 
-// ---- patch embedding (im2col kernel + GEMM) -------------------------------------------------------
-// x: [B, C, H, W] (H, W multiples of p), w: [D, C, p, p], b: [D] or undefined
+// ---- patch embedding (im2col kernel + GEMM)
+// ------------------------------------------------------- x: [B, C, H, W] (H, W multiples of p), w:
+// [D, C, p, p], b: [D] or undefined
 // -> y: [B, (H/p)*(W/p), D], tokens in row-major grid order.
 void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b);
 
@@ -58,17 +59,19 @@ void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
 // x: [B, N, D] -> y: [B, D] = mean of x[:, start:, :].
 void mean_tokens_forward(Tensor& y, const Tensor& x, int64_t start = 0);
 
-// ---- head layout ----------------------------------------------------------------------------------
-// qkv: [B, N, 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].
+// ---- head layout
+// ---------------------------------------------------------------------------------- qkv: [B, N,
+// 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].
 void split_heads_forward(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t heads);
 // o: [B, H, N, hd] -> y: [B, N, H*hd].
 void merge_heads_forward(Tensor& y, const Tensor& o);
 
-// ---- Swin windows ------------------------------------------------------------------------------------
-// x: [B, R*C, D] (an R x C token grid, row-major) -> windows: [B*(R/Mh)*(C/Mw), Mh*Mw, D].
-// The grid is first rolled by (-shift_r, -shift_c) as torch.roll(x, -s): window token (r, c)
-// of the rolled grid is x[(r + shift_r) mod R, (c + shift_c) mod C]. Windows are ordered
-// image-major, then window row, then window column (timm's window_partition).
+// ---- Swin windows
+// ------------------------------------------------------------------------------------ x: [B, R*C,
+// D] (an R x C token grid, row-major) -> windows: [B*(R/Mh)*(C/Mw), Mh*Mw, D]. The grid is first
+// rolled by (-shift_r, -shift_c) as torch.roll(x, -s): window token (r, c) of the rolled grid is
+// x[(r + shift_r) mod R, (c + shift_c) mod C]. Windows are ordered image-major, then window row,
+// then window column (timm's window_partition).
 void window_partition_forward(Tensor& windows, const Tensor& x, int64_t rows, int64_t cols,
                               int64_t win_rows, int64_t win_cols, int64_t shift_r = 0,
                               int64_t shift_c = 0);
@@ -81,9 +84,10 @@ void window_merge_forward(Tensor& x, const Tensor& windows, int64_t rows, int64_
 // (row1,col1) (timm's x0, x1, x2, x3). LayerNorm(4D) and the reduction linear follow.
 void patch_merge_forward(Tensor& y, const Tensor& x, int64_t rows, int64_t cols);
 
-// ---- fused attention -------------------------------------------------------------------------------
-// What the attention kernel adds to the logits and how it rotates q and k. All tensors are
-// f32 on the device. Any combination may be given; each present term is added.
+// ---- fused attention
+// ------------------------------------------------------------------------------- What the
+// attention kernel adds to the logits and how it rotates q and k. All tensors are f32 on the
+// device. Any combination may be given; each present term is added.
 struct AttentionParams {
   float scale = 1.0f;  // logits = q k^T * scale + bias terms
 

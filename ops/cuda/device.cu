@@ -31,8 +31,8 @@ std::string device_summary() {
   CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
   char mem[32];
   std::snprintf(mem, sizeof mem, "%.0f GiB", static_cast<double>(p.totalGlobalMem) / (1 << 30));
-  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) +
-         ", " + std::to_string(p.multiProcessorCount) + " SMs, " + mem + ")";
+  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         std::to_string(p.multiProcessorCount) + " SMs, " + mem + ")";
 }
 
 }  // namespace vitpe::cuda

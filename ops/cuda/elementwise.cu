@@ -47,8 +47,8 @@ void convert(Tensor& dst, const Tensor& src) {
     return;
   }
   if (dst.dtype() == DType::bf16) {
-    convert_kernel<<<grid_for(n, kThreads), kThreads>>>(
-        static_cast<__nv_bfloat16*>(dst.raw()), src.f32(), n);
+    convert_kernel<<<grid_for(n, kThreads), kThreads>>>(static_cast<__nv_bfloat16*>(dst.raw()),
+                                                        src.f32(), n);
   } else {
     convert_kernel<<<grid_for(n, kThreads), kThreads>>>(
         dst.f32(), static_cast<const __nv_bfloat16*>(src.raw()), n);
@@ -87,9 +87,9 @@ void add_forward(Tensor& y, const Tensor& a, const Tensor& b) {
   if (n == 0) return;
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    add_kernel<T><<<grid_for(n, kThreads), kThreads>>>(
-        static_cast<T*>(y.raw()), static_cast<const T*>(a.raw()),
-        static_cast<const T*>(b.raw()), n);
+    add_kernel<T><<<grid_for(n, kThreads), kThreads>>>(static_cast<T*>(y.raw()),
+                                                       static_cast<const T*>(a.raw()),
+                                                       static_cast<const T*>(b.raw()), n);
   });
   CUDA_CHECK_LAUNCH("add_kernel");
 }

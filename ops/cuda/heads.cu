@@ -25,8 +25,8 @@ __global__ void split_heads_kernel(T* __restrict__ q, T* __restrict__ k, T* __re
 }
 
 template <typename T>
-__global__ void merge_heads_kernel(T* __restrict__ y, const T* __restrict__ o, int64_t B,
-                                   int64_t H, int64_t N, int64_t hd) {
+__global__ void merge_heads_kernel(T* __restrict__ y, const T* __restrict__ o, int64_t B, int64_t H,
+                                   int64_t N, int64_t hd) {
   const int64_t total = B * H * N * hd;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {

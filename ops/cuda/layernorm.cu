@@ -18,8 +18,7 @@ constexpr int kWarps = 4;
 // x, y: [M, D]; y may alias x (each lane reads its elements before writing them).
 template <typename T>
 __global__ void __launch_bounds__(32 * kWarps)
-    layernorm_kernel(T* y, const T* x, ParamPtr gamma, ParamPtr beta, int64_t M, int D,
-                     float eps) {
+    layernorm_kernel(T* y, const T* x, ParamPtr gamma, ParamPtr beta, int64_t M, int D, float eps) {
   const int lane = threadIdx.x & 31;
   const int64_t row = blockIdx.x * int64_t{kWarps} + (threadIdx.x >> 5);
   if (row >= M) return;
@@ -59,8 +58,8 @@ void layernorm_forward(Tensor& y, const Tensor& x, const Tensor& gamma, const Te
     check_dtype(op, "gamma", gamma, DType::f32);
   if (beta.dtype() != DType::f32 && beta.dtype() != x.dtype())
     check_dtype(op, "beta", beta, DType::f32);
-  if (D <= 0 || D > kMaxInt) throw ShapeError(std::string(op) + ": bad channel count in " +
-                                              x.shape().str());
+  if (D <= 0 || D > kMaxInt)
+    throw ShapeError(std::string(op) + ": bad channel count in " + x.shape().str());
   if (!(eps > 0.f)) throw std::invalid_argument(std::string(op) + ": eps must be > 0");
   require_cuda(op);
   const int64_t M = x.numel() / D;
@@ -70,8 +69,8 @@ void layernorm_forward(Tensor& y, const Tensor& x, const Tensor& gamma, const Te
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     layernorm_kernel<T><<<static_cast<unsigned>(blocks), 32 * kWarps>>>(
-        static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), param_ptr(gamma),
-        param_ptr(beta), M, static_cast<int>(D), eps);
+        static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), param_ptr(gamma), param_ptr(beta),
+        M, static_cast<int>(D), eps);
   });
   CUDA_CHECK_LAUNCH("layernorm_kernel");
 }

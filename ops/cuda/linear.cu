@@ -94,50 +94,49 @@ void gemm(void* y, const void* x, const void* w, const void* bias, const void* c
 
   // "matrix layouts" (column-major views of the row-major tensors).
   Layout a, b, cd;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a.l, t, static_cast<uint64_t>(K),
-                                          static_cast<uint64_t>(N), K));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b.l, t, static_cast<uint64_t>(K),
-                                          static_cast<uint64_t>(M), K));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&cd.l, t, static_cast<uint64_t>(N),
-                                          static_cast<uint64_t>(M), N));
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&a.l, t, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K));
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&b.l, t, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K));
+  CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&cd.l, t, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N));
 
   // "choose the algorithm" once per key.
   const void* cptr = c ? c : y;
   const int al_a = alignment_of(w), al_b = alignment_of(x), al_c = alignment_of(cptr),
             al_d = alignment_of(y);
-  const AlgoKey key{M, N, K, static_cast<int>(dtype), bias != nullptr, beta != 0.f,
-                    al_a, al_b, al_c, al_d};
+  const AlgoKey key{M,    N,    K,   static_cast<int>(dtype), bias != nullptr, beta != 0.f, al_a,
+                    al_b, al_c, al_d};
   auto it = s.algos.find(key);
   if (it == s.algos.end()) {
     Pref pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &s.workspace_bytes,
-        sizeof s.workspace_bytes));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &s.workspace_bytes, sizeof s.workspace_bytes));
     const uint32_t als[4] = {static_cast<uint32_t>(al_a), static_cast<uint32_t>(al_b),
                              static_cast<uint32_t>(al_c), static_cast<uint32_t>(al_d)};
     const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4; ++i)
-      CUBLAS_CHECK(
-          cublasLtMatmulPreferenceSetAttribute(pref.p, attrs[i], &als[i], sizeof als[i]));
+      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, attrs[i], &als[i], sizeof als[i]));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(s.handle, op.d, a.l, b.l, cd.l, cd.l, pref.p, 1,
                                                 &result, &found));
     if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-      throw std::runtime_error("cuda::linear_forward: cuBLASLt has no algorithm for M=" +
-                               std::to_string(M) + " N=" + std::to_string(N) +
-                               " K=" + std::to_string(K) + " " + dtype_name(dtype));
+      throw std::runtime_error(
+          "cuda::linear_forward: cuBLASLt has no algorithm for M=" + std::to_string(M) +
+          " N=" + std::to_string(N) + " K=" + std::to_string(K) + " " + dtype_name(dtype));
     }
     it = s.algos.emplace(key, result.algo).first;
   }
 
   // "execute" on the default stream.
   const float alpha = 1.f;
-  CUBLAS_CHECK(cublasLtMatmul(s.handle, op.d, &alpha, w, a.l, x, b.l, &beta, cptr, cd.l, y,
-                              cd.l, &it->second, s.workspace, s.workspace_bytes, 0));
+  CUBLAS_CHECK(cublasLtMatmul(s.handle, op.d, &alpha, w, a.l, x, b.l, &beta, cptr, cd.l, y, cd.l,
+                              &it->second, s.workspace, s.workspace_bytes, 0));
 }
 
 }  // namespace
@@ -153,8 +152,8 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   const int64_t N = w.size(0), K = w.size(1);
   if (x.size(-1) != K) {
     throw ShapeError(std::string(op) + ": x " + x.shape().str() + " has " +
-                     std::to_string(x.size(-1)) + " features, w " + w.shape().str() +
-                     " expects " + std::to_string(K));
+                     std::to_string(x.size(-1)) + " features, w " + w.shape().str() + " expects " +
+                     std::to_string(K));
   }
   Shape ys = x.shape();
   ys[ys.size() - 1] = N;
@@ -188,8 +187,8 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   const void* bias = b.defined() ? b.raw() : nullptr;
   if (act == Act::none) {
     const bool res = residual.defined();
-    gemm(y.raw(), x.raw(), w.raw(), bias, res ? residual.raw() : nullptr, res ? 1.f : 0.f, M, N,
-         K, x.dtype());
+    gemm(y.raw(), x.raw(), w.raw(), bias, res ? residual.raw() : nullptr, res ? 1.f : 0.f, M, N, K,
+         x.dtype());
     return;
   }
   // GELU: GEMM + bias, exact GELU in place, then the residual (act before residual).

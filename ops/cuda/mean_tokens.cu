@@ -9,8 +9,8 @@ namespace {
 
 // x: [B, N, D] -> y: [B, D] = mean of x[:, start:, :]
 template <typename T>
-__global__ void mean_tokens_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t B,
-                                   int64_t N, int64_t D, int64_t start) {
+__global__ void mean_tokens_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t B, int64_t N,
+                                   int64_t D, int64_t start) {
   const float inv = 1.0f / static_cast<float>(N - start);
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < B * D;
        i += int64_t{gridDim.x} * blockDim.x) {

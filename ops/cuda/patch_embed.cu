@@ -15,8 +15,8 @@ namespace {
 
 // x: [B, C, H, W] -> cols: [B * (H/p) * (W/p), C * p * p]
 template <typename T>
-__global__ void im2col_kernel(T* __restrict__ cols, const T* __restrict__ x, int64_t B,
-                              int64_t C, int64_t H, int64_t W, int64_t p) {
+__global__ void im2col_kernel(T* __restrict__ cols, const T* __restrict__ x, int64_t B, int64_t C,
+                              int64_t H, int64_t W, int64_t p) {
   const int64_t Gh = H / p, Gw = W / p, row = C * p * p, total = B * Gh * Gw * row;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -48,8 +48,8 @@ void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tens
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t D = w.size(0), p = w.size(2);
   if (w.size(1) != C || w.size(3) != p || p <= 0) {
-    throw ShapeError(std::string(op) + ": w " + w.shape().str() +
-                     " is not [D, C, p, p] for x " + x.shape().str());
+    throw ShapeError(std::string(op) + ": w " + w.shape().str() + " is not [D, C, p, p] for x " +
+                     x.shape().str());
   }
   if (H % p != 0 || W % p != 0) {
     throw ShapeError(std::string(op) + ": image " + std::to_string(H) + "x" + std::to_string(W) +
@@ -71,8 +71,8 @@ void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tens
   Tensor cols = ws.buf.slice(0, need).reshape(Shape{rows, row});
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    im2col_kernel<T><<<grid_for(need, 256), 256>>>(
-        static_cast<T*>(cols.raw()), static_cast<const T*>(x.raw()), B, C, H, W, p);
+    im2col_kernel<T><<<grid_for(need, 256), 256>>>(static_cast<T*>(cols.raw()),
+                                                   static_cast<const T*>(x.raw()), B, C, H, W, p);
   });
   CUDA_CHECK_LAUNCH("im2col_kernel");
   Tensor y2 = y.reshape(Shape{rows, D});

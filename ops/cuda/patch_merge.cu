@@ -10,8 +10,8 @@ namespace {
 
 // x: [B, R*C, D] -> y: [B, (R/2)*(C/2), 4D]
 template <typename T>
-__global__ void patch_merge_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t B,
-                                   int64_t R, int64_t C, int64_t D) {
+__global__ void patch_merge_kernel(T* __restrict__ y, const T* __restrict__ x, int64_t B, int64_t R,
+                                   int64_t C, int64_t D) {
   const int64_t R2 = R / 2, C2 = C / 2, total = B * R2 * C2 * 4 * D;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {

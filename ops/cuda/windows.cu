@@ -29,16 +29,16 @@ __global__ void window_partition_kernel(T* __restrict__ windows, const T* __rest
 }
 
 template <typename T>
-__global__ void window_merge_kernel(T* __restrict__ x, const T* __restrict__ windows,
-                                    WindowMap m, int64_t total) {
+__global__ void window_merge_kernel(T* __restrict__ x, const T* __restrict__ windows, WindowMap m,
+                                    int64_t total) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x)
     x[m.source(i)] = windows[i];
 }
 
 // Checks the shapes of x [B, R*C, D] and windows [B*nW, Mh*Mw, D]; returns the map.
-WindowMap window_map(const char* op, const Tensor& x, const Tensor& windows, int64_t R,
-                     int64_t C, int64_t Mh, int64_t Mw, int64_t sr, int64_t sc) {
+WindowMap window_map(const char* op, const Tensor& x, const Tensor& windows, int64_t R, int64_t C,
+                     int64_t Mh, int64_t Mw, int64_t sr, int64_t sc) {
   check_device(op, "x", x);
   check_device(op, "windows", windows);
   check_ndim(op, "x", x, 3);
@@ -82,8 +82,7 @@ void window_partition_forward(Tensor& windows, const Tensor& x, int64_t rows, in
 }
 
 void window_merge_forward(Tensor& x, const Tensor& windows, int64_t rows, int64_t cols,
-                          int64_t win_rows, int64_t win_cols, int64_t shift_r,
-                          int64_t shift_c) {
+                          int64_t win_rows, int64_t win_cols, int64_t shift_r, int64_t shift_c) {
   const char* op = "cuda::window_merge_forward";
   WindowMap m = window_map(op, x, windows, rows, cols, win_rows, win_cols, shift_r, shift_c);
   require_cuda(op);

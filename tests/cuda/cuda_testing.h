@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "ops/cuda/cuda_ops.h"
-#include "ops/reference.h"
 #include "ops/device_memory.h"
+#include "ops/reference.h"
 #include "tests/testing.h"
 
-#define VITPE_REQUIRE_CUDA()                                                            \
-  do {                                                                                  \
-    if (!::vitpe::cuda_available())                                                     \
-      GTEST_SKIP() << "no CUDA device: this test needs an NVIDIA GPU and driver (run "  \
-                      "tests/cuda/device_check.sh on a GPU machine)";                   \
+#define VITPE_REQUIRE_CUDA()                                                           \
+  do {                                                                                 \
+    if (!::vitpe::cuda_available())                                                    \
+      GTEST_SKIP() << "no CUDA device: this test needs an NVIDIA GPU and driver (run " \
+                      "tests/cuda/device_check.sh on a GPU machine)";                  \
   } while (0)
 
 namespace vitpe::cudatest {
@@ -62,7 +62,8 @@ inline double rel_error(const Tensor& a, const Tensor& b) {
   return testing::max_rel_error(a, b);
 }
 
-// ---- references (double accumulation) ------------------------------------------------------------
+// ---- references (double accumulation)
+// ------------------------------------------------------------
 
 // Dense relative-position bias [H, N, N] from a table [(2Mh-1)(2Mw-1) (+3), H] (FACTS.md, and
 // BEiT's three prefix rows: L prefix->patch, L+1 patch->prefix, L+2 prefix->prefix).

@@ -20,7 +20,7 @@ struct Case {
   int64_t prefix = 0, Mh = 0, Mw = 0;  // N = prefix + Mh*Mw (or N when Mh = 0)
   int64_t N = 0;
   bool dense_bias = false, dense_mask = false, relbias = false, alibi = false;
-  int rope = 0;  // 0 none, 1 axial, 2 mixed (random frequencies)
+  int rope = 0;                  // 0 none, 1 axial, 2 mixed (random frequencies)
   int64_t shift = 0, image = 0;  // square image of image x image tokens, shift on both axes
   int64_t tokens() const { return Mh > 0 ? prefix + Mh * Mw : N; }
 };

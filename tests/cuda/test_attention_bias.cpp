@@ -71,8 +71,7 @@ TEST(CudaAttentionBias, RelbiasMatchesTheEncoding) {
   for (int64_t prefix : {0, 1}) {
     const int64_t H = 4, Mh = 4, Mw = 6;
     Rng rng(3);
-    auto enc = make_attention_encoding(parse_encoding("relbias"), H, 32, Grid{Mh, Mw}, prefix,
-                                       rng);
+    auto enc = make_attention_encoding(parse_encoding("relbias"), H, 32, Grid{Mh, Mw}, prefix, rng);
     ASSERT_TRUE(enc);
     const Tensor& table = enc->params().at(0)->value;
     const AttnGeometry geom{Grid{Mh, Mw}, prefix};
@@ -173,7 +172,8 @@ TEST(CudaAttentionBias, RopeAxialFreqsMatchTheEncoding) {
           const double ang = cuda::rope_angle(a, hd, static_cast<int>(h), static_cast<int>(p), pos);
           const int64_t i = ((b * H + h) * N + n) * hd + 2 * p;
           mine.at(i) = static_cast<float>(q.at(i) * std::cos(ang) - q.at(i + 1) * std::sin(ang));
-          mine.at(i + 1) = static_cast<float>(q.at(i) * std::sin(ang) + q.at(i + 1) * std::cos(ang));
+          mine.at(i + 1) =
+              static_cast<float>(q.at(i) * std::sin(ang) + q.at(i + 1) * std::cos(ang));
         }
   EXPECT_LT(testing::max_rel_error(mine, qo), 1e-5);
   // The test reference agrees too (it is what the GPU tests use).

@@ -29,7 +29,8 @@ TEST(CudaElementwise, AddMatchesReference) {
   VITPE_REQUIRE_CUDA();
   const Shape s{5, 33};
   for (DType t : {DType::f32, DType::bf16}) {
-    Tensor a = rounded(testing::random_tensor(s, 2), t), b = rounded(testing::random_tensor(s, 3), t);
+    Tensor a = rounded(testing::random_tensor(s, 2), t),
+           b = rounded(testing::random_tensor(s, 3), t);
     Tensor want = add_tensors(a, b);
     Tensor y = poisoned(s, t);
     cuda::add_forward(y, upload(a, t), upload(b, t));

@@ -25,8 +25,7 @@ TEST(CudaLinear, MatchesReferenceForEveryEpilogue) {
       Tensor r = rounded(testing::random_tensor(ys, 4), t);
       Tensor xd = upload(x, t), wd = upload(w, t), bd = upload(b, t), rd = upload(r, t);
       for (int variant = 0; variant < 5; ++variant) {
-        const bool bias = variant != 0, gelu = variant == 2 || variant == 4,
-                   res = variant >= 3;
+        const bool bias = variant != 0, gelu = variant == 2 || variant == 4, res = variant >= 3;
         const Act act = gelu ? Act::gelu : Act::none;
         Tensor want = ref::linear(x, w, bias ? b : Tensor{}, act, res ? r : Tensor{});
         Tensor y = poisoned(ys, t);

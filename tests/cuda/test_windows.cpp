@@ -37,7 +37,8 @@ TEST(CudaWindows, PartitionWithShiftAndMergeBack) {
   struct Case {
     int64_t B, R, C, Mh, Mw, sr, sc;
   };
-  for (Case c : {Case{3, 14, 14, 7, 7, 0, 0}, Case{3, 14, 14, 7, 7, 3, 3}, Case{1, 8, 12, 4, 3, 2, 1}})
+  for (Case c :
+       {Case{3, 14, 14, 7, 7, 0, 0}, Case{3, 14, 14, 7, 7, 3, 3}, Case{1, 8, 12, 4, 3, 2, 1}})
     for (DType t : {DType::f32, DType::bf16}) {
       const int64_t D = 5, nW = (c.R / c.Mh) * (c.C / c.Mw);
       Tensor x = rounded(testing::random_tensor(Shape{c.B, c.R * c.C, D}, 1), t);
