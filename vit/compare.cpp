@@ -100,7 +100,8 @@ CompareResults run_compare(const CompareOptions& opt) {
   r.train_size = base.img_rows;
   r.sizes = opt.sizes;
   if (r.sizes.empty()) {
-    const int64_t step = std::max<int64_t>(8, base.patch * 2);
+    // At least 8 px and a whole number of patches.
+    const int64_t step = base.patch * ((8 + base.patch - 1) / base.patch);
     r.sizes = {r.train_size, r.train_size + step, r.train_size + 2 * step};
   }
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
