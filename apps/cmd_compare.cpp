@@ -21,9 +21,9 @@ void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*
   // Patches of 7 px: a 4x4 grid at 28 px, three times fewer tokens than patch 4, and the
   // relation task still needs positions (it reached 88% test accuracy in 4 epochs here).
   if (!given("--set")) t.overrides = {"patch=7", "depth=2", "dim=64", "heads=4", "mlp_dim=128"};
-  if (!given("--subset")) t.data.limit = 3000;
+  if (!given("--subset")) t.data.limit = 2500;
   if (!given("--test-subset")) t.test_limit = 500;
-  if (!given("--epochs")) t.epochs = 5;
+  if (!given("--epochs")) t.epochs = 4;
   if (!given("--warmup")) t.warmup_epochs = 0.5;
   if (!given("--batch")) t.batch = 50;
   if (!given("--lr")) t.lr = 3e-3;
