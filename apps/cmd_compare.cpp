@@ -17,7 +17,8 @@ namespace vitpe::app {
 void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*)>& given) {
   TrainOptions& t = o.train;
   if (!given("--dataset")) t.data.name = "procedural";
-  if (!given("--encodings")) o.encodings = {"none", "learned1d", "sincos2d", "relbias", "rope-mixed"};
+  if (!given("--encodings"))
+    o.encodings = {"none", "learned1d", "sincos2d", "relbias", "rope-mixed"};
   // Patches of 7 px: a 4x4 grid at 28 px, three times fewer tokens than patch 4, and the
   // relation task still needs positions (it reached 88% test accuracy in 4 epochs here).
   if (!given("--set")) t.overrides = {"patch=7", "depth=2", "dim=64", "heads=4", "mlp_dim=128"};

@@ -56,8 +56,8 @@ void setup(CLI::App& root) {
     LoadedModel lm = load_model(c->model);
     Model& model = *lm.model;
     const ModelConfig& cfg = model.config();
-    std::vector<int64_t> sizes = c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows}
-                                                  : parse_sizes(c->sizes);
+    std::vector<int64_t> sizes =
+        c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows} : parse_sizes(c->sizes);
     std::printf("%s (%s, encoding %s) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
                 cfg.encoding.c_str(), c->data.name.c_str(), c->train_split ? "train" : "test");
     std::printf("%6s  %9s  %7s  %8s  %7s\n", "size", "accuracy", "loss", "images", "img/s");
@@ -68,9 +68,9 @@ void setup(CLI::App& root) {
       std::unique_ptr<Dataset> data = make_dataset(d);
       if (data->channels() != cfg.channels || data->classes() != cfg.classes) {
         throw ExitError{2, "the model expects " + std::to_string(cfg.channels) + " channels and " +
-                               std::to_string(cfg.classes) + " classes; dataset " +
-                               data->name() + " has " + std::to_string(data->channels()) +
-                               " and " + std::to_string(data->classes())};
+                               std::to_string(cfg.classes) + " classes; dataset " + data->name() +
+                               " has " + std::to_string(data->channels()) + " and " +
+                               std::to_string(data->classes())};
       }
       EvalResult r = evaluate(model, *data, c->batch, !c->no_progress, "@" + std::to_string(s));
       std::printf("%6lld  %8.2f%%  %7.4f  %8lld  %7.0f\n", static_cast<long long>(s),

@@ -68,9 +68,10 @@ json run_to_json(const RunResult& r) {
 
 RunResult run_from_json(const json& j) {
   CompareResults one;
-  json wrap = {{"encodings", json::array()}, {"seeds", json::array()}, {"sizes", json::array()},
-               {"train_size", 0},            {"settings", json::object()},
-               {"versions", json::object()}, {"runs", json::array({j})}};
+  json wrap = {{"encodings", json::array()}, {"seeds", json::array()},
+               {"sizes", json::array()},     {"train_size", 0},
+               {"settings", json::object()}, {"versions", json::object()},
+               {"runs", json::array({j})}};
   return parse_results_json(wrap.dump()).runs.at(0);
 }
 
@@ -112,25 +113,25 @@ CompareResults run_compare(const CompareOptions& opt) {
   const int64_t base_params = make_model(none_cfg, 0)->num_params();
 
   const TrainOptions& t = opt.train;
-  r.settings = {{"model", t.model},
-                {"model config (none)", none_cfg.to_json()},
-                {"overrides", join(t.overrides)},
-                {"encodings", join(r.encodings)},
-                {"dataset", t.data.name},
-                {"data dir", t.data.dir.empty() ? "(default)" : t.data.dir},
-                {"train samples", t.data.limit ? std::to_string(t.data.limit) : "all"},
-                {"test samples", t.test_limit ? std::to_string(t.test_limit) : "all"},
-                {"image size (train)", std::to_string(base.img_rows) + "x" +
-                                           std::to_string(base.img_cols)},
-                {"epochs", std::to_string(t.epochs)},
-                {"batch", std::to_string(t.batch)},
-                {"lr (peak, min)", std::to_string(t.lr) + ", " + std::to_string(t.min_lr)},
-                {"warmup epochs", std::to_string(t.warmup_epochs)},
-                {"weight decay", std::to_string(t.weight_decay)},
-                {"label smoothing", std::to_string(t.smoothing)},
-                {"gradient clip", std::to_string(t.clip)},
-                {"augmentation", t.augment ? "random crop + flips where the label allows" : "off"},
-                {"data seed (procedural)", std::to_string(t.data.seed)}};
+  r.settings = {
+      {"model", t.model},
+      {"model config (none)", none_cfg.to_json()},
+      {"overrides", join(t.overrides)},
+      {"encodings", join(r.encodings)},
+      {"dataset", t.data.name},
+      {"data dir", t.data.dir.empty() ? "(default)" : t.data.dir},
+      {"train samples", t.data.limit ? std::to_string(t.data.limit) : "all"},
+      {"test samples", t.test_limit ? std::to_string(t.test_limit) : "all"},
+      {"image size (train)", std::to_string(base.img_rows) + "x" + std::to_string(base.img_cols)},
+      {"epochs", std::to_string(t.epochs)},
+      {"batch", std::to_string(t.batch)},
+      {"lr (peak, min)", std::to_string(t.lr) + ", " + std::to_string(t.min_lr)},
+      {"warmup epochs", std::to_string(t.warmup_epochs)},
+      {"weight decay", std::to_string(t.weight_decay)},
+      {"label smoothing", std::to_string(t.smoothing)},
+      {"gradient clip", std::to_string(t.clip)},
+      {"augmentation", t.augment ? "random crop + flips where the label allows" : "off"},
+      {"data seed (procedural)", std::to_string(t.data.seed)}};
   std::string seeds, sizes;
   for (uint64_t s : r.seeds) seeds += (seeds.empty() ? "" : ",") + std::to_string(s);
   for (int64_t s : r.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);

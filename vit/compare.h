@@ -17,12 +17,12 @@
 namespace vitpe {
 
 struct CompareOptions {
-  TrainOptions train;                   // shared settings (train.encoding and seed are set per run)
-  std::vector<std::string> encodings;   // empty: default_encodings(kind of the model)
+  TrainOptions train;                  // shared settings (train.encoding and seed are set per run)
+  std::vector<std::string> encodings;  // empty: default_encodings(kind of the model)
   std::vector<uint64_t> seeds = {1};
-  std::vector<int64_t> sizes;           // evaluation sizes; empty: train size, +8, +16 px
-  std::string out;                      // directory for the results (required)
-  bool pictures = true;                 // render each encoding's pictures into the report
+  std::vector<int64_t> sizes;  // evaluation sizes; empty: train size, +8, +16 px
+  std::string out;             // directory for the results (required)
+  bool pictures = true;        // render each encoding's pictures into the report
   std::vector<std::pair<std::string, std::string>> extra_settings;  // e.g. the command line
 };
 

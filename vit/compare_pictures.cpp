@@ -56,7 +56,8 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained,
   const int64_t heads = vit ? c.heads : c.stage_heads.at(0);
   const int64_t head_dim = c.dim / heads;
   const Grid grid = c.patch_grid();
-  const Grid window = vit ? grid : Grid{std::min(c.window, grid.rows), std::min(c.window, grid.cols)};
+  const Grid window =
+      vit ? grid : Grid{std::min(c.window, grid.rows), std::min(c.window, grid.cols)};
   Rng rng(0);
   std::vector<std::string> paths;
   if (auto tok = make_token_encoding(spec, c.dim, grid, prefix, rng)) {

@@ -73,9 +73,9 @@ enum class Relation : int32_t { left = 0, right = 1, above = 2, below = 3 };
 const char* relation_name(int32_t label);
 
 struct ProceduralOptions {
-  int64_t object = 5;    // side of both shapes in pixels (independent of the canvas)
-  int64_t margin = 1;    // minimal distance of a shape to the border
-  float noise = 0.2f;    // std of the Gaussian pixel noise (background 0, shapes 1)
+  int64_t object = 5;  // side of both shapes in pixels (independent of the canvas)
+  int64_t margin = 1;  // minimal distance of a shape to the border
+  float noise = 0.2f;  // std of the Gaussian pixel noise (background 0, shapes 1)
 };
 
 // ---- the factory -----------------------------------------------------------------------------

@@ -18,7 +18,8 @@ namespace {
 // Reads the whole decompressed content of a .gz file.
 std::vector<uint8_t> read_gz(const std::string& path) {
   if (!std::filesystem::exists(path)) {
-    throw std::runtime_error(path + ": file not found (Fashion-MNIST: install Debian's "
+    throw std::runtime_error(path +
+                             ": file not found (Fashion-MNIST: install Debian's "
                              "dataset-fashion-mnist or pass --data-dir)");
   }
   gzFile f = gzopen(path.c_str(), "rb");
@@ -105,8 +106,8 @@ IdxArray read_idx_gz(const std::string& path, int expected_ndim) {
 
 namespace {
 
-const std::vector<std::string> kFashionLabels = {"T-shirt/top", "Trouser", "Pullover", "Dress",
-                                                 "Coat",        "Sandal",  "Shirt",    "Sneaker",
+const std::vector<std::string> kFashionLabels = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                                  "Bag",         "Ankle boot"};
 
 class FashionMnist : public Dataset {

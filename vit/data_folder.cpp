@@ -25,8 +25,8 @@ const float kStd[3] = {0.229f, 0.224f, 0.225f};
 bool is_image(const fs::path& p) {
   std::string e = p.extension().string();
   std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
-  return e == ".png" || e == ".jpg" || e == ".jpeg" || e == ".bmp" || e == ".webp" ||
-         e == ".tif" || e == ".tiff" || e == ".ppm" || e == ".pgm";
+  return e == ".png" || e == ".jpg" || e == ".jpeg" || e == ".bmp" || e == ".webp" || e == ".tif" ||
+         e == ".tiff" || e == ".ppm" || e == ".pgm";
 }
 
 class Folder : public Dataset {
@@ -49,9 +49,11 @@ class Folder : public Dataset {
       labels_.push_back(d.filename().string());
     }
     if (labels_.empty() || files_.empty()) {
-      throw std::runtime_error(root_ + ": an image folder needs one subfolder per class with "
-                               "images in it (found " + std::to_string(labels_.size()) +
-                               " subfolders, " + std::to_string(files_.size()) + " images)");
+      throw std::runtime_error(root_ +
+                               ": an image folder needs one subfolder per class with "
+                               "images in it (found " +
+                               std::to_string(labels_.size()) + " subfolders, " +
+                               std::to_string(files_.size()) + " images)");
     }
     // A limit keeps the first `limit` images of an interleaved order, so every class stays.
     if (limit > 0 && limit < static_cast<int64_t>(files_.size())) interleave_and_limit(limit);
@@ -94,8 +96,8 @@ class Folder : public Dataset {
     if (!fs::is_directory(root)) {
       throw std::runtime_error(root + ": image folder not found (pass --data-dir DIR)");
     }
-    for (const char* sub : train ? std::vector<const char*>{"train"}
-                                 : std::vector<const char*>{"test", "val"}) {
+    for (const char* sub :
+         train ? std::vector<const char*>{"train"} : std::vector<const char*>{"test", "val"}) {
       if (fs::is_directory(fs::path(root) / sub)) return (fs::path(root) / sub).string();
     }
     return root;

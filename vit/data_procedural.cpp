@@ -42,8 +42,8 @@ class Procedural : public Dataset {
     if (k < 3 || rows_ < need || cols_ < need) {
       throw std::invalid_argument("procedural dataset: canvas " + std::to_string(rows_) + "x" +
                                   std::to_string(cols_) + " too small for objects of " +
-                                  std::to_string(k) + " px (need at least " +
-                                  std::to_string(need) + " px per side, object >= 3)");
+                                  std::to_string(k) + " px (need at least " + std::to_string(need) +
+                                  " px per side, object >= 3)");
     }
   }
 
@@ -76,8 +76,8 @@ class Procedural : public Dataset {
     const int64_t cap = std::min(d_along / 2, max_pos_across - m);
     const int64_t d_across = static_cast<int64_t>(geo.below(2 * cap + 1)) - cap;
     const int64_t a_along = m + static_cast<int64_t>(geo.below(max_pos_along - m - d_along + 1));
-    const int64_t lo = std::max(m, m - d_across), hi = std::min(max_pos_across,
-                                                                 max_pos_across - d_across);
+    const int64_t lo = std::max(m, m - d_across),
+                  hi = std::min(max_pos_across, max_pos_across - d_across);
     const int64_t a_across = lo + static_cast<int64_t>(geo.below(hi - lo + 1));
     // B minus A is +d_along for left/above, -d_along for right/below.
     const int64_t sign = (label == 0 || label == 2) ? 1 : -1;

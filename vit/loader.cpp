@@ -39,8 +39,8 @@ int32_t Loader::make_sample(int64_t epoch, int64_t j, int64_t index, float* imag
   thread_local std::vector<float> src;
   src.resize(static_cast<size_t>(C * H * W));
   int32_t label = data_.get(index, src.data());
-  Rng rng(mix_seed(opt_.seed, 0x6175676dull, static_cast<uint64_t>(epoch),
-                   static_cast<uint64_t>(j)));
+  Rng rng(
+      mix_seed(opt_.seed, 0x6175676dull, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j)));
   const int64_t p = data_.crop_padding();
   // Crop offset in [-p, p] of the padded image; draws happen even when unused so the stream
   // does not depend on the policy of the dataset.
@@ -76,7 +76,8 @@ void Loader::produce(int64_t epoch) {
       batch.images.resize(static_cast<size_t>((end - begin) * per));
       batch.labels.resize(static_cast<size_t>(end - begin));
       for (int64_t j = begin; j < end; ++j) {
-        batch.labels[j - begin] = make_sample(epoch, j, idx[j], batch.images.data() + (j - begin) * per);
+        batch.labels[j - begin] =
+            make_sample(epoch, j, idx[j], batch.images.data() + (j - begin) * per);
       }
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return cancel_ || static_cast<int>(queue_.size()) < opt_.prefetch; });

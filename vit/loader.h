@@ -25,7 +25,7 @@ struct LoaderOptions {
   bool drop_last = true;  // training keeps every batch the same shape
   bool augment = false;   // random crop with the dataset's padding, flips where allowed
   uint64_t seed = 0;
-  int prefetch = 4;       // batches produced ahead of the consumer
+  int prefetch = 4;  // batches produced ahead of the consumer
 };
 
 class Loader {
@@ -62,8 +62,8 @@ class Loader {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;
-  bool done_ = false;     // producer finished the epoch
-  bool cancel_ = false;   // consumer abandoned the epoch
+  bool done_ = false;    // producer finished the epoch
+  bool cancel_ = false;  // consumer abandoned the epoch
   std::exception_ptr error_;
 };
 

@@ -53,8 +53,7 @@ std::vector<std::pair<std::string, Tensor>> AdamW::state() const {
   return s;
 }
 
-void AdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& state,
-                       int64_t steps) {
+void AdamW::load_state(const std::vector<std::pair<std::string, Tensor>>& state, int64_t steps) {
   std::map<std::string, const Tensor*> by_name;
   for (const auto& [name, t] : state) by_name[name] = &t;
   for (size_t i = 0; i < params_.size(); ++i) {

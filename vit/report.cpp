@@ -30,11 +30,20 @@ std::string html_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -106,8 +115,8 @@ std::string line_chart(const std::string& title, const std::string& x_label,
   auto px = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
   std::ostringstream o;
-  o << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << W << ' '
-    << H << "\" width=\"" << W << "\" height=\"" << H << "\" role=\"img\" aria-label=\""
+  o << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << W << ' ' << H
+    << "\" width=\"" << W << "\" height=\"" << H << "\" role=\"img\" aria-label=\""
     << html_escape(title) << "\">\n";
   o << "<text x=\"" << W / 2 - R / 2 + L / 2 << "\" y=\"20\" text-anchor=\"middle\" "
     << "class=\"ct\">" << html_escape(title) << "</text>\n";
@@ -130,8 +139,8 @@ std::string line_chart(const std::string& title, const std::string& x_label,
       << fmt("%g", x) << "</text>\n";
   }
   o << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << H - B << "\" y2=\"" << H - B
-    << "\" class=\"axis\"/><line x1=\"" << L << "\" x2=\"" << L << "\" y1=\"" << T
-    << "\" y2=\"" << H - B << "\" class=\"axis\"/>\n";
+    << "\" class=\"axis\"/><line x1=\"" << L << "\" x2=\"" << L << "\" y1=\"" << T << "\" y2=\""
+    << H - B << "\" class=\"axis\"/>\n";
   o << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 10 << "\" text-anchor=\"middle\">"
     << html_escape(x_label) << "</text>\n";
   o << "<text transform=\"translate(16," << (T + H - B) / 2
@@ -157,8 +166,8 @@ std::string line_chart(const std::string& title, const std::string& x_label,
     o << "</g>\n";
     // Legend.
     const double ly = T + 14 + 18 * static_cast<double>(k);
-    o << "<line x1=\"" << W - R + 12 << "\" x2=\"" << W - R + 32 << "\" y1=\"" << ly
-      << "\" y2=\"" << ly << "\" stroke=\"" << s.color << "\" stroke-width=\"3\"/>";
+    o << "<line x1=\"" << W - R + 12 << "\" x2=\"" << W - R + 32 << "\" y1=\"" << ly << "\" y2=\""
+      << ly << "\" stroke=\"" << s.color << "\" stroke-width=\"3\"/>";
     o << "<text x=\"" << W - R + 38 << "\" y=\"" << ly + 4 << "\">" << html_escape(s.name)
       << "</text>\n";
   }
@@ -257,7 +266,8 @@ std::string terminal_table(const CompareResults& r) {
   return o.str();
 }
 
-// ---- JSON / CSV -----------------------------------------------------------------------------------
+// ---- JSON / CSV
+// -----------------------------------------------------------------------------------
 
 std::string results_json(const CompareResults& r) {
   json j;
@@ -275,10 +285,15 @@ std::string results_json(const CompareResults& r) {
   for (const RunResult& run : r.runs) {
     json h = json::array();
     for (const EpochRecord& e : run.history) {
-      h.push_back({{"epoch", e.epoch}, {"step", e.step}, {"lr", e.lr},
-                   {"train_loss", e.train_loss}, {"train_acc", e.train_acc},
-                   {"test_loss", e.test_loss}, {"test_acc", e.test_acc},
-                   {"seconds", e.seconds}, {"img_per_s", e.img_per_s}});
+      h.push_back({{"epoch", e.epoch},
+                   {"step", e.step},
+                   {"lr", e.lr},
+                   {"train_loss", e.train_loss},
+                   {"train_acc", e.train_acc},
+                   {"test_loss", e.test_loss},
+                   {"test_acc", e.test_acc},
+                   {"seconds", e.seconds},
+                   {"img_per_s", e.img_per_s}});
     }
     j["runs"].push_back({{"encoding", run.encoding},
                          {"seed", run.seed},
@@ -346,18 +361,19 @@ std::string results_csv(const CompareResults& r) {
   for (int64_t s : r.sizes) o << ",acc_" << s << ",loss_" << s;
   o << '\n';
   for (const RunResult& run : r.runs) {
-    o << csv_field(run.encoding) << ',' << run.seed << ',' << run.params << ','
-      << run.params_added << ',' << fmt("%.3f", run.train_seconds);
+    o << csv_field(run.encoding) << ',' << run.seed << ',' << run.params << ',' << run.params_added
+      << ',' << fmt("%.3f", run.train_seconds);
     for (size_t s = 0; s < r.sizes.size(); ++s) {
-      o << ',' << (s < run.accuracy.size() ? fmt("%.6f", run.accuracy[s]) : "")
-        << ',' << (s < run.loss.size() ? fmt("%.6f", run.loss[s]) : "");
+      o << ',' << (s < run.accuracy.size() ? fmt("%.6f", run.accuracy[s]) : "") << ','
+        << (s < run.loss.size() ? fmt("%.6f", run.loss[s]) : "");
     }
     o << '\n';
   }
   return o.str();
 }
 
-// ---- HTML -------------------------------------------------------------------------------------------
+// ---- HTML
+// -------------------------------------------------------------------------------------------
 
 std::string base64_encode(const std::vector<uint8_t>& b) {
   static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -409,7 +425,8 @@ std::string report_html(const CompareResults& r) {
     << "figure{margin:0;text-align:center}figure img{image-rendering:pixelated;"
        "border:1px solid #ddd;max-width:540px}\n"
     << "figcaption{font-size:.85em;color:#555}\n"
-    << ".muted{color:#666;font-size:.9em}code{background:#f4f4f4;padding:0 .2em;word-break:break-all}\n"
+    << ".muted{color:#666;font-size:.9em}code{background:#f4f4f4;padding:0 "
+       ".2em;word-break:break-all}\n"
     << "</style>\n</head>\n<body>\n";
   o << "<h1>" << html_escape(r.title) << "</h1>\n<p class=\"muted\">" << r.runs.size()
     << " training runs (" << r.encodings.size() << " encodings &times; " << r.seeds.size()

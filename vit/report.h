@@ -33,12 +33,12 @@ struct CompareResults {
   std::string title = "Positional encodings compared";
   std::vector<std::string> encodings;  // in the order asked for
   std::vector<uint64_t> seeds;
-  std::vector<int64_t> sizes;          // evaluation sizes; the training size is among them
+  std::vector<int64_t> sizes;  // evaluation sizes; the training size is among them
   int64_t train_size = 0;
   std::vector<RunResult> runs;
   std::vector<std::pair<std::string, std::vector<Picture>>> pictures;  // per encoding
-  std::vector<std::pair<std::string, std::string>> settings;  // exact settings, in order
-  std::vector<std::pair<std::string, std::string>> versions;  // library and tool versions
+  std::vector<std::pair<std::string, std::string>> settings;           // exact settings, in order
+  std::vector<std::pair<std::string, std::string>> versions;           // library and tool versions
   double wall_seconds = 0;
 };
 
@@ -47,8 +47,8 @@ struct SummaryRow {
   std::string encoding;
   int runs = 0;
   int64_t params_added = 0;
-  double train_seconds = 0;           // mean over seeds
-  std::vector<double> mean, stddev;   // accuracy at each size
+  double train_seconds = 0;          // mean over seeds
+  std::vector<double> mean, stddev;  // accuracy at each size
 };
 std::vector<SummaryRow> summarize(const CompareResults& r);
 

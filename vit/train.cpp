@@ -27,13 +27,13 @@ using json = nlohmann::json;
 namespace {
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
 
-// ---- progress bar --------------------------------------------------------------------------------
+// ---- progress bar
+// --------------------------------------------------------------------------------
 
 Progress::Progress(std::string label, int64_t total, FILE* out, bool enabled)
     : label_(std::move(label)),
@@ -99,7 +99,8 @@ void Progress::finish(const std::string& text, double rate) {
   std::fflush(out_);
 }
 
-// ---- evaluation ----------------------------------------------------------------------------------
+// ---- evaluation
+// ----------------------------------------------------------------------------------
 
 namespace {
 
@@ -156,7 +157,8 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
   return r;
 }
 
-// ---- configuration -------------------------------------------------------------------------------
+// ---- configuration
+// -------------------------------------------------------------------------------
 
 ModelConfig apply_overrides(const ModelConfig& config, const std::vector<std::string>& overrides) {
   if (overrides.empty()) return config;
@@ -208,9 +210,15 @@ ModelConfig make_train_config(const TrainOptions& o, const Dataset& d) {
 namespace {
 
 json record_json(const EpochRecord& r) {
-  return {{"type", "epoch"},          {"epoch", r.epoch},         {"step", r.step},
-          {"lr", r.lr},               {"train_loss", r.train_loss}, {"train_acc", r.train_acc},
-          {"test_loss", r.test_loss}, {"test_acc", r.test_acc},   {"seconds", r.seconds},
+  return {{"type", "epoch"},
+          {"epoch", r.epoch},
+          {"step", r.step},
+          {"lr", r.lr},
+          {"train_loss", r.train_loss},
+          {"train_acc", r.train_acc},
+          {"test_loss", r.test_loss},
+          {"test_acc", r.test_acc},
+          {"seconds", r.seconds},
           {"img_per_s", r.img_per_s}};
 }
 
@@ -329,7 +337,8 @@ TrainResult train(const TrainOptions& o) {
       SafeTensorsFile f = SafeTensorsFile::open(last_path);
       auto it = f.metadata().find("vitpe.train");
       if (it == f.metadata().end()) {
-        throw std::runtime_error(last_path + ": no \"vitpe.train\" metadata (not a checkpoint "
+        throw std::runtime_error(last_path +
+                                 ": no \"vitpe.train\" metadata (not a checkpoint "
                                  "written by `vitpe train`)");
       }
       json st = json::parse(it->second);
@@ -459,13 +468,14 @@ TrainResult train(const TrainOptions& o) {
       meta["format"] = "pt";
       json hist = json::array();
       for (const EpochRecord& r : result.history) hist.push_back(record_json(r));
-      meta["vitpe.train"] = json{{"epoch", epoch + 1},
-                                 {"step", step},
-                                 {"train_seconds", result.train_seconds},
-                                 {"best_test_acc", result.best_test_acc},
-                                 {"history", hist},
-                                 {"fingerprint", fingerprint}}
-                                .dump();
+      meta["vitpe.train"] = json{
+          {"epoch", epoch + 1},
+          {"step", step},
+          {"train_seconds", result.train_seconds},
+          {"best_test_acc", result.best_test_acc},
+          {"history", hist},
+          {"fingerprint",
+           fingerprint}}.dump();
       std::vector<std::pair<std::string, Tensor>> tensors;
       for (Param* p : params) tensors.emplace_back(p->name, p->value);
       for (auto& [name, t] : opt.state()) tensors.emplace_back("optim." + name, t);
@@ -475,8 +485,7 @@ TrainResult train(const TrainOptions& o) {
       save_safetensors(last_path, tensors, meta);
     }
     ++epochs_this_run;
-    if (o.stop_after_epochs > 0 && epochs_this_run >= o.stop_after_epochs &&
-        epoch + 1 < o.epochs) {
+    if (o.stop_after_epochs > 0 && epochs_this_run >= o.stop_after_epochs && epoch + 1 < o.epochs) {
       return result;
     }
   }

@@ -27,7 +27,8 @@
 
 namespace vitpe {
 
-// ---- progress bar --------------------------------------------------------------------------------
+// ---- progress bar
+// --------------------------------------------------------------------------------
 
 // "label [=====>    ] 45% 123/270 loss 0.512 acc 81.2% 412 img/s ETA 0:37" on stderr. On a TTY it
 // redraws the line in place with \r (at most 10 times a second); otherwise (logs, pipes) it
@@ -53,7 +54,8 @@ class Progress {
   int last_decile_ = -1;
 };
 
-// ---- evaluation ----------------------------------------------------------------------------------
+// ---- evaluation
+// ----------------------------------------------------------------------------------
 
 struct EvalResult {
   double loss = 0;      // mean cross entropy (no smoothing)
@@ -63,8 +65,8 @@ struct EvalResult {
 };
 
 // Evaluates on every sample of `data` (at the dataset's size) in batches.
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch = 256,
-                    bool progress = false, const std::string& label = "eval");
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch = 256, bool progress = false,
+                    const std::string& label = "eval");
 
 // ---- training ----------------------------------------------------------------------------------
 
@@ -85,15 +87,15 @@ struct TrainOptions {
   double warmup_epochs = 1.0;  // linear warmup length in epochs (fractional allowed)
   double weight_decay = 0.05;
   float smoothing = 0.1f;
-  double clip = 1.0;           // max gradient norm (<= 0: no clipping)
+  double clip = 1.0;  // max gradient norm (<= 0: no clipping)
   bool augment = true;
-  uint64_t seed = 0;           // model init and data order
+  uint64_t seed = 0;  // model init and data order
 
-  std::string out;             // run directory; empty = no files
-  bool resume = false;         // continue from out/last.safetensors when it exists
-  int64_t log_every = 50;      // steps between "step" metric lines
-  bool progress = true;        // progress bars on stderr
-  bool verbose = true;         // one summary line per epoch on stderr
+  std::string out;         // run directory; empty = no files
+  bool resume = false;     // continue from out/last.safetensors when it exists
+  int64_t log_every = 50;  // steps between "step" metric lines
+  bool progress = true;    // progress bars on stderr
+  bool verbose = true;     // one summary line per epoch on stderr
   int64_t eval_batch = 256;
 
   // Stop (as if killed) after this many epochs of this invocation (0: never). For tests and
@@ -107,8 +109,8 @@ struct EpochRecord {
   double lr = 0;
   double train_loss = 0, train_acc = 0;
   double test_loss = 0, test_acc = 0;
-  double seconds = 0;       // wall time of this epoch (training + evaluation)
-  double img_per_s = 0;     // training throughput of this epoch
+  double seconds = 0;    // wall time of this epoch (training + evaluation)
+  double img_per_s = 0;  // training throughput of this epoch
 };
 
 struct TrainResult {
@@ -117,8 +119,8 @@ struct TrainResult {
   std::vector<EpochRecord> history;  // every finished epoch, resumed ones included
   double train_seconds = 0;          // total over all invocations
   double best_test_acc = 0;
-  bool finished = false;             // all epochs done (not stopped early)
-  std::unique_ptr<Model> model;      // the trained model (final weights)
+  bool finished = false;         // all epochs done (not stopped early)
+  std::unique_ptr<Model> model;  // the trained model (final weights)
 };
 
 // Builds the config of a run: preset + encoding + overrides + dataset geometry.

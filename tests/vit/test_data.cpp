@@ -2,18 +2,18 @@
 // the real Fashion-MNIST when installed), the procedural dataset (labels checked from the
 // rendered pixels), ImageFolder, and the loader's determinism and augmentation.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <tuple>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <opencv2/imgcodecs.hpp>
 #include <set>
-#include <unistd.h>
+#include <tuple>
 
 #include "vit/data.h"
 #include "vit/loader.h"
@@ -24,8 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("vitpe_test_data_" + name + "_" +
-                                            std::to_string(::getpid()));
+  fs::path p =
+      fs::temp_directory_path() / ("vitpe_test_data_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
@@ -108,7 +108,8 @@ TEST(FashionMnist, SyntheticFilesNormaliseAndResize) {
   // Image 2 is constant: any bilinear resize keeps it constant.
   std::fill(imgs.begin() + 2 * 784, imgs.begin() + 3 * 784, uint8_t{200});
   for (const char* split : {"train", "t10k"}) {
-    write_gz(dir / (std::string(split) + "-images-idx3-ubyte.gz"), idx_bytes(0x803, {4, 28, 28}, imgs));
+    write_gz(dir / (std::string(split) + "-images-idx3-ubyte.gz"),
+             idx_bytes(0x803, {4, 28, 28}, imgs));
     write_gz(dir / (std::string(split) + "-labels-idx1-ubyte.gz"), idx_bytes(0x801, {4}, labels));
   }
   DatasetOptions o;

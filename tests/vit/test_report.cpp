@@ -90,8 +90,9 @@ TEST(Report, JsonRoundTripAndCsv) {
   std::istringstream in(csv);
   std::string line;
   std::getline(in, line);
-  EXPECT_EQ(line, "encoding,seed,params,params_added,train_seconds,acc_28,loss_28,acc_36,"
-                  "loss_36,acc_44,loss_44");
+  EXPECT_EQ(line,
+            "encoding,seed,params,params_added,train_seconds,acc_28,loss_28,acc_36,"
+            "loss_36,acc_44,loss_44");
   int n = 0;
   while (std::getline(in, line)) ++n;
   EXPECT_EQ(n, 6);
@@ -147,8 +148,8 @@ TEST(Report, RendersInHeadlessChromium) {
   write_text_atomic(page.string(), report_html(synthetic_results()));
   const std::string common = "timeout 120 " + chrome +
                              " --headless --disable-gpu --no-sandbox --no-first-run"
-                             " --user-data-dir=" + (dir / "profile").string() +
-                             " --enable-logging=stderr --v=0";
+                             " --user-data-dir=" +
+                             (dir / "profile").string() + " --enable-logging=stderr --v=0";
   // DOM after rendering, with the console log on stderr.
   std::string dom = run_capture(common + " --dump-dom file://" + page.string() + " 2>" +
                                 (dir / "log1.txt").string());

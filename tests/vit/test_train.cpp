@@ -18,8 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() /
-               ("vitpe_test_train_" + name + "_" + std::to_string(::getpid()));
+  fs::path p =
+      fs::temp_directory_path() / ("vitpe_test_train_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p;
 }
