@@ -22,6 +22,16 @@ Param make_param(std::string name, Tensor value, bool no_decay) {
   return p;
 }
 
+std::pair<Param, Param> make_patch_embed_params(int64_t dim, int64_t channels, int64_t patch,
+                                                Rng& rng) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(channels * patch * patch));
+  Tensor w = Tensor::empty({dim, channels, patch, patch}), b = Tensor::empty({dim});
+  rng.fill_uniform(w, -bound, bound);
+  rng.fill_uniform(b, -bound, bound);
+  return {make_param("patch_embed.proj.weight", w, false),
+          make_param("patch_embed.proj.bias", b, true)};
+}
+
 namespace {
 Shape with_last(const Shape& s, int64_t last) {
   Shape r = s;

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "encodings/encoding.h"
@@ -20,6 +21,11 @@ namespace vitpe {
 void ensure_shape(Tensor& t, const Shape& shape);
 // A parameter with a zero gradient of the same shape.
 Param make_param(std::string name, Tensor value, bool no_decay);
+
+// Patch embedding parameters "patch_embed.proj.{weight [D, C, p, p], bias [D]}" with PyTorch's
+// Conv2d default init, uniform(+-1/sqrt(C p p)).
+std::pair<Param, Param> make_patch_embed_params(int64_t dim, int64_t channels, int64_t patch,
+                                                Rng& rng);
 
 class LayerNormLayer {
  public:

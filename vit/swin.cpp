@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 namespace vitpe {
 
@@ -245,12 +246,7 @@ SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed) : cfg
   Rng rng(seed);
   const int64_t C0 = cfg_.dim, Cin = cfg_.channels, p = cfg_.patch;
   const EncodingSpec spec = parse_encoding(cfg_.encoding);
-  const double bound = 1.0 / std::sqrt(static_cast<double>(Cin * p * p));
-  Tensor w = Tensor::empty({C0, Cin, p, p}), b = Tensor::empty({C0});
-  rng.fill_uniform(w, -bound, bound);
-  rng.fill_uniform(b, -bound, bound);
-  patch_w_ = make_param("patch_embed.proj.weight", w, false);
-  patch_b_ = make_param("patch_embed.proj.bias", b, true);
+  std::tie(patch_w_, patch_b_) = make_patch_embed_params(C0, Cin, p, rng);
   patch_norm_ = LayerNormLayer("patch_embed.norm", C0, cfg_.eps);
   Grid res = cfg_.patch_grid();
   token_enc_ = make_token_encoding(spec, C0, res, 0, rng);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 namespace vitpe {
 
@@ -11,13 +12,7 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
   const int64_t D = cfg_.dim, C = cfg_.channels, p = cfg_.patch;
   const EncodingSpec spec = parse_encoding(cfg_.encoding);
 
-  // Patch embedding: PyTorch's Conv2d default init, uniform(+-1/sqrt(fan_in)).
-  const double bound = 1.0 / std::sqrt(static_cast<double>(C * p * p));
-  Tensor w = Tensor::empty({D, C, p, p}), b = Tensor::empty({D});
-  rng.fill_uniform(w, -bound, bound);
-  rng.fill_uniform(b, -bound, bound);
-  patch_w_ = make_param("patch_embed.proj.weight", w, false);
-  patch_b_ = make_param("patch_embed.proj.bias", b, true);
+  std::tie(patch_w_, patch_b_) = make_patch_embed_params(D, C, p, rng);
   if (cfg_.class_token) {
     Tensor cls = Tensor::empty({1, 1, D});
     rng.fill_normal(cls, 1e-6);  // timm

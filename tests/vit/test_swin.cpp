@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tests/testing.h"
+#include "tests/vit/model_gradients.h"
 #include "vit/swin.h"
 
 namespace vitpe {
@@ -110,33 +111,7 @@ void check_swin_gradients(const std::string& encoding) {
   ModelConfig c = tiny_swin(encoding);
   c.depths = {2, 1};
   auto model = make_model(c, 3);
-  Rng rng(11);
-  for (Param* p : model->params())
-    for (int64_t i = 0; i < p->value.numel(); ++i) p->value.at(i) += 0.2f * rng.normal();
-  Tensor x = random_tensor({1, 1, 16, 24}, 4);
-  Tensor w = random_tensor({1, 3}, 5);
-  model->zero_grad();
-  model->forward(x, true);
-  model->backward(w);
-  auto loss = [&] { return testing::weighted_sum(model->forward(x), w); };
-  for (Param* p : model->params()) {
-    Tensor analytic = p->grad.clone();
-    const int64_t n = p->value.numel(), stride = std::max<int64_t>(1, n / 6);
-    double max_err = 0, max_ref = 1e-6;
-    for (int64_t i = 0; i < n; i += stride) {
-      const float orig = p->value.at(i);
-      const double h = 1e-2;
-      p->value.at(i) = static_cast<float>(orig + h);
-      const double fp = loss();
-      p->value.at(i) = static_cast<float>(orig - h);
-      const double fm = loss();
-      p->value.at(i) = orig;
-      const double num = (fp - fm) / (2 * h);
-      max_err = std::max(max_err, std::fabs(num - analytic.at(i)));
-      max_ref = std::max(max_ref, std::fabs(num));
-    }
-    EXPECT_LT(max_err, 2e-2 * max_ref + 2e-4) << encoding << ": gradient of " << p->name;
-  }
+  testing::check_model_gradients(*model, random_tensor({1, 1, 16, 24}, 4), 6, encoding);
 }
 
 TEST(SwinGradients, Relbias) { check_swin_gradients("relbias"); }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tests/testing.h"
+#include "tests/vit/model_gradients.h"
 #include "vit/model.h"
 #include "vit/vit.h"
 
@@ -72,37 +73,7 @@ void check_model_gradients(const std::string& encoding, Pool pool) {
   c.pool = pool;
   c.depth = 1;
   auto model = make_model(c, 7);
-  // Move every parameter away from its initial value: a class token of ~1e-6 makes its
-  // LayerNorm so steep that finite differences measure nothing.
-  Rng rng(11);
-  for (Param* p : model->params())
-    for (int64_t i = 0; i < p->value.numel(); ++i) p->value.at(i) += 0.2f * rng.normal();
-  Tensor x = random_tensor({2, 2, 12, 8}, 8);
-  Tensor w = random_tensor({2, 3}, 9);
-  model->zero_grad();
-  model->forward(x, true);
-  model->backward(w);
-  auto loss = [&] { return testing::weighted_sum(model->forward(x), w); };
-  for (Param* p : model->params()) {
-    Tensor analytic = p->grad.clone();
-    // Up to 12 entries of each parameter keep the test fast.
-    const int64_t n = p->value.numel(), stride = std::max<int64_t>(1, n / 12);
-    double max_err = 0, max_ref = 1e-6;
-    for (int64_t i = 0; i < n; i += stride) {
-      const float orig = p->value.at(i);
-      const double h = 1e-2;
-      p->value.at(i) = static_cast<float>(orig + h);
-      const double fp = loss();
-      p->value.at(i) = static_cast<float>(orig - h);
-      const double fm = loss();
-      p->value.at(i) = orig;
-      const double num = (fp - fm) / (2 * h);
-      max_err = std::max(max_err, std::fabs(num - analytic.at(i)));
-      max_ref = std::max(max_ref, std::fabs(num));
-    }
-    EXPECT_LT(max_err, 2e-2 * max_ref + 2e-4)
-        << encoding << ": gradient of " << p->name << " (max |numeric| " << max_ref << ")";
-  }
+  testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, encoding);
 }
 
 TEST(VitGradients, LearnedClassToken) { check_model_gradients("learned1d", Pool::cls); }
