@@ -11,7 +11,7 @@ namespace vitpe::enc {
 
 namespace {
 
-class Alibi2d final : public AttentionEncoding {
+class Alibi2d final : public BiasAttentionEncoding {
  public:
   Alibi2d(int64_t heads, Grid window) : heads_(heads), window_(window) {
     require(heads >= 1, "alibi2d", "heads must be >= 1, got " + std::to_string(heads));
@@ -19,8 +19,6 @@ class Alibi2d final : public AttentionEncoding {
   }
 
   std::string kind() const override { return "alibi2d"; }
-  bool has_bias() const override { return true; }
-  bool has_rotation() const override { return false; }
 
   // bias: [H, N, N]
   void bias(Tensor& bias, const AttnGeometry& geom) override {
@@ -44,16 +42,6 @@ class Alibi2d final : public AttentionEncoding {
   }
   void bias_backward(const Tensor&, const AttnGeometry&) override {}
 
-  void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
-              const AttnGeometry&) override {
-    q_out.copy_from(q);
-    k_out.copy_from(k);
-  }
-  void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
-                       const Tensor&, const Tensor&, const AttnGeometry&) override {
-    for (int64_t i = 0; i < dq.numel(); ++i) dq.f32()[i] += dq_out.f32()[i];
-    for (int64_t i = 0; i < dk.numel(); ++i) dk.f32()[i] += dk_out.f32()[i];
-  }
 
   void resample(Grid new_window) override {
     check_grid("alibi2d", new_window);

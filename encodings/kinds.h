@@ -66,6 +66,36 @@ KindDef alibi2d_kind();
 void require(bool cond, const std::string& kind, const std::string& what);
 void check_grid(const std::string& kind, Grid grid);
 
+// Attention kinds that only add a bias: no rotation (q and k pass through unchanged).
+class BiasAttentionEncoding : public AttentionEncoding {
+ public:
+  bool has_bias() const override { return true; }
+  bool has_rotation() const override { return false; }
+  void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
+              const AttnGeometry&) override {
+    q_out.copy_from(q);
+    k_out.copy_from(k);
+  }
+  void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
+                       const Tensor&, const Tensor&, const AttnGeometry&) override {
+    float* gq = dq.f32();
+    float* gk = dk.f32();
+    const float* oq = dq_out.f32();
+    const float* ok = dk_out.f32();
+    for (int64_t i = 0; i < dq.numel(); ++i) gq[i] += oq[i];
+    for (int64_t i = 0; i < dk.numel(); ++i) gk[i] += ok[i];
+  }
+};
+
+// Attention kinds that only rotate q and k: their bias is zero and has no parameters.
+class RotationAttentionEncoding : public AttentionEncoding {
+ public:
+  bool has_bias() const override { return false; }
+  bool has_rotation() const override { return true; }
+  void bias(Tensor& bias, const AttnGeometry&) override { bias.zero(); }
+  void bias_backward(const Tensor&, const AttnGeometry&) override {}
+};
+
 // A token encoding that adds a table [prefix + grid.count(), D] to every sequence of the
 // batch. Subclasses provide the table for a grid and, for learned kinds, its backward.
 class TableTokenEncoding : public TokenEncoding {

@@ -22,7 +22,7 @@ namespace vitpe::enc {
 
 namespace {
 
-class RelBias final : public AttentionEncoding {
+class RelBias final : public BiasAttentionEncoding {
  public:
   RelBias(int64_t heads, Grid window, int64_t prefix, Rng& rng)
       : heads_(heads), window_(window), extra_(prefix > 0 ? 3 : 0) {
@@ -36,8 +36,6 @@ class RelBias final : public AttentionEncoding {
   }
 
   std::string kind() const override { return "relbias"; }
-  bool has_bias() const override { return true; }
-  bool has_rotation() const override { return false; }
 
   // bias: [H, N, N], N = prefix + Mh*Mw
   void bias(Tensor& bias, const AttnGeometry& geom) override {
@@ -79,16 +77,6 @@ class RelBias final : public AttentionEncoding {
       param_.grad.f32()[main_rows(window_) * heads_ + i] += gt[L * heads_ + i];
   }
 
-  void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
-              const AttnGeometry&) override {
-    q_out.copy_from(q);
-    k_out.copy_from(k);
-  }
-  void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
-                       const Tensor&, const Tensor&, const AttnGeometry&) override {
-    for (int64_t i = 0; i < dq.numel(); ++i) dq.f32()[i] += dq_out.f32()[i];
-    for (int64_t i = 0; i < dk.numel(); ++i) dk.f32()[i] += dk_out.f32()[i];
-  }
 
   void resample(Grid new_window) override {
     check_grid("relbias", new_window);

@@ -16,7 +16,7 @@ namespace vitpe::enc {
 
 namespace {
 
-class RopeAxial final : public AttentionEncoding {
+class RopeAxial final : public RotationAttentionEncoding {
  public:
   RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta)
       : heads_(heads), hd_(head_dim), window_(window), theta_(theta) {
@@ -27,11 +27,6 @@ class RopeAxial final : public AttentionEncoding {
   }
 
   std::string kind() const override { return "rope-axial"; }
-  bool has_bias() const override { return false; }
-  bool has_rotation() const override { return true; }
-
-  void bias(Tensor& bias, const AttnGeometry&) override { bias.zero(); }
-  void bias_backward(const Tensor&, const AttnGeometry&) override {}
 
   // q, k: [B, H, N, hd] -> rotated copies
   void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,

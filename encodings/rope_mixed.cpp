@@ -19,7 +19,7 @@ namespace vitpe::enc {
 
 namespace {
 
-class RopeMixed final : public AttentionEncoding {
+class RopeMixed final : public RotationAttentionEncoding {
  public:
   RopeMixed(int64_t heads, int64_t head_dim, Grid window, double theta, Rng& rng)
       : heads_(heads), hd_(head_dim), window_(window) {
@@ -47,11 +47,6 @@ class RopeMixed final : public AttentionEncoding {
   }
 
   std::string kind() const override { return "rope-mixed"; }
-  bool has_bias() const override { return false; }
-  bool has_rotation() const override { return true; }
-
-  void bias(Tensor& bias, const AttnGeometry&) override { bias.zero(); }
-  void bias_backward(const Tensor&, const AttnGeometry&) override {}
 
   // q, k: [B, H, N, hd] -> rotated copies
   void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
