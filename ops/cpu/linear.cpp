@@ -12,6 +12,7 @@
 
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/linear_impl.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -40,22 +41,43 @@ const uint16_t* bf16_copy(ScratchSlot slot, const float* src, int64_t n) {
   return p;
 }
 
-// db[j] (+)= sum_i dy[i, j] for dy: [M, N]. Columns are split in blocks across threads; each
-// block sums in double so long batches do not lose bits.
+// db[j] (+)= sum_i dy[i, j] for dy: [M, N]. Columns are split in blocks of 64 across threads.
+// Within a block, runs of 32 rows are summed in float (vector registers, one pass over memory)
+// and the run sums are added in double, so long batches do not lose bits.
+constexpr int64_t kSumCols = 64, kSumRows = 32;
+
+inline void column_sums_block(double* acc, const float* dy, int64_t m, int64_t n, int64_t width) {
+  for (int64_t i0 = 0; i0 < m; i0 += kSumRows) {
+    const int64_t i1 = std::min(m, i0 + kSumRows);
+    float run[kSumCols] = {};
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* row = dy + i * n;
+      for (int64_t j = 0; j < width; ++j) run[j] += row[j];
+    }
+    for (int64_t j = 0; j < width; ++j) acc[j] += run[j];
+  }
+}
+
+VITPE_AVX2 void column_sums_block_avx2(double* acc, const float* dy, int64_t m, int64_t n,
+                                       int64_t width) {
+  column_sums_block(acc, dy, m, n, width);
+}
+
 void column_sums(float* db, const float* dy, int64_t m, int64_t n, bool accumulate) {
-  constexpr int64_t kBlock = 64;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const int64_t blocks = (n + kSumCols - 1) / kSumCols;
+  const bool avx2 = cpu_has_avx2_fma();
 #pragma omp parallel for schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * kBlock, j1 = std::min(n, j0 + kBlock);
-    double acc[kBlock] = {};
-    for (int64_t i = 0; i < m; ++i) {
-      const float* row = dy + i * n;
-      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += row[j];
+    const int64_t j0 = blk * kSumCols, width = std::min(n, j0 + kSumCols) - j0;
+    double acc[kSumCols] = {};
+    if (avx2) {
+      column_sums_block_avx2(acc, dy + j0, m, n, width);
+    } else {
+      column_sums_block(acc, dy + j0, m, n, width);
     }
-    for (int64_t j = j0; j < j1; ++j) {
-      float s = static_cast<float>(acc[j - j0]);
-      db[j] = accumulate ? db[j] + s : s;
+    for (int64_t j = 0; j < width; ++j) {
+      const auto s = static_cast<float>(acc[j]);
+      db[j0 + j] = accumulate ? db[j0 + j] + s : s;
     }
   }
 }

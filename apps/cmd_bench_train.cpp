@@ -1,0 +1,208 @@
+// `vitpe bench train [--model vit-fmnist] [--encoding SPEC] [--batch 128] [--vs-torch]`: the
+// time of one training step (forward, loss, backward, gradient clipping, AdamW) on a fixed
+// random batch, split by phase, and the evaluation throughput at the same batch. With
+// --vs-torch the PyTorch peer (scripts/torch_train_peer.py: torchvision's ViT of the vit-fmnist
+// shape, AdamW, the method of ../shared/peers/torch_train_bench.py) runs on the same threads in
+// the same run and the ratios are printed. Data loading is not part of the step; `vitpe train`
+// reports the throughput of whole epochs.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/command.h"
+#include "ops/ops.h"
+#include "ops/random.h"
+#include "vit/model.h"
+#include "vit/optim.h"
+#include "vit/train.h"
+
+namespace vitpe::app {
+namespace {
+
+struct BenchTrainOptions {
+  std::string model = "vit-fmnist";
+  std::string encoding;
+  std::vector<std::string> overrides;
+  int batch = 128;
+  int reps = 10;
+  bool vs_torch = false;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct TorchTrain {
+  double train_ms = 0, eval_img_s = 0;
+};
+
+// Runs the peer; returns train_ms = 0 when it could not run (and says why on stderr).
+TorchTrain run_torch_peer(const BenchTrainOptions& o, int threads) {
+  std::string script = VITPE_SOURCE_DIR "/scripts/torch_train_peer.py";
+  if (const char* env = std::getenv("VITPE_TORCH_TRAIN_PEER")) script = env;
+  const std::string cmd =
+      fmt::format("/usr/bin/python3 '{}' {} {} {} 2>&1", script, threads, o.batch, o.reps);
+  std::fprintf(stderr, "running the PyTorch peer: %s\n", cmd.c_str());
+  TorchTrain r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) {
+    std::fprintf(stderr, "could not start the PyTorch peer\n");
+    return r;
+  }
+  char buf[4096];
+  std::string log;
+  while (std::fgets(buf, sizeof buf, pipe)) {
+    const std::string line(buf);
+    try {
+      const auto j = nlohmann::json::parse(line);
+      r.train_ms = j.at("train_ms").get<double>();
+      r.eval_img_s = j.at("eval_img_s").get<double>();
+    } catch (const std::exception&) {
+      log += line;
+    }
+  }
+  if (pclose(pipe) != 0 || r.train_ms <= 0) {
+    std::fprintf(stderr, "the PyTorch peer did not run (is python3-torch installed?):\n%s\n",
+                 log.c_str());
+    r = {};
+  }
+  return r;
+}
+
+void run_bench_train(const BenchTrainOptions& o) {
+  ModelConfig config = apply_overrides(preset(o.model), o.overrides);
+  if (!o.encoding.empty()) config.encoding = o.encoding;
+  std::unique_ptr<Model> model = make_model(config, 0);
+  std::vector<Param*> params = model->params();
+  AdamW opt(params);
+  const int threads = num_threads();
+  const int64_t B = o.batch;
+  std::printf("training step: %s (encoding %s), %.2fM parameters, batch %lld, %d threads\n",
+              o.model.c_str(), config.encoding.c_str(), model->num_params() / 1e6,
+              static_cast<long long>(B), threads);
+
+  Rng rng(0);
+  Tensor x = Tensor::empty({B, config.channels, config.img_rows, config.img_cols});
+  rng.fill_normal(x, 1.0);
+  std::vector<int32_t> labels(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) labels[i] = static_cast<int32_t>(i % config.classes);
+  Tensor probs, dlogits;
+
+  // One step, phase times added to t[0..3].
+  auto step = [&](double* t) {
+    double t0 = now_s();
+    const Tensor& logits = model->forward(x, true);
+    if (!probs.defined()) {
+      probs = Tensor::empty(logits.shape());
+      dlogits = Tensor::empty(logits.shape());
+    }
+    cross_entropy_forward(probs, logits, labels.data(), 0.1f);
+    dlogits.zero();
+    cross_entropy_backward(dlogits, probs, labels.data(), 0.1f);
+    double t1 = now_s();
+    model->zero_grad();
+    model->backward(dlogits);
+    double t2 = now_s();
+    clip_grad_norm(params, 1.0);
+    opt.step(1e-4f);
+    double t3 = now_s();
+    t[0] = t1 - t0;
+    t[1] = t2 - t1;
+    t[2] = t3 - t2;
+  };
+  double t[3];
+  for (int i = 0; i < 3; ++i) step(t);  // warm-up: primitives, buffers, optimizer state
+  std::vector<double> fwd, bwd, upd, total;
+  const double cpu0 = process_cpu_seconds(), wall0 = now_s();
+  for (int i = 0; i < o.reps; ++i) {
+    step(t);
+    fwd.push_back(t[0]);
+    bwd.push_back(t[1]);
+    upd.push_back(t[2]);
+    total.push_back(t[0] + t[1] + t[2]);
+  }
+  const double cpu_use = (process_cpu_seconds() - cpu0) / ((now_s() - wall0) * threads);
+  const double step_s = median(total);
+  const double flops = 3.0 * model->flops_per_image() * static_cast<double>(B);
+
+  model->forward(x, false);
+  std::vector<double> ev;
+  for (int i = 0; i < o.reps; ++i) {
+    const double e0 = now_s();
+    model->forward(x, false);
+    ev.push_back(now_s() - e0);
+  }
+  const double eval_s = median(ev);
+
+  std::printf("%-28s %10s\n", "phase (median of steps)", "ms");
+  std::printf("%-28s %10.1f\n", "forward + loss", median(fwd) * 1e3);
+  std::printf("%-28s %10.1f\n", "backward", median(bwd) * 1e3);
+  std::printf("%-28s %10.1f\n", "clip + AdamW", median(upd) * 1e3);
+  std::printf("%-28s %10.1f   %.0f img/s, %.1f GFLOP/s (3x forward FLOPs)\n", "step",
+              step_s * 1e3, B / step_s, flops / step_s / 1e9);
+  std::printf("%-28s %10.1f   %.0f img/s\n", "eval forward (no grad)", eval_s * 1e3, B / eval_s);
+  std::printf("cpu use during the steps: %.0f%% of %d threads%s\n", 100 * cpu_use, threads,
+              cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)"
+                             : "");
+  if (!o.vs_torch) return;
+  if (o.model != "vit-fmnist" || !o.overrides.empty() || B <= 0) {
+    std::printf("--vs-torch: the PyTorch peer trains the vit-fmnist shape only; skipped\n");
+    return;
+  }
+  const TorchTrain torch = run_torch_peer(o, threads);
+  if (torch.train_ms <= 0) return;
+  std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
+  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / step_s,
+              B / (torch.train_ms / 1e3), (torch.train_ms / 1e3) / step_s);
+  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "eval img/s", B / eval_s, torch.eval_img_s,
+              (B / eval_s) / torch.eval_img_s);
+  if (config.encoding != "learned1d") {
+    std::printf("note: the peer uses learned 1D positions; this run used %s\n",
+                config.encoding.c_str());
+  }
+}
+
+void setup(CLI::App& root) {
+  CLI::App* bench = find_or_add_subcommand(
+      root, "bench", "Benchmarks: a whole model (--model), or a subcommand (ops, attention)");
+  auto o = std::make_shared<BenchTrainOptions>();
+  CLI::App* cmd = bench->add_subcommand(
+      "train",
+      "One training step (forward, backward, AdamW) on a random batch, by phase; with "
+      "--vs-torch against PyTorch");
+  cmd->add_option("--model", o->model, "Model preset (vitpe models)")->capture_default_str();
+  cmd->add_option("--set", o->overrides,
+                  "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
+  cmd->add_option("--encoding", o->encoding, "Positional encoding spec (default: the preset's)");
+  cmd->add_option("--batch", o->batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--reps", o->reps, "Timed steps; the median is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--vs-torch", o->vs_torch,
+                "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
+  cmd->callback([o] { run_bench_train(*o); });
+}
+
+VITPE_COMMAND(63, setup);
+
+}  // namespace
+}  // namespace vitpe::app
