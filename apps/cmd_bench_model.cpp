@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "apps/command.h"
+#include "apps/model_options.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/checkpoint.h"
@@ -28,7 +30,18 @@ struct BenchOptions {
   int reps = 0;
   bool vs_torch = false;
   std::string device = "cpu";
+  std::string precision = "f32";
 };
+
+// Largest |a - b| over the largest |a|: the error of low-precision logits b against f32 a.
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a.f32()[i] - b.f32()[i])));
+    ref = std::max(ref, static_cast<double>(std::abs(a.f32()[i])));
+  }
+  return diff / std::max(ref, 1e-30);
+}
 
 // Peak resident memory of this process so far (VmHWM), in MiB.
 double peak_rss_mib() {
@@ -88,9 +101,11 @@ void run_bench(const BenchOptions& o) {
   const ModelConfig& c = model.config();
   const int threads = num_threads();
   const double weights_mib = model.num_params() * 4.0 / (1 << 20);
-  std::printf("model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads\n",
-              o.model.c_str(), c.kind == ModelKind::vit ? "ViT" : "Swin", c.encoding.c_str(),
-              model.num_params() / 1e6, weights_mib, threads);
+  const Precision precision = parse_precision(o.precision);
+  std::printf(
+      "model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads, %s linears\n",
+      o.model.c_str(), c.kind == ModelKind::vit ? "ViT" : "Swin", c.encoding.c_str(),
+      model.num_params() / 1e6, weights_mib, threads, o.precision.c_str());
   std::printf("%6s %12s %10s %10s %14s\n", "batch", "median ms", "img/s", "GFLOP/s",
               "peak RSS MiB");
   std::map<int, double> ours;
@@ -98,6 +113,14 @@ void run_bench(const BenchOptions& o) {
   for (int B : o.batches) {
     Tensor x = Tensor::empty({B, c.channels, c.img_rows, c.img_cols});
     rng.fill_normal(x, 1.0);
+    if (precision != Precision::f32) {
+      // The logits' error against f32 on this input, then the timed runs in `precision`.
+      model.set_precision(Precision::f32);
+      const Tensor ref = model.forward(x).clone();
+      model.set_precision(precision);
+      std::printf("%6d  max |logit - f32 logit| / max |f32 logit| = %.2e\n", B,
+                  max_rel_diff(ref, model.forward(x)));
+    }
     const int reps = o.reps ? o.reps : (B == 1 ? 10 : 5);
     for (int i = 0; i < 2; ++i) model.forward(x);  // warm-up: primitives, buffers
     std::vector<double> ms;
@@ -143,6 +166,7 @@ void setup(CLI::App& root) {
   bench->add_flag("--vs-torch", o->vs_torch,
                   "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
   bench->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  add_precision_option(bench, o->precision);
   bench->callback([o, bench] {
     if (!bench->get_subcommands().empty()) return;  // `bench ops`, `bench attention`
     if (o->model.empty()) {

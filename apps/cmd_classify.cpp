@@ -48,6 +48,7 @@ std::vector<Top> top_k(const float* logits, int64_t classes, int k) {
 void run_classify(const ClassifyOptions& o) {
   LoadedModel loaded = load_model(o.model, o.load_options());
   Model& model = *loaded.model;
+  model.set_precision(parse_precision(o.precision));
   const ModelConfig& c = model.config();
   if (!o.json) {
     for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
@@ -114,6 +115,7 @@ void setup(CLI::App& root) {
   cmd->add_option("--interpolation", o->interpolation, "Resize filter (timm: bicubic)")
       ->check(CLI::IsMember({"bicubic", "bilinear"}));
   add_model_options(cmd, *o);
+  add_precision_option(cmd, o->precision);
   cmd->callback([o] { run_classify(*o); });
 }
 

@@ -15,6 +15,7 @@ struct ModelOptions {
   int64_t heads = 0;
   std::string img_size;  // "224" or "224x160"
   std::string labels;
+  std::string precision = "f32";
 
   LoadOptions load_options() const {
     LoadOptions o;
@@ -51,6 +52,15 @@ inline void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_labels =
   if (with_labels) {
     cmd->add_option("--labels", o.labels, "Class names, one per line")->check(CLI::ExistingFile);
   }
+}
+
+// Adds --precision (the inference precision of the linear layers, see vit/model.h).
+inline void add_precision_option(CLI::App* cmd, std::string& precision) {
+  cmd->add_option("--precision", precision,
+                  "Linear layers in f32, bf16 (needs avx512_bf16/AMX) or bf16-emulated (bf16 "
+                  "numbers on any CPU, for measuring their accuracy)")
+      ->check(CLI::IsMember({"f32", "bf16", "bf16-emulated"}))
+      ->capture_default_str();
 }
 
 }  // namespace vitpe::app

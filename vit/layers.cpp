@@ -1,6 +1,8 @@
 #include "vit/layers.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace vitpe {
 
@@ -16,8 +18,7 @@ void ensure_shape(Tensor& t, const Shape& shape) {
 Param make_param(std::string name, Tensor value, bool no_decay) {
   Param p;
   p.name = std::move(name);
-  p.grad = Tensor::zeros(value.shape());
-  p.value = std::move(value);
+  p.value = std::move(value);  // the gradient comes with Model::zero_grad: inference needs none
   p.no_decay = no_decay;
   return p;
 }
@@ -77,8 +78,43 @@ LinearLayer::LinearLayer(const std::string& name, int64_t in, int64_t out, bool 
 void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
                           const Tensor& residual) {
   ensure_shape(y, with_last(x.shape(), out()));
-  if (training) x_ = x;
-  linear_forward(y, x, w_.value, b_.value, act, residual);
+  if (precision_ == Precision::f32) {
+    if (training) x_ = x;
+    linear_forward(y, x, w_.value, b_.value, act, residual);
+    return;
+  }
+  if (training) {
+    throw std::logic_error(std::string("training runs in f32, but ") + w_.name + " is set to " +
+                           precision_name(precision_) + ": call set_precision(Precision::f32)");
+  }
+  if (precision_ == Precision::bf16) {
+    linear_forward(y, x, w_low_, b_.value, act, residual);  // oneDNN converts x to bf16
+    return;
+  }
+  // bf16-emulated: round the input as oneDNN's bf16 matmul would, then multiply in f32.
+  ensure_shape(x_low_, x.shape());
+  const float* src = x.f32();
+  float* dst = x_low_.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
+  linear_forward(y, x_low_, w_low_, b_.value, act, residual);
+}
+
+void LinearLayer::set_precision(Precision p) {
+  precision_ = p;
+  x_low_ = Tensor();
+  switch (p) {
+    case Precision::f32:
+      w_low_ = Tensor();
+      break;
+    case Precision::bf16:
+      w_low_ = w_.value.to(DType::bf16);
+      break;
+    case Precision::bf16_emulated:
+      w_low_ = w_.value.to(DType::bf16).to(DType::f32);
+      break;
+  }
 }
 
 void LinearLayer::backward(Tensor& dx, const Tensor& dy) {

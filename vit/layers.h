@@ -14,6 +14,7 @@
 #include "encodings/encoding.h"
 #include "ops/ops.h"
 #include "ops/random.h"
+#include "vit/model.h"
 
 namespace vitpe {
 
@@ -59,10 +60,15 @@ class LinearLayer {
   int64_t in() const { return w_.value.size(1); }
   int64_t out() const { return w_.value.size(0); }
   Param& weight() { return w_; }
+  // Inference precision (Model::set_precision): makes the bf16 (or bf16-rounded) weight copy.
+  void set_precision(Precision p);
 
  private:
   Param w_, b_;
   Tensor x_;
+  Precision precision_ = Precision::f32;
+  Tensor w_low_;  // bf16 weights (bf16), or bf16-rounded f32 weights (bf16-emulated)
+  Tensor x_low_;  // bf16-rounded input (bf16-emulated)
 };
 
 // Multi-head self-attention with an optional attention-site encoding:
@@ -79,6 +85,10 @@ class AttentionLayer {
                bool training, const Tensor& residual = {});
   void backward(Tensor& dx, const Tensor& dy);
   void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    out.push_back(&qkv_);
+    out.push_back(&proj_);
+  }
   AttentionEncoding* encoding() { return encoding_.get(); }
   int64_t heads() const { return heads_; }
 
@@ -105,6 +115,10 @@ class MlpLayer {
     fc1_.collect(out);
     fc2_.collect(out);
   }
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    out.push_back(&fc1_);
+    out.push_back(&fc2_);
+  }
 
  private:
   LinearLayer fc1_, fc2_;
@@ -122,6 +136,10 @@ class TransformerBlock {
                bool training);
   void backward(Tensor& dx, const Tensor& dy);
   void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    attn_.collect_linears(out);
+    mlp_.collect_linears(out);
+  }
   AttentionLayer& attention() { return attn_; }
 
  private:

@@ -20,6 +20,23 @@ namespace vitpe {
 enum class ModelKind : uint8_t { vit, swin };
 enum class Pool : uint8_t { cls, avg };
 
+// Inference precision of the linear layers (qkv, proj, fc1, fc2, patch merging, head):
+//   f32            everything in f32 (the default; training always runs in f32)
+//   bf16           bf16 weights and inputs, f32 accumulation and output (oneDNN's bf16 matmul:
+//                  needs avx512_bf16 or AMX; elsewhere set_precision throws and says so)
+//   bf16-emulated  the same numbers on any CPU at f32 speed: weights and inputs rounded to bf16,
+//                  products in f32 (exact for bf16 inputs), f32 accumulation. For measuring the
+//                  accuracy cost of bf16 before deploying on a CPU that has it.
+// Everything else (patch embedding, LayerNorm, attention, GELU, residuals) stays f32.
+enum class Precision : uint8_t { f32, bf16, bf16_emulated };
+const char* precision_name(Precision p);  // "f32", "bf16", "bf16-emulated"
+// Parses a name of precision_name(); throws std::invalid_argument listing the choices.
+Precision parse_precision(const std::string& name);
+// Whether this CPU runs Precision::bf16 (oneDNN reports avx512_core_bf16 or better).
+bool bf16_supported();
+
+class LinearLayer;
+
 struct ModelConfig {
   ModelKind kind = ModelKind::vit;
   std::string name;      // preset name it came from, or "custom"
@@ -78,8 +95,25 @@ class Model {
   // Approximate multiply-adds x 2 of one image's forward pass at the configured size.
   virtual double flops_per_image() const = 0;
 
+  // Sets every gradient to zero. Gradients are allocated here (or by the first backward), not
+  // at construction: a model used only for inference holds its weights once.
   void zero_grad();
   int64_t num_params();
+
+  // Switches the linear layers to `p` for inference (see Precision); converts the weights once.
+  // Call again after the weights change. forward(training = true) needs Precision::f32.
+  void set_precision(Precision p);
+  Precision precision() const { return precision_; }
+
+ protected:
+  // Every linear layer of the model (set_precision walks them).
+  virtual void collect_linears(std::vector<LinearLayer*>& out) = 0;
+
+  // Allocates zero gradients for parameters that have none yet; backward() calls it first.
+  void ensure_grads();
+
+ private:
+  Precision precision_ = Precision::f32;
 };
 
 // Builds a model with freshly initialised parameters (deterministic from seed).

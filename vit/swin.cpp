@@ -276,6 +276,14 @@ SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed) : cfg
   res_.resize(S);
 }
 
+void SwinTransformer::collect_linears(std::vector<LinearLayer*>& out) {
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (s > 0) merges_[s - 1]->collect_linears(out);
+    for (auto& b : stages_[s]) b->collect_linears(out);
+  }
+  out.push_back(&head_);
+}
+
 std::vector<Param*> SwinTransformer::params() {
   std::vector<Param*> out{&patch_w_, &patch_b_};
   patch_norm_.collect(out);
@@ -333,6 +341,7 @@ const Tensor& SwinTransformer::forward(const Tensor& images, bool training) {
 
 void SwinTransformer::backward(const Tensor& dlogits) {
   check_shape("SwinTransformer::backward", "dlogits", dlogits, logits_.shape());
+  ensure_grads();
   ensure_shape(d_pooled_, pooled_.shape());
   d_pooled_.zero();
   head_.backward(d_pooled_, dlogits);

@@ -45,6 +45,10 @@ class SwinBlock {
   void forward(Tensor& y, const Tensor& x, Grid res, bool training);
   void backward(Tensor& dx, const Tensor& dy);
   void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    attn_.collect_linears(out);
+    mlp_.collect_linears(out);
+  }
 
  private:
   const WindowLayout& layout(Grid res);
@@ -70,6 +74,7 @@ class PatchMerging {
     norm_.collect(out);
     reduction_.collect(out);
   }
+  void collect_linears(std::vector<LinearLayer*>& out) { out.push_back(&reduction_); }
 
  private:
   LayerNormLayer norm_;
@@ -87,6 +92,9 @@ class SwinTransformer : public Model {
   void backward(const Tensor& dlogits) override;
   std::vector<Param*> params() override;
   double flops_per_image() const override;
+
+ protected:
+  void collect_linears(std::vector<LinearLayer*>& out) override;
 
  private:
   ModelConfig cfg_;

@@ -30,6 +30,11 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
   outs_.resize(blocks_.size());
 }
 
+void VisionTransformer::collect_linears(std::vector<LinearLayer*>& out) {
+  for (auto& b : blocks_) b.collect_linears(out);
+  out.push_back(&head_);
+}
+
 std::vector<Param*> VisionTransformer::params() {
   std::vector<Param*> out;
   if (cfg_.class_token) out.push_back(&cls_);
@@ -98,6 +103,7 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   const int64_t B = logits_.size(0), D = cfg_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
   check_shape("VisionTransformer::backward", "dlogits", dlogits, logits_.shape());
+  ensure_grads();
 
   ensure_shape(d_normed_, {B, D});
   d_normed_.zero();

@@ -26,6 +26,9 @@ class VisionTransformer : public Model {
 
   TokenEncoding* token_encoding() { return token_enc_.get(); }
 
+ protected:
+  void collect_linears(std::vector<LinearLayer*>& out) override;
+
  private:
   int64_t prefix() const { return cfg_.class_token ? 1 : 0; }
 

@@ -2,6 +2,7 @@
 // through forward, backward against finite differences, parameter count of Swin-T.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tests/testing.h"
@@ -122,6 +123,25 @@ TEST(Swin, OddSizesArePadded) {
   Tensor x = random_tensor({1, 1, 18, 22}, 2);  // 9 x 11 patches: padded windows, odd merge
   const Tensor& y = model->forward(x);
   for (int64_t i = 0; i < y.numel(); ++i) EXPECT_TRUE(std::isfinite(y.at(i)));
+}
+
+TEST(Swin, Bf16EmulatedCoversEveryLinear) {
+  // Patch merging and the head are linears too: all of them switch, and back again.
+  auto model = make_model(tiny_swin("relbias"), 1);
+  Tensor x = random_tensor({2, 1, 16, 24}, 2);
+  const Tensor f32 = model->forward(x).clone();
+  model->set_precision(Precision::bf16_emulated);
+  const Tensor low = model->forward(x).clone();
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < f32.numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(f32.at(i) - low.at(i))));
+    ref = std::max(ref, static_cast<double>(std::abs(f32.at(i))));
+  }
+  EXPECT_GT(diff / ref, 1e-6);
+  EXPECT_LT(diff / ref, 3e-2);
+  model->set_precision(Precision::f32);
+  const Tensor& again = model->forward(x);
+  for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.at(i), f32.at(i));
 }
 
 TEST(Swin, TinyPresetParameterCount) {

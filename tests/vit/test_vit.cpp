@@ -2,7 +2,9 @@
 // differences; resolution change; repeated forwards allocate nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "tests/testing.h"
 #include "tests/vit/model_gradients.h"
@@ -106,6 +108,82 @@ TEST(Vit, RepeatedForwardAllocatesNothing) {
   const int64_t before = storage_allocation_count();
   model->forward(x);
   EXPECT_EQ(storage_allocation_count(), before);
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a.f32()[i] - b.f32()[i])));
+    ref = std::max(ref, static_cast<double>(std::abs(a.f32()[i])));
+  }
+  return diff / ref;
+}
+
+TEST(Vit, Bf16EmulatedLinearsAreCloseButNotEqual) {
+  ModelConfig c = tiny_vit("learned1d+relbias");
+  c.dim = 64;  // long enough dot products for bf16 rounding to show
+  c.mlp_dim = 128;
+  c.heads = 4;
+  auto model = make_model(c, 3);
+  Tensor x = random_tensor({3, 2, 12, 8}, 4);
+  const Tensor f32 = model->forward(x).clone();
+  model->set_precision(Precision::bf16_emulated);
+  EXPECT_EQ(model->precision(), Precision::bf16_emulated);
+  const Tensor low = model->forward(x).clone();
+  const double err = max_rel_diff(f32, low);
+  EXPECT_GT(err, 1e-6) << "bf16 rounding changed nothing: the emulation is not applied";
+  EXPECT_LT(err, 3e-2);
+  // Training needs f32 and says so.
+  EXPECT_THROW(model->forward(x, true), std::logic_error);
+  // Back to f32: the original numbers exactly.
+  model->set_precision(Precision::f32);
+  const Tensor again = model->forward(x);
+  for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.f32()[i], f32.f32()[i]);
+}
+
+TEST(Vit, Bf16NeedsTheCpuOrSaysSo) {
+  auto model = make_model(tiny_vit("sincos2d"), 1);
+  Tensor x = random_tensor({2, 2, 12, 8}, 1);
+  const Tensor f32 = model->forward(x).clone();
+  if (!bf16_supported()) {
+    try {
+      model->set_precision(Precision::bf16);
+      FAIL() << "expected an error on a CPU without bf16 matmul";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("bf16-emulated"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(model->precision(), Precision::f32);
+    GTEST_SKIP() << "this CPU has no bf16 matmul; the error was checked";
+  }
+  model->set_precision(Precision::bf16);
+  const Tensor bf16 = model->forward(x).clone();
+  model->set_precision(Precision::bf16_emulated);
+  EXPECT_LT(max_rel_diff(model->forward(x), bf16), 1e-3);
+  EXPECT_LT(max_rel_diff(f32, bf16), 3e-2);
+}
+
+TEST(Vit, PrecisionNames) {
+  for (Precision p : {Precision::f32, Precision::bf16, Precision::bf16_emulated}) {
+    EXPECT_EQ(parse_precision(precision_name(p)), p);
+  }
+  EXPECT_THROW(parse_precision("fp16"), std::invalid_argument);
+}
+
+TEST(Vit, InferenceModelHasNoGradients) {
+  auto model = make_model(tiny_vit("learned1d"), 1);
+  for (Param* p : model->params()) {
+    if (p->name.find("pos_embed") != std::string::npos) continue;  // encodings own theirs
+    EXPECT_FALSE(p->grad.defined()) << p->name;
+  }
+  // The first backward allocates them (zero_grad is optional the first time).
+  Tensor x = random_tensor({2, 2, 12, 8}, 1);
+  const Tensor& logits = model->forward(x, true);
+  Tensor dlogits = random_tensor(logits.shape(), 2);
+  model->backward(dlogits);
+  for (Param* p : model->params()) {
+    ASSERT_TRUE(p->grad.defined()) << p->name;
+    EXPECT_EQ(p->grad.shape(), p->value.shape()) << p->name;
+  }
 }
 
 TEST(Vit, PresetsValidateAndCountParameters) {
