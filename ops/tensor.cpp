@@ -1,5 +1,6 @@
 #include "ops/tensor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -229,10 +230,21 @@ void Tensor::fill(float value) {
 
 void Tensor::zero() {
   if (!defined()) return;
-  if (device_ == Device::cpu)
-    std::memset(raw(), 0, nbytes());
-  else
+  if (device_ != Device::cpu) {
     cuda_zero(raw(), nbytes());
+    return;
+  }
+  // Large buffers (backward's gradient buffers) are cleared by every thread: one core does not
+  // saturate the memory bus.
+  constexpr size_t kChunk = size_t{1} << 20;
+  const size_t bytes = nbytes();
+  auto* p = static_cast<char*>(raw());
+  const auto chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * kChunk;
+    std::memset(p + begin, 0, std::min(kChunk, bytes - begin));
+  }
 }
 
 void Tensor::copy_from(const Tensor& src) {

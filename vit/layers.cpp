@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/cpu/linear_impl.h"
+
 namespace vitpe {
 
 void ensure_shape(Tensor& t, const Shape& shape) {
@@ -117,8 +119,19 @@ void LinearLayer::set_precision(Precision p) {
   }
 }
 
-void LinearLayer::backward(Tensor& dx, const Tensor& dy) {
-  linear_backward(dx, w_.grad, b_.grad, dy, x_, w_.value);
+void LinearLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
+  if (!overwrite_dx || !dx.defined()) {
+    linear_backward(dx, w_.grad, b_.grad, dy, x_, w_.value);
+    return;
+  }
+  // The parameter gradients accumulate (and the op checks every shape); dx is written by its
+  // own product without a sum post-op, so it is neither zeroed nor read.
+  Tensor no_dx;
+  linear_backward(no_dx, w_.grad, b_.grad, dy, x_, w_.value);
+  check_shape("LinearLayer::backward", "dx", dx, x_.shape());
+  cpu::linear_rows_backward(dx.f32(), nullptr, nullptr, dy.f32(), nullptr, w_.value.raw(),
+                            w_.value.dtype(), x_.numel() / in(), in(), out(),
+                            /*accumulate=*/false);
 }
 
 // ---- Attention ----------------------------------------------------------------------------------
@@ -190,12 +203,11 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
   proj_.forward(y, merged_, training, Act::none, residual);
 }
 
-void AttentionLayer::backward(Tensor& dx, const Tensor& dy) {
+void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
   const int64_t hd = dim_ / heads_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   ensure_shape(d_merged_, merged_.shape());
-  d_merged_.zero();
-  proj_.backward(d_merged_, dy);
+  proj_.backward(d_merged_, dy, /*overwrite_dx=*/true);
   ensure_shape(d_o_, o_.shape());
   d_o_.zero();
   merge_heads_backward(d_o_, d_merged_);
@@ -228,7 +240,7 @@ void AttentionLayer::backward(Tensor& dx, const Tensor& dy) {
   ensure_shape(d_qkv_, qkv_out_.shape());
   d_qkv_.zero();
   split_heads_backward(d_qkv_, dq_, dk_, dv_);
-  qkv_.backward(dx, d_qkv_);
+  qkv_.backward(dx, d_qkv_, overwrite_dx);
 }
 
 // ---- MLP ----------------------------------------------------------------------------------------
@@ -247,14 +259,13 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
   fc2_.forward(y, h_, training, Act::none, residual);
 }
 
-void MlpLayer::backward(Tensor& dx, const Tensor& dy) {
+void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
   ensure_shape(dh_, h_.shape());
-  dh_.zero();
-  fc2_.backward(dh_, dy);
+  fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
   ensure_shape(dpre_, pre_.shape());
   dpre_.zero();
   gelu_backward(dpre_, dh_, pre_);
-  fc1_.backward(dx, dpre_);
+  fc1_.backward(dx, dpre_, overwrite_dx);
 }
 
 // ---- Transformer block --------------------------------------------------------------------------
@@ -288,12 +299,10 @@ void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
   ensure_shape(dx1_, dy.shape());
   dx1_.copy_from(dy);  // residual path of the MLP
   ensure_shape(dn_, dy.shape());
-  dn_.zero();
-  mlp_.backward(dn_, dy);
+  mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
   norm2_.backward(dx1_, dn_);
   add_forward(dx, dx, dx1_);  // residual path of the attention
-  dn_.zero();
-  attn_.backward(dn_, dx1_);
+  attn_.backward(dn_, dx1_, /*overwrite_dx=*/true);
   norm1_.backward(dx, dn_);
 }
 

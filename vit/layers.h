@@ -52,7 +52,8 @@ class LinearLayer {
   void forward(Tensor& y, const Tensor& x, bool training, Act act = Act::none,
                const Tensor& residual = {});
   // dy is the gradient of the pre-activation output (callers run gelu_backward first).
-  void backward(Tensor& dx, const Tensor& dy);
+  // overwrite_dx: dx = dy w instead of dx += dy w (a fresh buffer needs no zeroing first).
+  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
   void collect(std::vector<Param*>& out) {
     out.push_back(&w_);
     if (b_.value.defined()) out.push_back(&b_);
@@ -83,7 +84,8 @@ class AttentionLayer {
   // undefined -> y: [B, N, D]
   void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
                bool training, const Tensor& residual = {});
-  void backward(Tensor& dx, const Tensor& dy);
+  // overwrite_dx: dx = the input gradient instead of dx += it.
+  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
   void collect(std::vector<Param*>& out);
   void collect_linears(std::vector<LinearLayer*>& out) {
     out.push_back(&qkv_);
@@ -110,7 +112,8 @@ class MlpLayer {
   MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng);
   // x: [..., D] -> y: [..., D] = fc2(gelu(fc1(x))) + residual
   void forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual = {});
-  void backward(Tensor& dx, const Tensor& dy);
+  // overwrite_dx: dx = the input gradient instead of dx += it.
+  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
   void collect(std::vector<Param*>& out) {
     fc1_.collect(out);
     fc2_.collect(out);

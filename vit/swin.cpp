@@ -161,15 +161,13 @@ void SwinBlock::backward(Tensor& dx, const Tensor& dy) {
   ensure_shape(dx1_, dy.shape());
   dx1_.copy_from(dy);
   ensure_shape(dn_, dy.shape());
-  dn_.zero();
-  mlp_.backward(dn_, dy);
+  mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
   norm2_.backward(dx1_, dn_);
   add_forward(dx, dx, dx1_);
   ensure_shape(daw_, aw_.shape());
   window_gather(daw_, dx1_, *layout_);
   ensure_shape(dxw_, xw_.shape());
-  dxw_.zero();
-  attn_.backward(dxw_, daw_);
+  attn_.backward(dxw_, daw_, /*overwrite_dx=*/true);
   dn_.zero();
   window_scatter_add(dn_, dxw_, *layout_);
   norm1_.backward(dx, dn_);
