@@ -17,6 +17,7 @@
 
 #include "apps/command.h"
 #include "apps/model_options.h"
+#include "apps/peer.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/checkpoint.h"
@@ -64,30 +65,12 @@ std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
   for (int b : o.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
   const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' {} {} {} 2>&1", script,
                                       o.model, threads, batches, std::max(o.reps, 3));
-  std::fprintf(stderr, "running the PyTorch peer: %s\n", cmd.c_str());
   std::map<int, TorchResult> out;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) {
-    std::fprintf(stderr, "could not start the PyTorch peer\n");
-    return out;
-  }
-  char buf[4096];
-  std::string log;
-  while (std::fgets(buf, sizeof buf, pipe)) {
-    std::string line(buf);
-    try {
-      auto j = nlohmann::json::parse(line);
-      auto& r = out[j.at("batch").get<int>()];
-      (j.at("mode") == "eager" ? r.eager_ms : r.jit_ms) = j.at("median_ms").get<double>();
-    } catch (const std::exception&) {
-      log += line;
-    }
-  }
-  const int rc = pclose(pipe);
-  if (rc != 0 || out.empty()) {
-    std::fprintf(stderr, "the PyTorch peer did not run (is python3-torch installed?):\n%s\n",
-                 log.c_str());
-  }
+  const bool ok = run_json_peer(cmd, [&](const nlohmann::json& j) {
+    auto& r = out[j.at("batch").get<int>()];
+    (j.at("mode") == "eager" ? r.eager_ms : r.jit_ms) = j.at("median_ms").get<double>();
+  });
+  if (!ok) out.clear();
   return out;
 }
 

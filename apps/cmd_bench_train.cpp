@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "apps/command.h"
+#include "apps/peer.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/model.h"
@@ -61,30 +62,12 @@ TorchTrain run_torch_peer(const BenchTrainOptions& o, int threads) {
   if (const char* env = std::getenv("VITPE_TORCH_TRAIN_PEER")) script = env;
   const std::string cmd =
       fmt::format("/usr/bin/python3 '{}' {} {} {} 2>&1", script, threads, o.batch, o.reps);
-  std::fprintf(stderr, "running the PyTorch peer: %s\n", cmd.c_str());
   TorchTrain r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) {
-    std::fprintf(stderr, "could not start the PyTorch peer\n");
-    return r;
-  }
-  char buf[4096];
-  std::string log;
-  while (std::fgets(buf, sizeof buf, pipe)) {
-    const std::string line(buf);
-    try {
-      const auto j = nlohmann::json::parse(line);
-      r.train_ms = j.at("train_ms").get<double>();
-      r.eval_img_s = j.at("eval_img_s").get<double>();
-    } catch (const std::exception&) {
-      log += line;
-    }
-  }
-  if (pclose(pipe) != 0 || r.train_ms <= 0) {
-    std::fprintf(stderr, "the PyTorch peer did not run (is python3-torch installed?):\n%s\n",
-                 log.c_str());
-    r = {};
-  }
+  const bool ok = run_json_peer(cmd, [&](const nlohmann::json& j) {
+    r.train_ms = j.at("train_ms").get<double>();
+    r.eval_img_s = j.at("eval_img_s").get<double>();
+  });
+  if (!ok || r.train_ms <= 0) r = {};
   return r;
 }
 

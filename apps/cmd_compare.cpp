@@ -77,14 +77,6 @@ void setup(CLI::App& root) {
                 "Small run for a demo (procedural data, 2-block ViT, a few minutes on 2 cores)");
   cmd->add_flag("--no-pictures", c->no_pictures, "Leave the encoding pictures out of the report");
   cmd->callback([cmd, o, tc, c] {
-    std::string line = "vitpe compare";
-    for (const CLI::Option* opt : cmd->get_options()) {
-      if (opt->count() == 0 || opt->get_name() == "--help") continue;
-      line += " " + opt->get_name();
-      for (const std::string& r : opt->results()) {
-        if (opt->get_type_size() != 0) line += " " + r;
-      }
-    }
     finish_train_options(o->train, *tc);
     o->encodings = parse_list<std::string>(c->encodings, "--encodings");
     o->seeds = parse_list<uint64_t>(c->seeds, "--seeds");
@@ -93,7 +85,7 @@ void setup(CLI::App& root) {
     if (c->quick) {
       apply_quick_compare(*o, [&](const char* name) { return cmd->get_option(name)->count() > 0; });
     }
-    o->extra_settings = {{"command", line}};
+    o->extra_settings = {{"command", invocation()}};
     CompareResults r = run_compare(*o);
     std::printf("\n%s\n", terminal_table(r).c_str());
     const auto out = std::filesystem::path(o->out);

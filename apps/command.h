@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace vitpe::app {
 
@@ -13,6 +14,10 @@ using CommandSetup = std::function<void(CLI::App& root)>;
 struct CommandRegistrar {
   CommandRegistrar(int order, CommandSetup setup);
 };
+
+// The command line as the user typed it ("vitpe compare --set a=1 --set b=2 ..."), arguments
+// quoted for a POSIX shell where needed: reports print it as the exact way to rerun them.
+const std::string& invocation();
 
 // Throw this from a subcommand to exit with `code` after printing `message` to stderr.
 struct ExitError {

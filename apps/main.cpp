@@ -1,6 +1,8 @@
 // `vitpe`: the command-line tool. Each subcommand lives in its own apps/cmd_*.cpp file.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -21,10 +23,32 @@ CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) {
   registry().emplace_back(order, std::move(setup));
 }
 
+namespace {
+std::string& invocation_storage() {
+  static std::string s;
+  return s;
+}
+
+// 'arg' for the shell when it holds anything but [A-Za-z0-9_./=:,+@%-].
+std::string shell_quote(const std::string& arg) {
+  const bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./=:,+@%-", c);
+  });
+  if (plain) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+const std::string& invocation() { return invocation_storage(); }
+
 }  // namespace vitpe::app
 
 int main(int argc, char** argv) {
   using namespace vitpe::app;
+  invocation_storage() = "vitpe";
+  for (int i = 1; i < argc; ++i) invocation_storage() += " " + shell_quote(argv[i]);
   CLI::App app{"vitpe " VITPE_VERSION
                ": Vision Transformers with interchangeable 2D positional encodings"};
   app.require_subcommand(1);

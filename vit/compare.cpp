@@ -105,6 +105,17 @@ CompareResults run_compare(const CompareOptions& opt) {
     const int64_t step = base.patch * ((8 + base.patch - 1) / base.patch);
     r.sizes = {r.train_size, r.train_size + step, r.train_size + 2 * step};
   }
+  // Fail before hours of training, not after: every evaluation size must hold whole patches.
+  for (int64_t size : r.sizes) {
+    if (size <= 0 || size % base.patch != 0) {
+      const int64_t step = base.patch * ((8 + base.patch - 1) / base.patch);
+      throw std::invalid_argument(
+          "compare: evaluation size " + std::to_string(size) +
+          " is not a positive multiple of the patch size " + std::to_string(base.patch) +
+          " of this model; for example --eval-sizes " + std::to_string(r.train_size) + "," +
+          std::to_string(r.train_size + step) + "," + std::to_string(r.train_size + 2 * step));
+    }
+  }
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
 
   // Parameters of the model without a positional encoding, to count what each one adds.

@@ -3,7 +3,10 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace {
@@ -101,6 +104,65 @@ TEST(Cli, BenchWithoutModelSaysWhatToGive) {
   CmdResult r = vitpe("bench");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.out, "--model")) << r.out;
+}
+
+TEST(Cli, ClassifyInEmulatedBf16AndBf16OrWhyNot) {
+  const std::string img = data("images/gray_40x52.png");
+  CmdResult e = vitpe("classify --model vit-fmnist --precision bf16-emulated " + img);
+  EXPECT_EQ(e.code, 0) << e.out;
+  EXPECT_TRUE(contains(e.out, "gray_40x52.png\n  1. ")) << e.out;
+  CmdResult b = vitpe("classify --model vit-fmnist --precision bf16 " + img);
+  if (b.code != 0) {  // a CPU without bf16 matmul: the message says what to use instead
+    EXPECT_TRUE(contains(b.out, "bf16-emulated")) << b.out;
+  }
+  CmdResult bad = vitpe("classify --model vit-fmnist --precision fp16 " + img);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_TRUE(contains(bad.out, "--precision")) << bad.out;
+}
+
+TEST(Cli, BenchTrainPrintsPhasesAndGoesOnWithoutThePeer) {
+  // The peer script is one that does not exist: the benchmark still reports, and says why the
+  // ratios are missing.
+  setenv("VITPE_TORCH_TRAIN_PEER", "/nonexistent/torch_train_peer.py", 1);
+  CmdResult r = vitpe("bench train --batch 8 --reps 2 --vs-torch");
+  unsetenv("VITPE_TORCH_TRAIN_PEER");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* part : {"forward + loss", "backward", "clip + AdamW", "img/s",
+                           "the PyTorch peer did not run"})
+    EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
+  CmdResult other = vitpe("bench train --set depth=1 --batch 4 --reps 1 --vs-torch");
+  EXPECT_EQ(other.code, 0) << other.out;
+  EXPECT_TRUE(contains(other.out, "vit-fmnist shape only")) << other.out;
+}
+
+TEST(Cli, CompareRecordsTheCommandAsTyped) {
+  const auto out = std::filesystem::temp_directory_path() / "vitpe_cli_compare";
+  std::filesystem::remove_all(out);
+  CmdResult r = vitpe(
+      "compare --quick --encodings none,sincos2d --set depth=1 --set dim=32 --set heads=2 "
+      "--set mlp_dim=32 --subset 128 --test-subset 32 --epochs 1 --eval-sizes 28,36 "
+      "--no-pictures --no-progress --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* file : {"results.json", "results.csv", "report.html"})
+    EXPECT_TRUE(std::filesystem::exists(out / file)) << file;
+  std::ifstream in(out / "results.json");
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Repeated options stay repeated and flags carry no value: the line reruns the comparison.
+  EXPECT_TRUE(contains(json, "--set depth=1 --set dim=32 --set heads=2 --set mlp_dim=32"))
+      << json.substr(0, 2000);
+  EXPECT_TRUE(contains(json, "--no-pictures --no-progress --out")) << json.substr(0, 2000);
+  std::filesystem::remove_all(out);
+}
+
+TEST(Cli, CompareChecksEvaluationSizesBeforeTraining) {
+  // The quick settings' 42 px canvas does not hold whole 4-pixel patches: said at once.
+  const auto out = std::filesystem::temp_directory_path() / "vitpe_cli_compare_sizes";
+  CmdResult r = vitpe("compare --quick --set depth=1 --eval-sizes 28,42 --out " + out.string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "evaluation size 42 is not a positive multiple of the patch size 4"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "epoch 1/")) << r.out;
+  std::filesystem::remove_all(out);
 }
 
 }  // namespace
