@@ -172,7 +172,7 @@ void setup(CLI::App& root) {
       "train",
       "One training step (forward, backward, AdamW) on a random batch, by phase; with "
       "--vs-torch against PyTorch");
-  cmd->add_option("--model", o->model, "Model preset (vitpe models)")->capture_default_str();
+  cmd->add_option("--model", o->model, preset_help())->capture_default_str();
   cmd->add_option("--set", o->overrides,
                   "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
   cmd->add_option("--encoding", o->encoding, "Positional encoding spec (default: the preset's)");

@@ -19,6 +19,9 @@ struct CommandRegistrar {
 // quoted for a POSIX shell where needed: reports print it as the exact way to rerun them.
 const std::string& invocation();
 
+// Help text of a --model option that takes a preset: names every preset.
+std::string preset_help();
+
 // Throw this from a subcommand to exit with `code` after printing `message` to stderr.
 struct ExitError {
   int code;

@@ -9,6 +9,7 @@
 
 #include "apps/command.h"
 #include "ops/ops.h"
+#include "vit/model.h"
 
 namespace vitpe::app {
 
@@ -42,6 +43,12 @@ std::string shell_quote(const std::string& arg) {
 }  // namespace
 
 const std::string& invocation() { return invocation_storage(); }
+
+std::string preset_help() {
+  std::string names;
+  for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+  return "Model preset: " + names + " (`vitpe info NAME` shows one)";
+}
 
 }  // namespace vitpe::app
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/command.h"
 #include "ops/ops.h"
 #include "vit/compare.h"
 #include "vit/train.h"
@@ -21,7 +22,7 @@ struct TrainCli {
 };
 
 inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
-  cmd->add_option("--model", o.model, "Model preset (vitpe models)")->capture_default_str();
+  cmd->add_option("--model", o.model, preset_help())->capture_default_str();
   cmd->add_option("--set", o.overrides,
                   "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
   cmd->add_option("--dataset", o.data.name, "fashion-mnist, procedural, or folder:PATH")

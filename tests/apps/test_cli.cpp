@@ -40,6 +40,19 @@ TEST(Cli, HelpListsTheSubcommands) {
     EXPECT_TRUE(contains(r.out, sub)) << sub << "\n" << r.out;
 }
 
+// A --model that takes a preset names the presets (it once pointed at a command that did not
+// exist); every named preset is one `vitpe info` accepts.
+TEST(Cli, ModelHelpNamesThePresets) {
+  for (const char* cmd : {"train --help", "compare --help", "bench train --help"}) {
+    CmdResult r = vitpe(cmd);
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+    for (const char* preset : {"vit-fmnist", "swin-fmnist", "vit-small-patch16-224"})
+      EXPECT_TRUE(contains(r.out, preset)) << cmd << ": " << preset << "\n" << r.out;
+  }
+  CmdResult info = vitpe("info swin-fmnist");
+  EXPECT_EQ(info.code, 0) << info.out;
+}
+
 TEST(Cli, BadFlagSaysWhat) {
   CmdResult r = vitpe("classify --model vit-fmnist --topk zero x.png");
   EXPECT_NE(r.code, 0);
