@@ -49,8 +49,10 @@ TEST(Cli, ModelHelpNamesThePresets) {
     for (const char* preset : {"vit-fmnist", "swin-fmnist", "vit-small-patch16-224"})
       EXPECT_TRUE(contains(r.out, preset)) << cmd << ": " << preset << "\n" << r.out;
   }
-  CmdResult info = vitpe("info swin-fmnist");
-  EXPECT_EQ(info.code, 0) << info.out;
+  for (const char* preset : {"vit-fmnist", "swin-fmnist", "vit-small-patch16-224"}) {
+    CmdResult info = vitpe(std::string("info ") + preset);
+    EXPECT_EQ(info.code, 0) << preset << "\n" << info.out;
+  }
 }
 
 TEST(Cli, BadFlagSaysWhat) {
