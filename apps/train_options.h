@@ -18,6 +18,7 @@ struct TrainCli {
   int threads = 0;
   int64_t size = 0;
   bool no_augment = false;
+  bool no_flip = false;
   bool no_progress = false;
 };
 
@@ -48,6 +49,8 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
   cmd->add_option("--seed", o.seed, "Seed of initialisation, data order and augmentation")
       ->capture_default_str();
   cmd->add_flag("--no-augment", c.no_augment, "No random crops or flips");
+  cmd->add_flag("--no-flip", c.no_flip, "Random crops only, no horizontal flips")
+      ->excludes("--no-augment");
   cmd->add_option("--log-every", o.log_every, "Steps between step lines in metrics.jsonl")
       ->capture_default_str();
   cmd->add_flag("--no-progress", c.no_progress, "No progress bars");
@@ -58,6 +61,7 @@ inline void finish_train_options(TrainOptions& o, TrainCli& c) {
   if (c.threads > 0) set_num_threads(c.threads);
   o.data.rows = o.data.cols = c.size;
   o.augment = !c.no_augment;
+  o.flip = !c.no_flip;
   o.progress = !c.no_progress;
 }
 

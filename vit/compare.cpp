@@ -141,7 +141,9 @@ CompareResults run_compare(const CompareOptions& opt) {
       {"weight decay", std::to_string(t.weight_decay)},
       {"label smoothing", std::to_string(t.smoothing)},
       {"gradient clip", std::to_string(t.clip)},
-      {"augmentation", t.augment ? "random crop + flips where the label allows" : "off"},
+      {"augmentation", !t.augment ? "off"
+                       : t.flip   ? "random crop + flips where the label allows"
+                                  : "random crop, no flips"},
       {"data seed (procedural)", std::to_string(t.data.seed)}};
   std::string seeds, sizes;
   for (uint64_t s : r.seeds) seeds += (seeds.empty() ? "" : ",") + std::to_string(s);

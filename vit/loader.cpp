@@ -48,7 +48,7 @@ int32_t Loader::make_sample(int64_t epoch, int64_t j, int64_t index, float* imag
   const int64_t ox = static_cast<int64_t>(rng.below(2 * p + 1)) - p;
   const bool want_flip = rng.below(2) == 1;
   const int32_t flipped = data_.flipped_label(label);
-  const bool flip = want_flip && flipped >= 0;
+  const bool flip = opt_.flip && want_flip && flipped >= 0;
   for (int64_t c = 0; c < C; ++c) {
     const float pad = data_.pad_value(c);
     const float* s = src.data() + c * H * W;

@@ -24,6 +24,7 @@ struct LoaderOptions {
   bool shuffle = true;
   bool drop_last = true;  // training keeps every batch the same shape
   bool augment = false;   // random crop with the dataset's padding, flips where allowed
+  bool flip = true;       // with augment: horizontal flips (where the dataset allows them)
   uint64_t seed = 0;
   int prefetch = 4;  // batches produced ahead of the consumer
 };

@@ -238,21 +238,24 @@ EpochRecord record_from_json(const json& j) {
 
 // What must match between a run and its resumption.
 json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
-  return {{"config", json::parse(c.to_json())},
-          {"dataset", o.data.name},
-          {"train_limit", o.data.limit},
-          {"test_limit", o.test_limit},
-          {"data_seed", o.data.seed},
-          {"epochs", o.epochs},
-          {"batch", o.batch},
-          {"lr", o.lr},
-          {"min_lr", o.min_lr},
-          {"warmup_epochs", o.warmup_epochs},
-          {"weight_decay", o.weight_decay},
-          {"smoothing", o.smoothing},
-          {"clip", o.clip},
-          {"augment", o.augment},
-          {"seed", o.seed}};
+  json j = {{"config", json::parse(c.to_json())},
+            {"dataset", o.data.name},
+            {"train_limit", o.data.limit},
+            {"test_limit", o.test_limit},
+            {"data_seed", o.data.seed},
+            {"epochs", o.epochs},
+            {"batch", o.batch},
+            {"lr", o.lr},
+            {"min_lr", o.min_lr},
+            {"warmup_epochs", o.warmup_epochs},
+            {"weight_decay", o.weight_decay},
+            {"smoothing", o.smoothing},
+            {"clip", o.clip},
+            {"augment", o.augment},
+            {"seed", o.seed}};
+  // Only recorded when off, so runs started before the option existed still resume.
+  if (o.augment && !o.flip) j["flip"] = false;
+  return j;
 }
 
 void append_line(const std::string& path, const json& j) {
@@ -316,6 +319,7 @@ TrainResult train(const TrainOptions& o) {
   LoaderOptions lo;
   lo.batch = o.batch;
   lo.augment = o.augment;
+  lo.flip = o.flip;
   lo.seed = mix_seed(o.seed, 0x64617461ull);
   Loader loader(*train_data, lo);
   const int64_t per_epoch = loader.batches_per_epoch();

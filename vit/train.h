@@ -89,6 +89,7 @@ struct TrainOptions {
   float smoothing = 0.1f;
   double clip = 1.0;  // max gradient norm (<= 0: no clipping)
   bool augment = true;
+  bool flip = true;   // with augment: horizontal flips where the dataset allows them
   uint64_t seed = 0;  // model init and data order
 
   std::string out;         // run directory; empty = no files

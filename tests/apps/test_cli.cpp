@@ -62,6 +62,11 @@ TEST(Cli, BadFlagSaysWhat) {
   CmdResult s = vitpe("frobnicate");
   EXPECT_NE(s.code, 0);
   EXPECT_TRUE(contains(s.out, "frobnicate")) << s.out;
+  CmdResult t = vitpe("train --no-flip --no-augment --epochs 1");
+  EXPECT_NE(t.code, 0);
+  EXPECT_TRUE(contains(t.out, "excludes") && contains(t.out, "--no-flip") &&
+              contains(t.out, "--no-augment"))
+      << t.out;
 }
 
 TEST(Cli, ClassifyReportsUnreadableImagesAndClassifiesTheRest) {
@@ -156,7 +161,7 @@ TEST(Cli, CompareRecordsTheCommandAsTyped) {
   CmdResult r = vitpe(
       "compare --quick --encodings none,sincos2d --set depth=1 --set dim=32 --set heads=2 "
       "--set mlp_dim=32 --subset 128 --test-subset 32 --epochs 1 --eval-sizes 28,36 "
-      "--no-pictures --no-progress --out " + out.string());
+      "--no-flip --no-pictures --no-progress --out " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* file : {"results.json", "results.csv", "report.html"})
     EXPECT_TRUE(std::filesystem::exists(out / file)) << file;
@@ -165,7 +170,9 @@ TEST(Cli, CompareRecordsTheCommandAsTyped) {
   // Repeated options stay repeated and flags carry no value: the line reruns the comparison.
   EXPECT_TRUE(contains(json, "--set depth=1 --set dim=32 --set heads=2 --set mlp_dim=32"))
       << json.substr(0, 2000);
-  EXPECT_TRUE(contains(json, "--no-pictures --no-progress --out")) << json.substr(0, 2000);
+  EXPECT_TRUE(contains(json, "--no-flip --no-pictures --no-progress --out"))
+      << json.substr(0, 2000);
+  EXPECT_TRUE(contains(json, "random crop, no flips")) << json.substr(0, 2000);
   std::filesystem::remove_all(out);
 }
 

@@ -366,6 +366,33 @@ TEST(Loader, FlipsSwapLeftRightOnTheRelationDataset) {
   EXPECT_LT(flipped, 140);
 }
 
+TEST(Loader, NoFlipKeepsTheSameCropsAndNeverFlips) {
+  DatasetOptions o;
+  o.name = "procedural";
+  o.limit = 200;
+  o.procedural.noise = 0;
+  auto d = make_dataset(o);
+  LoaderOptions lo;
+  lo.augment = true;
+  lo.seed = 9;
+  Loader with_flips(*d, lo);
+  lo.flip = false;
+  Loader crops_only(*d, lo);
+  std::vector<float> x(784), y(784);
+  int same = 0;
+  for (int64_t j = 0; j < 200; ++j) {
+    const int32_t label = crops_only.make_sample(0, j, j, x.data());
+    ASSERT_EQ(label, d->get(j, y.data())) << "sample " << j << " was flipped";
+    ASSERT_EQ(find_relation(x, 28, 28).relation, label) << j;
+    const int32_t flipped_label = with_flips.make_sample(0, j, j, y.data());
+    // The flip draw is still made, so the crops equal those of the flipping loader wherever
+    // that one did not flip.
+    if (flipped_label == label) same += x == y;
+  }
+  EXPECT_GT(same, 60);
+  EXPECT_LT(same, 140);
+}
+
 TEST(Loader, CropsAreShiftsOfThePaddedImage) {
   fs::path dir = temp_dir("crop");
   std::vector<uint8_t> imgs(2 * 784), labels = {1, 2};
