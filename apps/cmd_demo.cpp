@@ -79,8 +79,8 @@ void classify_samples(const DemoCli& c) {
     std::printf(
         "No bundled checkpoint (models/vit-fmnist.safetensors) yet: skipping classification.\n"
         "Train one with:\n  vitpe train --model vit-fmnist --encoding sincos2d --dataset "
-        "fashion-mnist --epochs 15 --out runs/vit-fmnist\n  cp runs/vit-fmnist/best.safetensors "
-        "models/vit-fmnist.safetensors\n\n");
+        "fashion-mnist --epochs 15 --batch 64 --no-flip --out runs/vit-fmnist\n"
+        "  cp runs/vit-fmnist/best.safetensors models/vit-fmnist.safetensors\n\n");
     return;
   }
   LoadedModel lm = load_model(ckpt);
