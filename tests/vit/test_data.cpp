@@ -344,12 +344,18 @@ TEST(Loader, SameSeedSameBatchesAndEveryIndexOncePerEpoch) {
   EXPECT_EQ(total, 100);
 }
 
-TEST(Loader, FlipsSwapLeftRightOnTheRelationDataset) {
+// The first n samples of the procedural relation dataset without noise pixels, so that
+// find_relation reads every image's label.
+std::unique_ptr<Dataset> clean_relation_dataset(int64_t n) {
   DatasetOptions o;
   o.name = "procedural";
-  o.limit = 200;
+  o.limit = n;
   o.procedural.noise = 0;
-  auto d = make_dataset(o);
+  return make_dataset(o);
+}
+
+TEST(Loader, FlipsSwapLeftRightOnTheRelationDataset) {
+  auto d = clean_relation_dataset(200);
   LoaderOptions lo;
   lo.augment = true;
   lo.seed = 9;
@@ -367,11 +373,7 @@ TEST(Loader, FlipsSwapLeftRightOnTheRelationDataset) {
 }
 
 TEST(Loader, NoFlipKeepsTheSameCropsAndNeverFlips) {
-  DatasetOptions o;
-  o.name = "procedural";
-  o.limit = 200;
-  o.procedural.noise = 0;
-  auto d = make_dataset(o);
+  auto d = clean_relation_dataset(200);
   LoaderOptions lo;
   lo.augment = true;
   lo.seed = 9;
