@@ -2,8 +2,8 @@
 // time of one training step (forward, loss, backward, gradient clipping, AdamW) on a fixed
 // random batch, split by phase, and the evaluation throughput at the same batch. With
 // --vs-torch the PyTorch peer (scripts/torch_train_peer.py: torchvision's ViT of the vit-fmnist
-// shape, AdamW, the method of ../shared/peers/torch_train_bench.py) runs on the same threads in
-// the same run and the ratios are printed. Data loading is not part of the step; `vitpe train`
+// shape with the same pooling, AdamW, the method of ../shared/peers/torch_train_bench.py) runs on
+// the same threads in the same run and the ratios are printed. Data loading is not part of the step; `vitpe train`
 // reports the throughput of whole epochs.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -57,11 +57,11 @@ struct TorchTrain {
 };
 
 // Runs the peer; returns train_ms = 0 when it could not run (and says why on stderr).
-TorchTrain run_torch_peer(const BenchTrainOptions& o, int threads) {
+TorchTrain run_torch_peer(const BenchTrainOptions& o, const ModelConfig& config, int threads) {
   std::string script = VITPE_SOURCE_DIR "/scripts/torch_train_peer.py";
   if (const char* env = std::getenv("VITPE_TORCH_TRAIN_PEER")) script = env;
-  const std::string cmd =
-      fmt::format("/usr/bin/python3 '{}' {} {} {} 2>&1", script, threads, o.batch, o.reps);
+  const std::string cmd = fmt::format("/usr/bin/python3 '{}' {} {} {} {} 2>&1", script, threads,
+                                      o.batch, o.reps, config.class_token ? "token" : "avg");
   TorchTrain r;
   const bool ok = run_json_peer(cmd, [&](const nlohmann::json& j) {
     r.train_ms = j.at("train_ms").get<double>();
@@ -69,6 +69,15 @@ TorchTrain run_torch_peer(const BenchTrainOptions& o, int threads) {
   });
   if (!ok || r.train_ms <= 0) r = {};
   return r;
+}
+
+// The shape scripts/torch_train_peer.py builds: vit-fmnist's, with either pooling.
+bool torch_peer_shape(const ModelConfig& c) {
+  const ModelConfig p = preset("vit-fmnist");
+  return c.kind == ModelKind::vit && c.img_rows == p.img_rows && c.img_cols == p.img_cols &&
+         c.channels == p.channels && c.patch == p.patch && c.dim == p.dim &&
+         c.depth == p.depth && c.heads == p.heads && c.mlp_dim == p.mlp_dim &&
+         c.classes == p.classes && c.class_token == (c.pool == Pool::cls);
 }
 
 void run_bench_train(const BenchTrainOptions& o) {
@@ -147,12 +156,15 @@ void run_bench_train(const BenchTrainOptions& o) {
               cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)"
                              : "");
   if (!o.vs_torch) return;
-  if (o.model != "vit-fmnist" || !o.overrides.empty() || B <= 0) {
-    std::printf("--vs-torch: the PyTorch peer trains the vit-fmnist shape only; skipped\n");
+  if (!torch_peer_shape(config)) {
+    std::printf("--vs-torch: the PyTorch peer trains the vit-fmnist shape only (pooling and "
+                "encoding may differ); skipped\n");
     return;
   }
-  const TorchTrain torch = run_torch_peer(o, threads);
+  const TorchTrain torch = run_torch_peer(o, config, threads);
   if (torch.train_ms <= 0) return;
+  std::printf("\nPyTorch peer: torchvision ViT, %s, learned 1D positions\n",
+              config.class_token ? "class token (50 tokens)" : "mean pooling (49 tokens)");
   std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
   std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / step_s,
               B / (torch.train_ms / 1e3), (torch.train_ms / 1e3) / step_s);

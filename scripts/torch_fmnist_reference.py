@@ -4,8 +4,10 @@
 Answers "does vitpe's trainer learn as fast as PyTorch does with the same settings?": compare
 its per-epoch test accuracy with the `"type":"epoch"` lines of a vitpe run's metrics.jsonl.
 The model is timm's VisionTransformer in the vit-fmnist shape (28x28, 1 channel, patch 4,
-D 128, depth 6, 4 heads, MLP 512, class token, pre-norm, timm's initialisation, as vitpe's)
-with a fixed 2D sin-cos position table (vitpe's `sincos2d`, MAE layout, class row zero).
+D 128, depth 6, 4 heads, MLP 512, pre-norm, timm's initialisation, as vitpe's; global average
+pooling without a class token, as the preset, or `--pool token` for the class-token model of the
+README's runs A-C) with a fixed 2D sin-cos position table (vitpe's `sincos2d`, MAE layout, class
+row zero).
 Recipe as `vitpe train`: AdamW (betas 0.9/0.999, eps 1e-8, no weight decay on norms, biases,
 class token and positions), per-step linear warmup then cosine to --min-lr, label smoothing,
 global gradient-norm clipping, shuffled batches with the last partial batch dropped, no
@@ -76,6 +78,9 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--pool", choices=("avg", "token"), default="avg",
+                    help="avg: mean of the patch tokens, no class token (the vit-fmnist preset); "
+                         "token: a class token (the preset before run D)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -85,9 +90,9 @@ def main():
 
     m = timm.models.vision_transformer.VisionTransformer(
         img_size=28, patch_size=4, in_chans=1, num_classes=10, embed_dim=128, depth=6,
-        num_heads=4, mlp_ratio=4.0, class_token=True, global_pool="token")
+        num_heads=4, mlp_ratio=4.0, class_token=a.pool == "token", global_pool=a.pool)
     with torch.no_grad():
-        m.pos_embed.copy_(sincos2d_table(128, 7, 7, 1))
+        m.pos_embed.copy_(sincos2d_table(128, 7, 7, 1 if a.pool == "token" else 0))
     m.pos_embed.requires_grad_(False)
 
     decay, no_decay = [], []

@@ -50,6 +50,11 @@ ModelConfig preset(const std::string& name) {
     fmnist_common(c);
     c.patch = 4;
     c.mlp_dim = 512;
+    // Global average pooling, no class token (Beyer et al., "Better plain ViT baselines", the
+    // recipe sincos2d comes from): on Fashion-MNIST it is ahead of the class token at every
+    // epoch of the same 15-epoch run, 90.66 % against 89.57 % at the end (README, runs C, D).
+    c.pool = Pool::avg;
+    c.class_token = false;
     return c;
   }
   if (name == "swin-tiny-patch4-window7-224" || name == "swin-fmnist") {

@@ -154,6 +154,17 @@ TEST(Checkpoint, StrictLoadingListsEveryProblem) {
   }
 }
 
+TEST(Checkpoint, BundledFashionModelIsTheVitFmnistPreset) {
+  // The demo's checkpoint and the preset must not drift apart: `vitpe train --model vit-fmnist
+  // --encoding sincos2d` is how the README says the bundled model was made.
+  LoadedModel bundled =
+      load_model(std::string(VITPE_SOURCE_DIR) + "/models/vit-fmnist.safetensors");
+  ModelConfig want = preset("vit-fmnist");
+  want.encoding = "sincos2d";
+  EXPECT_EQ(bundled.model->config().to_json(), want.to_json());
+  EXPECT_EQ(bundled.model->num_params(), 1193354);  // no class token: 128 fewer than with one
+}
+
 TEST(Checkpoint, OurFormatRoundTripRebuildsTheModel) {
   ModelConfig c = preset("swin-fmnist");
   c.encoding = "rope-mixed+learned1d";
