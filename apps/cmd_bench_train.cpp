@@ -3,8 +3,8 @@
 // random batch, split by phase, and the evaluation throughput at the same batch. With
 // --vs-torch the PyTorch peer (scripts/torch_train_peer.py: torchvision's ViT of the vit-fmnist
 // shape with the same pooling, AdamW, the method of ../shared/peers/torch_train_bench.py) runs on
-// the same threads in the same run and the ratios are printed. Data loading is not part of the step; `vitpe train`
-// reports the throughput of whole epochs.
+// the same threads in the same run and the ratios are printed. Data loading is not part of the
+// step; `vitpe train` reports the throughput of whole epochs.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
@@ -75,9 +75,9 @@ TorchTrain run_torch_peer(const BenchTrainOptions& o, const ModelConfig& config,
 bool torch_peer_shape(const ModelConfig& c) {
   const ModelConfig p = preset("vit-fmnist");
   return c.kind == ModelKind::vit && c.img_rows == p.img_rows && c.img_cols == p.img_cols &&
-         c.channels == p.channels && c.patch == p.patch && c.dim == p.dim &&
-         c.depth == p.depth && c.heads == p.heads && c.mlp_dim == p.mlp_dim &&
-         c.classes == p.classes && c.class_token == (c.pool == Pool::cls);
+         c.channels == p.channels && c.patch == p.patch && c.dim == p.dim && c.depth == p.depth &&
+         c.heads == p.heads && c.mlp_dim == p.mlp_dim && c.classes == p.classes &&
+         c.class_token == (c.pool == Pool::cls);
 }
 
 void run_bench_train(const BenchTrainOptions& o) {
