@@ -145,11 +145,19 @@ TEST(Cli, BenchTrainPrintsPhasesAndGoesOnWithoutThePeer) {
   // ratios are missing.
   setenv("VITPE_TORCH_TRAIN_PEER", "/nonexistent/torch_train_peer.py", 1);
   CmdResult r = vitpe("bench train --batch 8 --reps 2 --vs-torch");
+  // The class-token variant is a shape the peer builds too (with its class token), so it tries.
+  CmdResult cls =
+      vitpe("bench train --set pool=cls --set class_token=true --batch 4 --reps 1 --vs-torch");
   unsetenv("VITPE_TORCH_TRAIN_PEER");
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* part : {"forward + loss", "backward", "clip + AdamW", "img/s",
                            "the PyTorch peer did not run"})
     EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
+  EXPECT_EQ(cls.code, 0) << cls.out;
+  EXPECT_TRUE(contains(cls.out, "the PyTorch peer did not run")) << cls.out;
+  // The peer is told the pooling: the preset's mean pooling, or the class token.
+  EXPECT_TRUE(contains(r.out, " avg 2>&1")) << r.out;
+  EXPECT_TRUE(contains(cls.out, " token 2>&1")) << cls.out;
   CmdResult other = vitpe("bench train --set depth=1 --batch 4 --reps 1 --vs-torch");
   EXPECT_EQ(other.code, 0) << other.out;
   EXPECT_TRUE(contains(other.out, "vit-fmnist shape only")) << other.out;
