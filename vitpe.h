@@ -9,3 +9,4 @@
 #include "vit/checkpoint.h"
 #include "vit/model.h"
 #include "vit/preprocess.h"
+#include "vitpe_version.h"

@@ -4,6 +4,7 @@
 
 #include "apps/command.h"
 #include "apps/model_options.h"
+#include "vitpe_version.h"
 
 namespace vitpe::app {
 namespace {
@@ -14,6 +15,8 @@ void run_info(const ModelOptions& o) {
   const ModelConfig& c = m.config();
   std::printf("%s\n", o.model.c_str());
   std::printf("  format        %s\n", checkpoint_format_name(loaded.format));
+  if (!loaded.written_by.empty()) std::printf("  written by    %s\n", loaded.written_by.c_str());
+  std::printf("  read by       vitpe %s\n", version());
   for (const auto& note : loaded.notes) std::printf("  note          %s\n", note.c_str());
   std::printf("  architecture  %s\n", c.kind == ModelKind::vit ? "ViT" : "Swin");
   std::printf("  preset        %s\n", c.name.c_str());

@@ -10,6 +10,7 @@
 #include "apps/command.h"
 #include "ops/ops.h"
 #include "vit/model.h"
+#include "vitpe_version.h"
 
 namespace vitpe::app {
 
@@ -56,10 +57,10 @@ int main(int argc, char** argv) {
   using namespace vitpe::app;
   invocation_storage() = "vitpe";
   for (int i = 1; i < argc; ++i) invocation_storage() += " " + shell_quote(argv[i]);
-  CLI::App app{"vitpe " VITPE_VERSION
-               ": Vision Transformers with interchangeable 2D positional encodings"};
+  const std::string version = std::string("vitpe ") + vitpe::version();
+  CLI::App app{version + ": Vision Transformers with interchangeable 2D positional encodings"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "vitpe " VITPE_VERSION);
+  app.set_version_flag("--version", version);
   int threads = 0;
   app.add_option("--threads", threads,
                  "Threads for compute (default: OMP_NUM_THREADS, else all cores)")

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "vit/safetensors.h"
+#include "vitpe_version.h"
 
 namespace vitpe {
 
@@ -356,6 +357,9 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
   if (out.format == CheckpointFormat::vitpe) {
     c = ModelConfig::from_json(file.metadata().at("vitpe.config"));
     out.notes.push_back("config from the checkpoint's metadata");
+    if (auto it = file.metadata().find("vitpe.version"); it != file.metadata().end()) {
+      out.written_by = "vitpe " + it->second;
+    }
   } else if (!opts.preset.empty()) {
     c = preset(opts.preset);
     if (auto it = tensors.find("head.weight"); it != tensors.end()) c.classes = it->second.size(0);
@@ -387,6 +391,7 @@ void save_model(Model& model, const std::string& path,
   for (Param* p : model.params()) tensors.emplace_back(p->name, p->value);
   std::map<std::string, std::string> meta = extra_metadata;
   meta["vitpe.config"] = model.config().to_json();
+  meta["vitpe.version"] = version();
   meta["format"] = "pt";
   save_safetensors(path, tensors, meta);
 }

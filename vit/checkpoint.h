@@ -33,6 +33,7 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   CheckpointFormat format = CheckpointFormat::vitpe;
   std::vector<std::string> notes;  // how the config was obtained (for `vitpe info`)
+  std::string written_by;          // "vitpe X.Y.Z" from our files' metadata; "" if not recorded
 };
 
 // A checkpoint path, or a preset name (a freshly initialised model, seed 0).

@@ -16,6 +16,7 @@
 #include "ops/ops.h"
 #include "vit/checkpoint.h"
 #include "vit/compare_pictures.h"
+#include "vitpe_version.h"
 
 namespace vitpe {
 
@@ -32,9 +33,7 @@ std::vector<std::string> default_encodings(ModelKind kind) {
 
 std::vector<std::pair<std::string, std::string>> version_info() {
   std::vector<std::pair<std::string, std::string>> v;
-#ifdef VITPE_VERSION
-  v.emplace_back("vitpe", VITPE_VERSION);
-#endif
+  v.emplace_back("vitpe", version());
   const dnnl_version_t* d = dnnl_version();
   v.emplace_back("oneDNN", std::to_string(d->major) + "." + std::to_string(d->minor) + "." +
                                std::to_string(d->patch) + " (" + d->hash + ")");

@@ -98,7 +98,20 @@ TEST(Cli, InfoAndConvertRoundTrip) {
   CmdResult again = vitpe("info " + out);
   EXPECT_EQ(again.code, 0) << again.out;
   EXPECT_TRUE(contains(again.out, "config from the checkpoint's metadata")) << again.out;
+  EXPECT_TRUE(contains(again.out, "written by    vitpe " VITPE_PROJECT_VERSION)) << again.out;
   std::filesystem::remove(out);
+}
+
+// One version everywhere: --version, `vitpe info` and CMake's project() (which also writes the
+// installed package's version file; the consumer example checks that side).
+TEST(Cli, VersionIsTheProjectVersion) {
+  CmdResult r = vitpe("--version");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "vitpe " VITPE_PROJECT_VERSION "\n");
+  CmdResult info = vitpe("info vit-fmnist");
+  EXPECT_EQ(info.code, 0) << info.out;
+  EXPECT_TRUE(contains(info.out, "read by       vitpe " VITPE_PROJECT_VERSION)) << info.out;
+  EXPECT_FALSE(contains(info.out, "written by")) << "a preset has no writer\n" << info.out;
 }
 
 TEST(Cli, TruncatedCheckpointIsAnErrorNamingTheFile) {
