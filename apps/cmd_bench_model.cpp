@@ -20,7 +20,7 @@
 #include "apps/peer.h"
 #include "ops/ops.h"
 #include "ops/random.h"
-#include "vit/checkpoint.h"
+#include "vit/io/checkpoint.h"
 
 namespace vitpe::app {
 namespace {

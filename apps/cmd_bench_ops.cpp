@@ -75,7 +75,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
   if (o.threads > 0) set_num_threads(o.threads);
   const int reps = std::max(1, o.reps);
   std::printf("vitpe bench ops: %d threads, oneDNN ISA %s, %d timed calls per row (median)\n\n",
-              num_threads(), cpu::cpu_isa_name(), reps);
+              num_threads(), cpu_isa_name(), reps);
 
   // ---- peak: the best rate of a large plain f32 matmul -----------------------------------------
   const int64_t p = 2048;

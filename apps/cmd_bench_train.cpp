@@ -20,9 +20,9 @@
 #include "apps/peer.h"
 #include "ops/ops.h"
 #include "ops/random.h"
-#include "vit/model.h"
-#include "vit/optim.h"
-#include "vit/train.h"
+#include "vit/models/model.h"
+#include "vit/train/optim.h"
+#include "vit/train/train.h"
 
 namespace vitpe::app {
 namespace {

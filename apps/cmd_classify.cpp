@@ -12,7 +12,7 @@
 
 #include "apps/command.h"
 #include "apps/model_options.h"
-#include "vit/preprocess.h"
+#include "vit/io/preprocess.h"
 
 namespace vitpe::app {
 namespace {

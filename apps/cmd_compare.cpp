@@ -6,7 +6,7 @@
 
 #include "apps/command.h"
 #include "apps/train_options.h"
-#include "vit/compare.h"
+#include "vit/compare/compare.h"
 
 namespace vitpe::app {
 

@@ -10,9 +10,9 @@
 
 #include "apps/command.h"
 #include "apps/train_options.h"
-#include "vit/checkpoint.h"
-#include "vit/compare.h"
-#include "vit/data.h"
+#include "vit/io/checkpoint.h"
+#include "vit/compare/compare.h"
+#include "vit/train/data.h"
 
 namespace vitpe::app {
 namespace {

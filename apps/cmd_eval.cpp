@@ -6,9 +6,9 @@
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "ops/ops.h"
-#include "vit/checkpoint.h"
-#include "vit/data.h"
-#include "vit/train.h"
+#include "vit/io/checkpoint.h"
+#include "vit/train/data.h"
+#include "vit/train/train.h"
 
 namespace vitpe::app {
 namespace {

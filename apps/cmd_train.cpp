@@ -1,12 +1,12 @@
 // `vitpe train`: trains a model on a dataset (progress bar, metrics.jsonl, atomic checkpoints,
-// --resume). See vit/train.h for the run directory.
+// --resume). See vit/train/train.h for the run directory.
 #include <cstdio>
 #include <filesystem>
 
 #include "apps/command.h"
 #include "apps/train_options.h"
 #include "ops/ops.h"
-#include "vit/train.h"
+#include "vit/train/train.h"
 
 namespace vitpe::app {
 namespace {

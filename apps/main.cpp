@@ -9,7 +9,7 @@
 
 #include "apps/command.h"
 #include "ops/ops.h"
-#include "vit/model.h"
+#include "vit/models/model.h"
 #include "vitpe_version.h"
 
 namespace vitpe::app {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "vit/checkpoint.h"
+#include "vit/io/checkpoint.h"
 
 namespace vitpe::app {
 
@@ -54,7 +54,7 @@ inline void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_labels =
   }
 }
 
-// Adds --precision (the inference precision of the linear layers, see vit/model.h).
+// Adds --precision (the inference precision of the linear layers, see vit/models/model.h).
 inline void add_precision_option(CLI::App* cmd, std::string& precision) {
   cmd->add_option("--precision", precision,
                   "Linear layers in f32, bf16 (needs avx512_bf16/AMX) or bf16-emulated (bf16 "

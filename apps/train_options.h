@@ -8,8 +8,8 @@
 
 #include "apps/command.h"
 #include "ops/ops.h"
-#include "vit/compare.h"
-#include "vit/train.h"
+#include "vit/compare/compare.h"
+#include "vit/train/train.h"
 
 namespace vitpe::app {
 

@@ -5,7 +5,8 @@
 //   steady-state forward pass allocates nothing. Inputs are CPU f32 unless stated.
 // - Leading dimensions are flattened where an op works on rows: x [..., K] is M = numel/K rows.
 // - Every backward ADDS into every gradient it writes (dx, dw, db, ...): callers zero the
-//   gradients before a backward pass. An undefined gradient tensor means "not needed".
+//   gradients before a backward pass (linear_backward can overwrite its dx instead: GradWrite).
+//   An undefined gradient tensor means "not needed".
 // - oneDNN primitives are created once per shape and cached (ops/cpu/dnnl_cache.h).
 // The naive references of all ops are in ops/reference.h.
 #pragma once
@@ -21,8 +22,17 @@ namespace vitpe {
 void set_num_threads(int n);
 int num_threads();
 
+// ---- the CPU ------------------------------------------------------------------------------
+// True when oneDNN has a bf16 matmul for this CPU (avx512_core and later; not AVX2).
+bool cpu_has_bf16();
+// Name of the ISA oneDNN dispatches to ("avx2", "avx512_core", ...).
+const char* cpu_isa_name();
+
 // ---- linear ---------------------------------------------------------------------------------
 enum class Act : uint8_t { none, gelu };
+// How a backward writes an input gradient: added to what the tensor holds (the convention
+// above), or overwritten, so a fresh buffer needs neither zeroing nor reading.
+enum class GradWrite : uint8_t { accumulate, overwrite };
 
 // x: [..., K], w: [N, K] (f32, or bf16 for bf16 compute), b: [N] or undefined,
 // residual: same shape as y or undefined -> y: [..., N] = act(x w^T + b) + residual.
@@ -30,9 +40,10 @@ enum class Act : uint8_t { none, gelu };
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                     Act act = Act::none, const Tensor& residual = {});
 // dy: [..., N] -> dx: [..., K], dw: [N, K], db: [N] (each may be undefined). No activation:
-// callers with a GELU run gelu_backward first on the saved pre-activation.
+// callers with a GELU run gelu_backward first on the saved pre-activation. dx_write chooses
+// how dx is written; dw and db always accumulate.
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
-                     const Tensor& w);
+                     const Tensor& w, GradWrite dx_write = GradWrite::accumulate);
 
 // ---- patch embedding (convolution, kernel = stride = patch) -----------------------------------
 // x: [B, C, H, W] (H, W multiples of p), w: [D, C, p, p], b: [D] -> y: [B, (H/p)*(W/p), D]

@@ -264,7 +264,11 @@ void* scratch(ScratchSlot slot, size_t bytes) {
   return t_scratch.ptr[i];
 }
 
-// ---- CPU capabilities -------------------------------------------------------------------------
+}  // namespace vitpe::cpu
+
+namespace vitpe {
+
+// ---- CPU capabilities (declared in ops/ops.h) --------------------------------------------------
 
 bool cpu_has_bf16() {
   // Asking oneDNN for a small bf16 matmul is the ground truth: it has one on avx512_core
@@ -275,7 +279,7 @@ bool cpu_has_bf16() {
       dnnl::memory::desc a({4, 32}, dt::bf16, dnnl::memory::format_tag::ab);
       dnnl::memory::desc b({32, 16}, dt::bf16, dnnl::memory::format_tag::ab);
       dnnl::memory::desc c({4, 16}, dt::f32, dnnl::memory::format_tag::ab);
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), dnnl_engine());
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), cpu::dnnl_engine());
       return true;
     } catch (const dnnl::error&) {
       return false;
@@ -311,4 +315,4 @@ const char* cpu_isa_name() {
   }
 }
 
-}  // namespace vitpe::cpu
+}  // namespace vitpe

@@ -155,10 +155,4 @@ CachedPrimitive& cached_primitive(const PrimitiveKey& key, Create&& create) {
   return insert_primitive(key, std::move(fresh));
 }
 
-// ---- CPU capabilities -------------------------------------------------------------------------
-// True when oneDNN has a bf16 matmul for this CPU (avx512_core and later; not AVX2).
-bool cpu_has_bf16();
-// Name of the ISA oneDNN dispatches to ("avx2", "avx512_core", ...).
-const char* cpu_isa_name();
-
 }  // namespace vitpe::cpu

@@ -287,7 +287,7 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 }
 
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
-                     const Tensor& w) {
+                     const Tensor& w, GradWrite dx_write) {
   const char* op = "linear_backward";
   const int64_t m = check_linear(op, x, w);
   const int64_t k = w.size(1), n = w.size(0);
@@ -305,7 +305,16 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const
     check_shape(op, "db", db, Shape{n});
     check_cpu_f32(op, "db", db);
   }
-  cpu::linear_rows_backward(dx.defined() ? dx.f32() : nullptr, dw.defined() ? dw.f32() : nullptr,
+  float* dx_rows = dx.defined() ? dx.f32() : nullptr;
+  if (dx_rows && dx_write == GradWrite::overwrite) {
+    // dx by its own product without a sum post-op (neither zeroed nor read); the parameter
+    // gradients below still accumulate.
+    cpu::linear_rows_backward(dx_rows, nullptr, nullptr, dy.f32(), nullptr, w.raw(), w.dtype(), m,
+                              k, n, /*accumulate=*/false);
+    dx_rows = nullptr;
+  }
+  if (!dx_rows && !dw.defined() && !db.defined()) return;
+  cpu::linear_rows_backward(dx_rows, dw.defined() ? dw.f32() : nullptr,
                             db.defined() ? db.f32() : nullptr, dy.f32(), x.f32(), w.raw(),
                             w.dtype(), m, k, n);
 }

@@ -184,6 +184,28 @@ TEST(LinearBackward, AccumulatesIntoGradients) {
   EXPECT_LT(max_rel_error(db, twice(once.db)), 1e-5);
 }
 
+// GradWrite::overwrite: dx is written whatever it held (garbage here); dw and db still add.
+TEST(LinearBackward, OverwritesDxAndStillAccumulatesTheParameters) {
+  Tensor x = random_tensor(Shape{2, 5, 12}, 34), w = random_tensor(Shape{7, 12}, 35);
+  Tensor dy = random_tensor(Shape{2, 5, 7}, 36);
+  ref::LinearGrads once = ref::linear_backward(dy, x, w);
+  Tensor dx = Tensor::full(x.shape(), 1e9f);
+  Tensor dw = once.dw.clone(), db = once.db.clone();
+  linear_backward(dx, dw, db, dy, x, w, GradWrite::overwrite);
+  auto twice = [](const Tensor& t) {
+    Tensor r = t.clone();
+    for (int64_t i = 0; i < r.numel(); ++i) r.at(i) *= 2;
+    return r;
+  };
+  EXPECT_LT(max_rel_error(dx, once.dx), 1e-5);
+  EXPECT_LT(max_rel_error(dw, twice(once.dw)), 1e-5);
+  EXPECT_LT(max_rel_error(db, twice(once.db)), 1e-5);
+  Tensor no_dw, no_db;
+  dx.fill(-3.0f);
+  linear_backward(dx, no_dw, no_db, dy, x, w, GradWrite::overwrite);
+  EXPECT_LT(max_rel_error(dx, once.dx), 1e-5);
+}
+
 TEST(LinearBackward, UndefinedGradientsAreSkipped) {
   Tensor x = random_tensor(Shape{4, 3}, 31), w = random_tensor(Shape{2, 3}, 32);
   Tensor dy = random_tensor(Shape{4, 2}, 33);
@@ -243,13 +265,13 @@ TEST(Linear, Bf16WeightsComputeInBf16OrExplainWhyNot) {
   Tensor b = random_tensor(Shape{48}, 36);
   Tensor wb = w.to(DType::bf16);
   Tensor y = Tensor::empty(Shape{3, 197, 48});
-  if (!cpu::cpu_has_bf16()) {
+  if (!cpu_has_bf16()) {
     std::string m = message_of([&] { linear_forward(y, x, wb, b); });
     EXPECT_NE(m.find("linear_forward"), std::string::npos) << m;
     EXPECT_NE(m.find("avx512_bf16"), std::string::npos) << m;
-    EXPECT_NE(m.find(cpu::cpu_isa_name()), std::string::npos) << m;
+    EXPECT_NE(m.find(cpu_isa_name()), std::string::npos) << m;
     EXPECT_NE(m.find("f32"), std::string::npos) << m;
-    GTEST_SKIP() << "this CPU (" << cpu::cpu_isa_name() << ") has no native bf16 matmul";
+    GTEST_SKIP() << "this CPU (" << cpu_isa_name() << ") has no native bf16 matmul";
   }
   linear_forward(y, x, wb, b, Act::gelu);
   // The reference sees the same bf16-rounded operands, so the only difference is f32 vs double

@@ -1,0 +1,194 @@
+// Parity with PyTorch: timm and torchvision ViT and Swin goldens (tests/golden/make_goldens.py)
+// loaded through every naming scheme, at the trained size and at other sizes; name mapping;
+// strict loading errors; our own format's round trip.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "tests/golden/synthetic_weights.h"
+#include "tests/testing.h"
+#include "vit/io/checkpoint.h"
+#include "vit/io/safetensors.h"
+
+namespace vitpe {
+namespace {
+
+std::string data(const std::string& name) { return std::string(VITPE_TEST_DATA) + "/" + name; }
+
+// Runs `input_key` of the io file through the model and compares with `logits_key`.
+void expect_logits(Model& model, const std::string& io_file, const std::string& input_key,
+                   const std::string& logits_key, double tol = 1e-4) {
+  SafeTensorsFile io = SafeTensorsFile::open(data(io_file));
+  Tensor x = io.get(input_key);
+  Tensor want = io.get(logits_key);
+  const Tensor& got = model.forward(x);
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_LT(testing::max_rel_error(got, want), tol) << io_file << " " << logits_key;
+}
+
+LoadOptions swin56() {
+  LoadOptions o;
+  o.img_rows = 56;
+  return o;
+}
+
+LoadOptions vit_options(int64_t heads) {
+  LoadOptions o;
+  o.heads = heads;
+  return o;
+}
+
+TEST(Parity, TimmVitClassToken) {
+  LoadedModel m = load_model(data("vit_timm.safetensors"), vit_options(4));
+  EXPECT_EQ(m.format, CheckpointFormat::timm_vit);
+  EXPECT_EQ(m.model->config().img_rows, 32);
+  EXPECT_EQ(m.model->config().encoding, "learned1d");
+  expect_logits(*m.model, "vit_timm_io.safetensors", "input", "logits");
+}
+
+TEST(Parity, TimmVitNewResolutions) {
+  LoadedModel m = load_model(data("vit_timm.safetensors"), vit_options(4));
+  expect_logits(*m.model, "vit_timm_io.safetensors", "input_48x48", "logits_48x48");
+  expect_logits(*m.model, "vit_timm_io.safetensors", "input_32x48", "logits_32x48");
+}
+
+TEST(Parity, TimmVitMeanPoolNoClassToken) {
+  LoadedModel m = load_model(data("vit_timm_avg.safetensors"), vit_options(4));
+  EXPECT_EQ(m.model->config().pool, Pool::avg);
+  EXPECT_FALSE(m.model->config().class_token);
+  expect_logits(*m.model, "vit_timm_avg_io.safetensors", "input", "logits");
+}
+
+TEST(Parity, TorchvisionVit) {
+  LoadedModel m = load_model(data("vit_tv.safetensors"), vit_options(4));
+  EXPECT_EQ(m.format, CheckpointFormat::torchvision_vit);
+  expect_logits(*m.model, "vit_tv_io.safetensors", "input", "logits");
+}
+
+TEST(Parity, TimmVitSmall224Synthetic) {
+  SafeTensorsFile io = SafeTensorsFile::open(data("vit_s16_synth_io.safetensors"));
+  ModelConfig c = preset("vit-small-patch16-224");
+  c.depth = 2;
+  c.classes = 10;
+  auto model = make_model(c, 0);
+  for (Param* p : model->params()) p->value.copy_from(testing::synthetic_tensor(p->name, p->value.shape()));
+  // The generator must be the one Python used.
+  for (const char* name : {"cls_token", "blocks.0.norm1.weight", "blocks.0.attn.qkv.bias"}) {
+    Tensor want = io.get(std::string("check/") + name);
+    Tensor got = testing::synthetic_tensor(name, want.shape());
+    EXPECT_EQ(testing::max_rel_error(got, want), 0.0) << name;
+  }
+  Tensor x = testing::synthetic_tensor("input", {1, 3, 224, 224});
+  const Tensor& got = model->forward(x);
+  EXPECT_LT(testing::max_rel_error(got, io.get("logits")), 1e-4);
+}
+
+TEST(Parity, TimmSwin) {
+  LoadedModel m = load_model(data("swin_timm.safetensors"), swin56());
+  EXPECT_EQ(m.format, CheckpointFormat::timm_swin);
+  const ModelConfig& c = m.model->config();
+  EXPECT_EQ(c.window, 7);
+  EXPECT_EQ(c.depths, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c.stage_heads, (std::vector<int64_t>{2, 4}));
+  expect_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
+}
+
+TEST(Parity, TimmSwinOtherSizes) {
+  LoadedModel m = load_model(data("swin_timm.safetensors"), swin56());
+  expect_logits(*m.model, "swin_timm_io.safetensors", "input_56x112", "logits_56x112");
+  expect_logits(*m.model, "swin_timm_io.safetensors", "input_64x64", "logits_64x64");
+}
+
+TEST(Parity, TimmSwinOldLayout) {
+  LoadedModel m = load_model(data("swin_timm_old.safetensors"), swin56());
+  EXPECT_EQ(m.format, CheckpointFormat::timm_swin_old);
+  expect_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
+}
+
+TEST(Parity, TorchvisionSwin) {
+  LoadedModel m = load_model(data("swin_tv.safetensors"), swin56());
+  EXPECT_EQ(m.format, CheckpointFormat::torchvision_swin);
+  expect_logits(*m.model, "swin_tv_io.safetensors", "input", "logits");
+}
+
+TEST(Checkpoint, NameMapping) {
+  using F = CheckpointFormat;
+  EXPECT_EQ(map_checkpoint_name("encoder.layers.encoder_layer_11.self_attention.in_proj_weight",
+                                F::torchvision_vit),
+            "blocks.11.attn.qkv.weight");
+  EXPECT_EQ(map_checkpoint_name("encoder.layers.encoder_layer_0.mlp.3.bias", F::torchvision_vit),
+            "blocks.0.mlp.fc2.bias");
+  EXPECT_EQ(map_checkpoint_name("heads.head.weight", F::torchvision_vit), "head.weight");
+  EXPECT_EQ(map_checkpoint_name("features.5.3.mlp.0.weight", F::torchvision_swin),
+            "layers.2.blocks.3.mlp.fc1.weight");
+  EXPECT_EQ(map_checkpoint_name("features.6.reduction.weight", F::torchvision_swin),
+            "layers.3.downsample.reduction.weight");
+  EXPECT_EQ(map_checkpoint_name("layers.2.downsample.norm.bias", F::timm_swin_old),
+            "layers.3.downsample.norm.bias");
+  EXPECT_EQ(map_checkpoint_name("head.weight", F::timm_swin_old), "head.fc.weight");
+  EXPECT_EQ(map_checkpoint_name("layers.0.blocks.1.attn_mask", F::timm_swin_old), "");
+  EXPECT_EQ(map_checkpoint_name("layers.0.blocks.1.attn.relative_position_index", F::timm_swin),
+            "");
+}
+
+TEST(Checkpoint, StrictLoadingListsEveryProblem) {
+  ModelConfig c = preset("vit-fmnist");
+  c.depth = 1;
+  auto model = make_model(c, 0);
+  std::map<std::string, Tensor> tensors;
+  for (Param* p : model->params()) tensors[p->name] = p->value.clone();
+  tensors.erase("blocks.0.norm1.weight");
+  tensors["blocks.7.extra"] = Tensor::zeros({3});
+  tensors["head.weight"] = Tensor::zeros({11, 128});
+  try {
+    load_params(*model, tensors, "test.safetensors");
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("test.safetensors"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("missing (1):\n    blocks.0.norm1.weight [128]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("unexpected (1):\n    blocks.7.extra [3]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("head.weight: expected [10, 128], found [11, 128]"), std::string::npos)
+        << msg;
+  }
+}
+
+TEST(Checkpoint, BundledFashionModelIsTheVitFmnistPreset) {
+  // The demo's checkpoint and the preset must not drift apart: `vitpe train --model vit-fmnist
+  // --encoding sincos2d` is how the README says the bundled model was made.
+  LoadedModel bundled =
+      load_model(std::string(VITPE_SOURCE_DIR) + "/models/vit-fmnist.safetensors");
+  ModelConfig want = preset("vit-fmnist");
+  want.encoding = "sincos2d";
+  EXPECT_EQ(bundled.model->config().to_json(), want.to_json());
+  EXPECT_EQ(bundled.model->num_params(), 1193354);  // no class token: 128 fewer than with one
+}
+
+TEST(Checkpoint, OurFormatRoundTripRebuildsTheModel) {
+  ModelConfig c = preset("swin-fmnist");
+  c.encoding = "rope-mixed+learned1d";
+  auto model = make_model(c, 5);
+  const std::string path = std::string(VITPE_BINARY_DIR) + "/roundtrip_test.safetensors";
+  save_model(*model, path);
+  LoadedModel loaded = load_model(path);
+  EXPECT_EQ(loaded.format, CheckpointFormat::vitpe);
+  EXPECT_EQ(loaded.model->config().to_json(), c.to_json());
+  Tensor x = testing::random_tensor({2, 1, 28, 28}, 1);
+  Tensor a = model->forward(x).clone();
+  EXPECT_EQ(testing::max_rel_error(loaded.model->forward(x), a), 0.0);
+  std::filesystem::remove(path);
+}
+
+TEST(Checkpoint, UnknownFilesAndPresetsAreClearErrors) {
+  EXPECT_THROW(load_model(data("preprocess_golden.safetensors")), std::runtime_error);
+  try {
+    load_model("no-such-model-or-file");
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-model-or-file"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace vitpe

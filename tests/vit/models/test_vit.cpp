@@ -1,0 +1,209 @@
+// ViT: every encoding kind runs forward; backward of the whole model against finite
+// differences; resolution change; repeated forwards allocate nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "tests/testing.h"
+#include "tests/vit/models/model_gradients.h"
+#include "vit/models/model.h"
+#include "vit/models/vit.h"
+
+namespace vitpe {
+namespace {
+
+using testing::random_tensor;
+
+ModelConfig tiny_vit(const std::string& encoding) {
+  ModelConfig c;
+  c.kind = ModelKind::vit;
+  c.name = "tiny";
+  c.img_rows = 12;
+  c.img_cols = 8;  // non-square: a 3 x 2 grid of 4x4 patches
+  c.channels = 2;
+  c.patch = 4;
+  c.dim = 16;
+  c.depth = 2;
+  c.heads = 2;
+  c.mlp_dim = 24;
+  c.classes = 3;
+  c.encoding = encoding;
+  c.mean = {0.5f, 0.5f};
+  c.std = {0.5f, 0.5f};
+  return c;
+}
+
+const char* kKinds[] = {"none",      "learned1d", "sincos1d",   "separable2d",
+                        "sincos2d",  "relbias",   "rope-axial", "rope-mixed",
+                        "alibi2d",   "learned1d+relbias", "rope-mixed+learned1d"};
+
+class VitEveryEncoding : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(VitEveryEncoding, ForwardShapeAndFinite) {
+  for (Pool pool : {Pool::cls, Pool::avg}) {
+    ModelConfig c = tiny_vit(GetParam());
+    c.pool = pool;
+    auto model = make_model(c, 1);
+    Tensor x = random_tensor({3, 2, 12, 8}, 2);
+    const Tensor& y = model->forward(x);
+    ASSERT_EQ(y.shape(), Shape({3, 3}));
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_TRUE(std::isfinite(y.at(i)));
+    // A second size (a 4 x 3 grid) uses the resampled encoding.
+    Tensor x2 = random_tensor({1, 2, 16, 12}, 3);
+    const Tensor& y2 = model->forward(x2);
+    ASSERT_EQ(y2.shape(), Shape({1, 3}));
+    for (int64_t i = 0; i < y2.numel(); ++i) EXPECT_TRUE(std::isfinite(y2.at(i)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, VitEveryEncoding, ::testing::ValuesIn(kKinds));
+
+// Batch entries are independent: the logits of one image do not depend on the others.
+TEST(Vit, BatchEntriesIndependent) {
+  auto model = make_model(tiny_vit("learned1d+relbias"), 4);
+  Tensor x = random_tensor({3, 2, 12, 8}, 5);
+  Tensor all = model->forward(x).clone();
+  Tensor one = model->forward(x.slice(1, 2)).clone();
+  for (int64_t j = 0; j < 3; ++j) EXPECT_NEAR(one.at(j), all.at(3 + j), 1e-5);
+}
+
+// d(sum(w * logits)) / d(param) by the model's backward vs central differences.
+void check_model_gradients(const std::string& encoding, Pool pool) {
+  ModelConfig c = tiny_vit(encoding);
+  c.pool = pool;
+  c.depth = 1;
+  auto model = make_model(c, 7);
+  testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, encoding);
+}
+
+TEST(VitGradients, LearnedClassToken) { check_model_gradients("learned1d", Pool::cls); }
+TEST(VitGradients, RelbiasMeanPool) { check_model_gradients("relbias", Pool::avg); }
+TEST(VitGradients, RopeMixed) { check_model_gradients("rope-mixed+learned1d", Pool::cls); }
+TEST(VitGradients, Separable2d) { check_model_gradients("separable2d", Pool::avg); }
+TEST(VitGradients, NoEncodingMeanPool) { check_model_gradients("none", Pool::avg); }
+TEST(VitGradients, Alibi) { check_model_gradients("alibi2d", Pool::cls); }
+
+TEST(Vit, SizeNotMultipleOfPatchIsAnError) {
+  auto model = make_model(tiny_vit("sincos2d"), 1);
+  Tensor x = random_tensor({1, 2, 13, 8}, 1);
+  try {
+    model->forward(x);
+    FAIL() << "expected an error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("13x8 is not a multiple of the patch size 4"),
+              std::string::npos)
+        << e.what();
+  }
+  Tensor wrong_channels = random_tensor({1, 3, 12, 8}, 1);
+  EXPECT_THROW(model->forward(wrong_channels), ShapeError);
+}
+
+TEST(Vit, RepeatedForwardAllocatesNothing) {
+  auto model = make_model(tiny_vit("learned1d+relbias"), 1);
+  Tensor x = random_tensor({2, 2, 12, 8}, 1);
+  model->forward(x);
+  model->forward(x);
+  const int64_t before = storage_allocation_count();
+  model->forward(x);
+  EXPECT_EQ(storage_allocation_count(), before);
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a.f32()[i] - b.f32()[i])));
+    ref = std::max(ref, static_cast<double>(std::abs(a.f32()[i])));
+  }
+  return diff / ref;
+}
+
+TEST(Vit, Bf16EmulatedLinearsAreCloseButNotEqual) {
+  ModelConfig c = tiny_vit("learned1d+relbias");
+  c.dim = 64;  // long enough dot products for bf16 rounding to show
+  c.mlp_dim = 128;
+  c.heads = 4;
+  auto model = make_model(c, 3);
+  Tensor x = random_tensor({3, 2, 12, 8}, 4);
+  const Tensor f32 = model->forward(x).clone();
+  model->set_precision(Precision::bf16_emulated);
+  EXPECT_EQ(model->precision(), Precision::bf16_emulated);
+  const Tensor low = model->forward(x).clone();
+  const double err = max_rel_diff(f32, low);
+  EXPECT_GT(err, 1e-6) << "bf16 rounding changed nothing: the emulation is not applied";
+  EXPECT_LT(err, 3e-2);
+  // Training needs f32 and says so.
+  EXPECT_THROW(model->forward(x, true), std::logic_error);
+  // Back to f32: the original numbers exactly.
+  model->set_precision(Precision::f32);
+  const Tensor again = model->forward(x);
+  for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.f32()[i], f32.f32()[i]);
+}
+
+TEST(Vit, Bf16NeedsTheCpuOrSaysSo) {
+  auto model = make_model(tiny_vit("sincos2d"), 1);
+  Tensor x = random_tensor({2, 2, 12, 8}, 1);
+  const Tensor f32 = model->forward(x).clone();
+  if (!bf16_supported()) {
+    try {
+      model->set_precision(Precision::bf16);
+      FAIL() << "expected an error on a CPU without bf16 matmul";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("bf16-emulated"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(model->precision(), Precision::f32);
+    GTEST_SKIP() << "this CPU has no bf16 matmul; the error was checked";
+  }
+  model->set_precision(Precision::bf16);
+  const Tensor bf16 = model->forward(x).clone();
+  model->set_precision(Precision::bf16_emulated);
+  EXPECT_LT(max_rel_diff(model->forward(x), bf16), 1e-3);
+  EXPECT_LT(max_rel_diff(f32, bf16), 3e-2);
+}
+
+TEST(Vit, PrecisionNames) {
+  for (Precision p : {Precision::f32, Precision::bf16, Precision::bf16_emulated}) {
+    EXPECT_EQ(parse_precision(precision_name(p)), p);
+  }
+  EXPECT_THROW(parse_precision("fp16"), std::invalid_argument);
+}
+
+TEST(Vit, InferenceModelHasNoGradients) {
+  auto model = make_model(tiny_vit("learned1d"), 1);
+  for (Param* p : model->params()) {
+    if (p->name.find("pos_embed") != std::string::npos) continue;  // encodings own theirs
+    EXPECT_FALSE(p->grad.defined()) << p->name;
+  }
+  // The first backward allocates them (zero_grad is optional the first time).
+  Tensor x = random_tensor({2, 2, 12, 8}, 1);
+  const Tensor& logits = model->forward(x, true);
+  Tensor dlogits = random_tensor(logits.shape(), 2);
+  model->backward(dlogits);
+  for (Param* p : model->params()) {
+    ASSERT_TRUE(p->grad.defined()) << p->name;
+    EXPECT_EQ(p->grad.shape(), p->value.shape()) << p->name;
+  }
+}
+
+TEST(Vit, PresetsValidateAndCountParameters) {
+  // timm's vit_small_patch16_224 has 22,050,664 parameters.
+  auto model = make_model(preset("vit-small-patch16-224"), 0);
+  EXPECT_EQ(model->num_params(), 22050664);
+  EXPECT_THROW(preset("vit-huge-unknown"), std::invalid_argument);
+  ModelConfig bad = tiny_vit("sincos2d");
+  bad.heads = 3;
+  EXPECT_THROW(make_model(bad), std::invalid_argument);
+}
+
+TEST(Vit, ConfigJsonRoundTrip) {
+  ModelConfig c = preset("vit-fmnist");
+  c.encoding = "rope-mixed+learned1d";
+  ModelConfig d = ModelConfig::from_json(c.to_json());
+  EXPECT_EQ(d.to_json(), c.to_json());
+  EXPECT_THROW(ModelConfig::from_json("{\"kind\": \"vit\"}"), std::invalid_argument);
+  EXPECT_THROW(ModelConfig::from_json("not json"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace vitpe

@@ -1,0 +1,440 @@
+// Tests of vit/data*.cpp and vit/train/loader.cpp: IDX parsing (synthetic .gz files written here, and
+// the real Fashion-MNIST when installed), the procedural dataset (labels checked from the
+// rendered pixels), ImageFolder, and the loader's determinism and augmentation.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <opencv2/imgcodecs.hpp>
+#include <set>
+#include <tuple>
+
+#include "vit/train/data.h"
+#include "vit/train/loader.h"
+
+namespace vitpe {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p =
+      fs::temp_directory_path() / ("vitpe_test_data_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::vector<uint8_t> idx_bytes(uint32_t magic, const std::vector<uint32_t>& dims,
+                               const std::vector<uint8_t>& data) {
+  std::vector<uint8_t> b;
+  auto put = [&](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+  };
+  put(magic);
+  for (uint32_t d : dims) put(d);
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+
+void write_gz(const fs::path& path, const std::vector<uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())),
+            static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Idx, ReadsSyntheticImages) {
+  fs::path dir = temp_dir("idx");
+  std::vector<uint8_t> data(3 * 2 * 4);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+  write_gz(dir / "a.gz", idx_bytes(0x803, {3, 2, 4}, data));
+  IdxArray a = read_idx_gz((dir / "a.gz").string(), 3);
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{3, 2, 4}));
+  EXPECT_EQ(a.data, data);
+  fs::remove_all(dir);
+}
+
+TEST(Idx, RejectsBadMagicTruncationAndMissingFiles) {
+  fs::path dir = temp_dir("idxbad");
+  write_gz(dir / "magic.gz", idx_bytes(0x801, {3}, {1, 2, 3}));
+  std::string e = error_of([&] { read_idx_gz((dir / "magic.gz").string(), 3); });
+  EXPECT_NE(e.find("magic.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("magic"), std::string::npos) << e;
+
+  // Header says 3x2x2 = 12 bytes, only 10 follow.
+  write_gz(dir / "short.gz", idx_bytes(0x803, {3, 2, 2}, std::vector<uint8_t>(10, 1)));
+  e = error_of([&] { read_idx_gz((dir / "short.gz").string(), 3); });
+  EXPECT_NE(e.find("short.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+
+  // A gzip stream cut in the middle.
+  std::vector<uint8_t> big(5000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  write_gz(dir / "full.gz", idx_bytes(0x803, {5, 10, 100}, big));
+  auto size = fs::file_size(dir / "full.gz");
+  fs::copy_file(dir / "full.gz", dir / "cut.gz");
+  fs::resize_file(dir / "cut.gz", size / 2);
+  e = error_of([&] { read_idx_gz((dir / "cut.gz").string(), 3); });
+  EXPECT_NE(e.find("cut.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+
+  e = error_of([&] { read_idx_gz((dir / "missing.gz").string(), 1); });
+  EXPECT_NE(e.find("missing.gz"), std::string::npos) << e;
+  EXPECT_NE(e.find("not found"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST(FashionMnist, SyntheticFilesNormaliseAndResize) {
+  fs::path dir = temp_dir("fm");
+  std::vector<uint8_t> imgs(4 * 28 * 28), labels = {3, 0, 9, 3};
+  for (size_t i = 0; i < imgs.size(); ++i) imgs[i] = static_cast<uint8_t>(i % 251);
+  // Image 2 is constant: any bilinear resize keeps it constant.
+  std::fill(imgs.begin() + 2 * 784, imgs.begin() + 3 * 784, uint8_t{200});
+  for (const char* split : {"train", "t10k"}) {
+    write_gz(dir / (std::string(split) + "-images-idx3-ubyte.gz"),
+             idx_bytes(0x803, {4, 28, 28}, imgs));
+    write_gz(dir / (std::string(split) + "-labels-idx1-ubyte.gz"), idx_bytes(0x801, {4}, labels));
+  }
+  DatasetOptions o;
+  o.dir = dir.string();
+  auto d = make_dataset(o);
+  ASSERT_EQ(d->size(), 4);
+  EXPECT_EQ(d->classes(), 10);
+  EXPECT_EQ(d->labels()[9], "Ankle boot");
+  std::vector<float> x(784);
+  EXPECT_EQ(d->get(1, x.data()), 0);
+  for (int k = 0; k < 784; ++k) {
+    double expect = (imgs[784 + k] / 255.0 - kFashionMnistMean) / kFashionMnistStd;
+    ASSERT_NEAR(x[k], expect, 1e-5) << k;
+  }
+  o.rows = o.cols = 44;
+  o.limit = 3;
+  o.train = false;
+  auto big = make_dataset(o);
+  EXPECT_EQ(big->size(), 3);
+  std::vector<float> y(44 * 44);
+  EXPECT_EQ(big->get(2, y.data()), 9);
+  const double c = (200 / 255.0 - kFashionMnistMean) / kFashionMnistStd;
+  for (float v : y) ASSERT_NEAR(v, c, 1e-5);
+
+  // Mismatched counts name both files.
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {3}, {1, 2, 3}));
+  o.train = true;
+  std::string e = error_of([&] { make_dataset(o); });
+  EXPECT_NE(e.find("train-labels-idx1-ubyte.gz"), std::string::npos) << e;
+  fs::remove_all(dir);
+}
+
+TEST(FashionMnist, RealFilesWhenInstalled) {
+  if (!fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed at " << default_fashion_mnist_dir()
+                 << " (Debian package dataset-fashion-mnist)";
+  }
+  DatasetOptions o;
+  auto train = make_dataset(o);
+  o.train = false;
+  auto test = make_dataset(o);
+  EXPECT_EQ(train->size(), 60000);
+  EXPECT_EQ(test->size(), 10000);
+  // The test split is balanced: 1000 images per class.
+  std::vector<int> counts(10);
+  std::vector<float> x(784);
+  double sum = 0;
+  for (int64_t i = 0; i < test->size(); ++i) {
+    counts[test->get(i, x.data())]++;
+    for (float v : x) sum += v;
+  }
+  for (int c : counts) EXPECT_EQ(c, 1000);
+  // Normalised with the training statistics: the test mean is close to 0.
+  EXPECT_NEAR(sum / (10000.0 * 784), 0.0, 0.02);
+}
+
+// Finds the two shapes of a noise-free procedural image by their pixel counts (square k*k,
+// cross 2k-1) using connected components, and returns the relation of A to B from centroids.
+struct Found {
+  int32_t relation = -1;
+  int64_t a_pixels = 0, b_pixels = 0;
+};
+Found find_relation(const std::vector<float>& img, int64_t H, int64_t W) {
+  std::vector<int> comp(img.size(), -1);
+  std::vector<std::array<double, 3>> stats;  // count, sum y, sum x
+  for (int64_t s = 0; s < H * W; ++s) {
+    if (img[s] < 0.5f || comp[s] >= 0) continue;
+    int id = static_cast<int>(stats.size());
+    stats.push_back({0, 0, 0});
+    std::vector<int64_t> stack = {s};
+    comp[s] = id;
+    while (!stack.empty()) {
+      int64_t p = stack.back();
+      stack.pop_back();
+      stats[id][0] += 1;
+      stats[id][1] += static_cast<double>(p / W);
+      stats[id][2] += static_cast<double>(p % W);
+      const int64_t y = p / W, x = p % W;
+      const int64_t nb[4][2] = {{y - 1, x}, {y + 1, x}, {y, x - 1}, {y, x + 1}};
+      for (auto& n : nb) {
+        if (n[0] < 0 || n[0] >= H || n[1] < 0 || n[1] >= W) continue;
+        int64_t q = n[0] * W + n[1];
+        if (img[q] >= 0.5f && comp[q] < 0) {
+          comp[q] = id;
+          stack.push_back(q);
+        }
+      }
+    }
+  }
+  Found f;
+  if (stats.size() != 2) return f;
+  const auto& A = stats[0][0] > stats[1][0] ? stats[0] : stats[1];
+  const auto& B = stats[0][0] > stats[1][0] ? stats[1] : stats[0];
+  f.a_pixels = static_cast<int64_t>(A[0]);
+  f.b_pixels = static_cast<int64_t>(B[0]);
+  const double dy = B[1] / B[0] - A[1] / A[0], dx = B[2] / B[0] - A[2] / A[0];
+  if (std::fabs(dx) > std::fabs(dy)) {
+    f.relation = dx > 0 ? 0 : 1;  // B to the right of A: A is left of B
+  } else {
+    f.relation = dy > 0 ? 2 : 3;
+  }
+  return f;
+}
+
+TEST(Procedural, LabelsMatchThePixelsAtEveryCanvasSize) {
+  for (int64_t size : {28, 44, 64}) {
+    DatasetOptions o;
+    o.name = "procedural";
+    o.rows = o.cols = size;
+    o.limit = 600;
+    o.seed = 5;
+    o.procedural.noise = 0;
+    auto d = make_dataset(o);
+    std::vector<float> img(size * size);
+    std::vector<int> counts(4);
+    for (int64_t i = 0; i < d->size(); ++i) {
+      int32_t label = d->get(i, img.data());
+      Found f = find_relation(img, size, size);
+      ASSERT_EQ(f.relation, label) << "sample " << i << " canvas " << size;
+      // Same pixel size at every canvas: a 5x5 square and a 5-pixel-wide cross.
+      ASSERT_EQ(f.a_pixels, 25);
+      ASSERT_EQ(f.b_pixels, 9);
+      counts[label]++;
+    }
+    for (int c : counts) EXPECT_GT(c, 100) << "labels are roughly balanced";
+  }
+}
+
+TEST(Procedural, DeterministicAndNoiseIsItsOwnStream) {
+  DatasetOptions o;
+  o.name = "procedural";
+  o.limit = 50;
+  o.seed = 11;
+  auto a = make_dataset(o), b = make_dataset(o);
+  o.procedural.noise = 0;
+  auto clean = make_dataset(o);
+  o.seed = 12;
+  auto other = make_dataset(o);
+  std::vector<float> x(784), y(784), z(784);
+  double sq = 0;
+  int differ = 0;
+  for (int64_t i = 0; i < 50; ++i) {
+    // Reading in a different order gives the same sample: a pure function of (seed, i).
+    int64_t j = 49 - i;
+    ASSERT_EQ(a->get(j, x.data()), b->get(j, y.data()));
+    ASSERT_EQ(x, y);
+    ASSERT_EQ(clean->get(j, z.data()), a->get(j, x.data()));
+    for (int k = 0; k < 784; ++k) sq += (x[k] - z[k]) * (x[k] - z[k]);
+    other->get(j, y.data());
+    differ += y != z;
+  }
+  EXPECT_NEAR(std::sqrt(sq / (50 * 784)), 0.2, 0.01) << "noise std";
+  EXPECT_GT(differ, 45) << "another seed gives other samples";
+  // The train and test splits are different streams.
+  o.seed = 11;
+  o.train = false;
+  auto test = make_dataset(o);
+  test->get(0, y.data());
+  clean->get(0, z.data());
+  EXPECT_NE(y, z);
+  // Too small a canvas is an error that says what is needed.
+  o.rows = o.cols = 8;
+  EXPECT_NE(error_of([&] { make_dataset(o); }).find("too small"), std::string::npos);
+}
+
+TEST(Folder, ClassesFromSubfoldersAndRgbNormalisation) {
+  fs::path dir = temp_dir("folder");
+  fs::create_directories(dir / "cat");
+  fs::create_directories(dir / "dog");
+  cv::Mat red(10, 12, CV_8UC3, cv::Scalar(0, 0, 255));  // BGR: pure red
+  cv::Mat blue(10, 12, CV_8UC3, cv::Scalar(255, 0, 0));
+  cv::imwrite((dir / "cat" / "1.png").string(), red);
+  cv::imwrite((dir / "cat" / "2.png").string(), red);
+  cv::imwrite((dir / "dog" / "1.png").string(), blue);
+  std::ofstream(dir / "dog" / "notes.txt") << "not an image";
+  DatasetOptions o;
+  o.name = "folder:" + dir.string();
+  o.rows = 8;
+  o.cols = 16;
+  auto d = make_dataset(o);
+  EXPECT_EQ(d->size(), 3);
+  EXPECT_EQ(d->classes(), 2);
+  EXPECT_EQ(d->labels(), (std::vector<std::string>{"cat", "dog"}));
+  std::vector<float> x(3 * 8 * 16);
+  EXPECT_EQ(d->get(2, x.data()), 1);
+  // Blue image: R = 0, B = 1 after ImageNet normalisation.
+  EXPECT_NEAR(x[0], (0 - 0.485) / 0.229, 1e-5);
+  EXPECT_NEAR(x[2 * 128 + 77], (1 - 0.406) / 0.225, 1e-5);
+  // limit keeps every class.
+  o.limit = 2;
+  auto small = make_dataset(o);
+  EXPECT_EQ(small->get(0, x.data()), 0);
+  EXPECT_EQ(small->get(1, x.data()), 1);
+  fs::remove_all(dir);
+}
+
+TEST(Loader, SameSeedSameBatchesAndEveryIndexOncePerEpoch) {
+  DatasetOptions o;
+  o.name = "procedural";
+  o.limit = 100;
+  auto d = make_dataset(o);
+  LoaderOptions lo;
+  lo.batch = 16;
+  lo.seed = 3;
+  lo.augment = true;
+  Loader a(*d, lo), b(*d, lo);
+  EXPECT_EQ(a.batches_per_epoch(), 6);
+  auto order = a.order(1);
+  EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), 100u);
+  EXPECT_NE(a.order(1), a.order(2));
+  a.start_epoch(1);
+  b.start_epoch(1);
+  Tensor xa, xb;
+  std::vector<int32_t> la, lb;
+  int n = 0;
+  while (a.next(xa, la)) {
+    ASSERT_TRUE(b.next(xb, lb));
+    ASSERT_EQ(xa.shape(), (Shape{16, 1, 28, 28}));
+    ASSERT_EQ(la, lb);
+    ASSERT_EQ(0, std::memcmp(xa.f32(), xb.f32(), xa.nbytes()));
+    ++n;
+  }
+  EXPECT_EQ(n, 6);
+  EXPECT_FALSE(b.next(xb, lb));
+  // Without drop_last the partial batch comes too.
+  lo.drop_last = false;
+  lo.shuffle = false;
+  Loader c(*d, lo);
+  c.start_epoch(0);
+  int64_t total = 0;
+  while (c.next(xa, la)) total += xa.size(0);
+  EXPECT_EQ(total, 100);
+}
+
+// The first n samples of the procedural relation dataset without noise pixels, so that
+// find_relation reads every image's label.
+std::unique_ptr<Dataset> clean_relation_dataset(int64_t n) {
+  DatasetOptions o;
+  o.name = "procedural";
+  o.limit = n;
+  o.procedural.noise = 0;
+  return make_dataset(o);
+}
+
+TEST(Loader, FlipsSwapLeftRightOnTheRelationDataset) {
+  auto d = clean_relation_dataset(200);
+  LoaderOptions lo;
+  lo.augment = true;
+  lo.seed = 9;
+  Loader l(*d, lo);
+  std::vector<float> x(784), orig(784);
+  int flipped = 0;
+  for (int64_t j = 0; j < 200; ++j) {
+    int32_t label = l.make_sample(0, j, j, x.data());
+    ASSERT_EQ(find_relation(x, 28, 28).relation, label) << j;
+    d->get(j, orig.data());
+    flipped += x != orig;
+  }
+  EXPECT_GT(flipped, 60);
+  EXPECT_LT(flipped, 140);
+}
+
+TEST(Loader, NoFlipKeepsTheSameCropsAndNeverFlips) {
+  auto d = clean_relation_dataset(200);
+  LoaderOptions lo;
+  lo.augment = true;
+  lo.seed = 9;
+  Loader with_flips(*d, lo);
+  lo.flip = false;
+  Loader crops_only(*d, lo);
+  std::vector<float> x(784), y(784);
+  int same = 0;
+  for (int64_t j = 0; j < 200; ++j) {
+    const int32_t label = crops_only.make_sample(0, j, j, x.data());
+    ASSERT_EQ(label, d->get(j, y.data())) << "sample " << j << " was flipped";
+    ASSERT_EQ(find_relation(x, 28, 28).relation, label) << j;
+    const int32_t flipped_label = with_flips.make_sample(0, j, j, y.data());
+    // The flip draw is still made, so the crops equal those of the flipping loader wherever
+    // that one did not flip.
+    if (flipped_label == label) same += x == y;
+  }
+  EXPECT_GT(same, 60);
+  EXPECT_LT(same, 140);
+}
+
+TEST(Loader, CropsAreShiftsOfThePaddedImage) {
+  fs::path dir = temp_dir("crop");
+  std::vector<uint8_t> imgs(2 * 784), labels = {1, 2};
+  for (size_t i = 0; i < imgs.size(); ++i) imgs[i] = static_cast<uint8_t>((i * 37) % 256);
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes(0x803, {2, 28, 28}, imgs));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {2}, labels));
+  DatasetOptions o;
+  o.dir = dir.string();
+  auto d = make_dataset(o);
+  LoaderOptions lo;
+  lo.augment = true;
+  Loader l(*d, lo);
+  std::vector<float> x(784), src(784);
+  d->get(0, src.data());
+  const float pad = d->pad_value(0);
+  std::set<std::tuple<int, int, bool>> seen;
+  for (int64_t j = 0; j < 200; ++j) {
+    ASSERT_EQ(l.make_sample(0, j, 0, x.data()), 1);
+    bool matched = false;
+    for (int oy = -2; oy <= 2 && !matched; ++oy)
+      for (int ox = -2; ox <= 2 && !matched; ++ox)
+        for (bool flip : {false, true}) {
+          bool ok = true;
+          for (int y = 0; y < 28 && ok; ++y)
+            for (int xx = 0; xx < 28 && ok; ++xx) {
+              int sx = (flip ? 27 - xx : xx) + ox, sy = y + oy;
+              float e = (sx >= 0 && sx < 28 && sy >= 0 && sy < 28) ? src[sy * 28 + sx] : pad;
+              ok = x[y * 28 + xx] == e;
+            }
+          if (ok) {
+            matched = true;
+            seen.insert({oy, ox, flip});
+            break;
+          }
+        }
+    ASSERT_TRUE(matched) << "sample " << j << " is not a shifted/flipped copy";
+  }
+  EXPECT_GT(seen.size(), 30u) << "crops and flips vary";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace vitpe

@@ -1,0 +1,176 @@
+// Tests of vit/train/train.cpp: a tiny model learns, a resumed run equals an uninterrupted one
+// bitwise, the run directory's files, config overrides and the progress line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "vit/io/checkpoint.h"
+#include "vit/io/safetensors.h"
+#include "vit/train/train.h"
+
+namespace vitpe {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p =
+      fs::temp_directory_path() / ("vitpe_test_train_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p;
+}
+
+// A small ViT on the procedural relation dataset at a 16x16 canvas (4x4 patches of 4 px).
+TrainOptions tiny_options() {
+  TrainOptions o;
+  o.model = "vit-fmnist";
+  o.encoding = "sincos2d";
+  o.overrides = {"depth=1", "dim=32", "heads=2", "mlp_dim=64"};
+  o.data.name = "procedural";
+  o.data.rows = o.data.cols = 16;
+  o.data.limit = 256;
+  o.test_limit = 64;
+  o.epochs = 3;
+  o.batch = 32;
+  o.lr = 2e-3;
+  o.warmup_epochs = 0.5;
+  o.progress = false;
+  o.verbose = false;
+  o.log_every = 4;
+  return o;
+}
+
+TEST(Train, TinyModelLearnsASmallSubset) {
+  // Fashion-MNIST (installed by scripts/setup): 10 classes, chance 10%.
+  if (!fs::exists(default_fashion_mnist_dir() + "/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST not installed at " << default_fashion_mnist_dir()
+                 << " (Debian package dataset-fashion-mnist)";
+  }
+  // Patches of 7 px (a 4x4 grid) keep it fast; no augmentation so 160 steps suffice.
+  TrainOptions o = tiny_options();
+  o.data = DatasetOptions{};
+  o.data.limit = 1600;
+  o.test_limit = 300;
+  o.overrides = {"patch=7", "depth=2", "dim=48", "heads=4", "mlp_dim=96"};
+  o.epochs = 4;
+  o.batch = 40;
+  o.lr = 1e-3;
+  o.warmup_epochs = 0.3;
+  o.augment = false;
+  TrainResult r = train(o);
+  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.history.size(), 4u);
+  EXPECT_LT(r.history.back().train_loss, 0.8 * r.history.front().train_loss);
+  EXPECT_GT(r.history.back().test_acc, 0.45) << "chance is 10%";
+}
+
+TEST(Train, ResumeEqualsUninterruptedBitwise) {
+  const fs::path a = temp_dir("full"), b = temp_dir("resumed");
+  TrainOptions o = tiny_options();
+  o.out = a.string();
+  TrainResult full = train(o);
+  ASSERT_TRUE(full.finished);
+
+  o.out = b.string();
+  o.stop_after_epochs = 1;
+  TrainResult part = train(o);  // "killed" after epoch 1
+  EXPECT_FALSE(part.finished);
+  o.resume = true;
+  part = train(o);  // epoch 2, stops again
+  EXPECT_FALSE(part.finished);
+  TrainResult resumed = train(o);  // epoch 3
+  ASSERT_TRUE(resumed.finished);
+
+  auto pa = full.model->params(), pb = resumed.model->params();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(pa[i]->name, pb[i]->name);
+    ASSERT_EQ(0, std::memcmp(pa[i]->value.f32(), pb[i]->value.f32(), pa[i]->value.nbytes()))
+        << pa[i]->name << " differs";
+  }
+  ASSERT_EQ(full.history.size(), resumed.history.size());
+  for (size_t e = 0; e < full.history.size(); ++e) {
+    EXPECT_EQ(full.history[e].train_loss, resumed.history[e].train_loss);
+    EXPECT_EQ(full.history[e].test_acc, resumed.history[e].test_acc);
+    EXPECT_EQ(full.history[e].step, resumed.history[e].step);
+  }
+  // The saved files agree too, and the metric lines are the same apart from times.
+  SafeTensorsFile fa = SafeTensorsFile::open((a / "model.safetensors").string());
+  SafeTensorsFile fb = SafeTensorsFile::open((b / "model.safetensors").string());
+  for (const std::string& n : fa.names()) {
+    auto ra = fa.raw(n), rb = fb.raw(n);
+    ASSERT_EQ(ra.size(), rb.size());
+    ASSERT_EQ(0, std::memcmp(ra.data(), rb.data(), ra.size())) << n;
+  }
+  auto lines = [](const fs::path& p) {
+    std::vector<nlohmann::json> v;
+    std::ifstream f(p);
+    std::string l;
+    while (std::getline(f, l)) {
+      auto j = nlohmann::json::parse(l);
+      j.erase("seconds");
+      j.erase("img_per_s");
+      v.push_back(j);
+    }
+    return v;
+  };
+  auto la = lines(a / "metrics.jsonl"), lb = lines(b / "metrics.jsonl");
+  EXPECT_EQ(la.size(), 3u + 3u * 8u / 4u);  // 3 epoch lines + a step line every 4 of 24 steps
+  EXPECT_EQ(la, lb);
+
+  // Resuming with other settings is refused, naming the difference.
+  o.lr = 1e-2;
+  try {
+    train(o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("lr"), std::string::npos) << e.what();
+  }
+  // best.safetensors loads as a model with the run's config.
+  LoadedModel lm = load_model((a / "best.safetensors").string());
+  EXPECT_EQ(lm.model->config().encoding, "sincos2d");
+  EXPECT_EQ(lm.model->config().img_rows, 16);
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST(Train, EvaluateCountsEverySampleAndOverridesApply) {
+  TrainOptions o = tiny_options();
+  DatasetOptions d = o.data;
+  d.train = false;
+  d.limit = 70;  // not a multiple of the batch
+  auto data = make_dataset(d);
+  ModelConfig c = make_train_config(o, *data);
+  EXPECT_EQ(c.depth, 1);
+  EXPECT_EQ(c.dim, 32);
+  EXPECT_EQ(c.classes, 4);
+  EXPECT_EQ(c.channels, 1);
+  auto model = make_model(c, 1);
+  EvalResult r = evaluate(*model, *data, 32);
+  EXPECT_EQ(r.count, 70);
+  EXPECT_GE(r.accuracy, 0.0);
+  EXPECT_LE(r.accuracy, 1.0);
+  EXPECT_GT(r.loss, 0.0);
+  EXPECT_THROW(apply_overrides(c, {"depht=2"}), std::invalid_argument);
+  EXPECT_THROW(apply_overrides(c, {"depth"}), std::invalid_argument);
+}
+
+TEST(Progress, LineShowsPercentRateAndEta) {
+  Progress p("epoch 1/3", 200, nullptr);
+  std::string l = p.line(50, "loss 0.5", 123.4, 10.0);
+  EXPECT_NE(l.find("25%"), std::string::npos) << l;
+  EXPECT_NE(l.find("50/200"), std::string::npos) << l;
+  EXPECT_NE(l.find("123 img/s"), std::string::npos) << l;
+  EXPECT_NE(l.find("ETA 0:30"), std::string::npos) << l;  // 10 s for 50, 150 to go
+  EXPECT_NE(l.find("[======>"), std::string::npos) << l;
+  std::string done = p.line(200, "", 1, 75);
+  EXPECT_NE(done.find("took 1:15"), std::string::npos) << done;
+  EXPECT_EQ(Progress::format_duration(3725), "1:02:05");
+}
+
+}  // namespace
+}  // namespace vitpe

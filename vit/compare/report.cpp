@@ -1,0 +1,539 @@
+// Terminal table, JSON, CSV and the HTML report of a comparison (see report.h).
+#include "vit/compare/report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+namespace vitpe {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n < 0 ? -n : n), o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) o += ',';
+    o += s[i];
+  }
+  return (n < 0 ? "-" : "") + o;
+}
+
+const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                         "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+
+struct Series {
+  std::string name;
+  std::string color;
+  std::vector<double> x, y, err;  // err: +- half-height of an error bar (may be empty)
+};
+
+// "Nice" tick step for a range (1, 2 or 5 times a power of ten).
+double nice_step(double range, int target) {
+  double raw = range / std::max(1, target);
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+// A tick label with as many decimals as the tick step needs.
+std::string y_text(double y, double step) {
+  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, std::fabs(y) < step * 1e-6 ? 0.0 : y);
+  return buf;
+}
+
+// A line chart as inline SVG, with axes, ticks, a legend and optional error bars.
+std::string line_chart(const std::string& title, const std::string& x_label,
+                       const std::string& y_label, const std::vector<Series>& series,
+                       const std::vector<double>& x_ticks) {
+  const double W = 640, H = 360, L = 60, R = 170, T = 34, B = 48;
+  double xmin = 1e300, xmax = -1e300, ymin = 1e300, ymax = -1e300;
+  for (const Series& s : series) {
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      double e = s.err.empty() ? 0 : s.err[i];
+      xmin = std::min(xmin, s.x[i]);
+      xmax = std::max(xmax, s.x[i]);
+      ymin = std::min(ymin, s.y[i] - e);
+      ymax = std::max(ymax, s.y[i] + e);
+    }
+  }
+  if (xmin > xmax) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
+  if (xmax - xmin < 1e-12) xmin -= 1, xmax += 1;
+  if (ymax - ymin < 1e-9) ymin -= 0.5, ymax += 0.5;
+  const double ystep = nice_step(ymax - ymin, 5);
+  ymin = std::floor(ymin / ystep) * ystep;
+  ymax = std::ceil(ymax / ystep) * ystep;
+  auto px = [&](double x) { return L + (x - xmin) / (xmax - xmin) * (W - L - R); };
+  auto py = [&](double y) { return H - B - (y - ymin) / (ymax - ymin) * (H - T - B); };
+  std::ostringstream o;
+  o << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " << W << ' ' << H
+    << "\" width=\"" << W << "\" height=\"" << H << "\" role=\"img\" aria-label=\""
+    << html_escape(title) << "\">\n";
+  o << "<text x=\"" << W / 2 - R / 2 + L / 2 << "\" y=\"20\" text-anchor=\"middle\" "
+    << "class=\"ct\">" << html_escape(title) << "</text>\n";
+  // Grid and y ticks.
+  for (double y = ymin; y <= ymax + ystep * 1e-6; y += ystep) {
+    o << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << py(y) << "\" y2=\"" << py(y)
+      << "\" class=\"grid\"/>";
+    o << "<text x=\"" << L - 6 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">"
+      << y_text(y, ystep) << "</text>\n";
+  }
+  std::vector<double> xt = x_ticks;
+  if (xt.empty()) {
+    const double xs = std::max(1.0, nice_step(xmax - xmin, 8));
+    for (double x = std::ceil(xmin / xs) * xs; x <= xmax + 1e-9; x += xs) xt.push_back(x);
+  }
+  for (double x : xt) {
+    o << "<line x1=\"" << px(x) << "\" x2=\"" << px(x) << "\" y1=\"" << H - B << "\" y2=\""
+      << H - B + 5 << "\" class=\"axis\"/>";
+    o << "<text x=\"" << px(x) << "\" y=\"" << H - B + 18 << "\" text-anchor=\"middle\">"
+      << fmt("%g", x) << "</text>\n";
+  }
+  o << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << H - B << "\" y2=\"" << H - B
+    << "\" class=\"axis\"/><line x1=\"" << L << "\" x2=\"" << L << "\" y1=\"" << T << "\" y2=\""
+    << H - B << "\" class=\"axis\"/>\n";
+  o << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 10 << "\" text-anchor=\"middle\">"
+    << html_escape(x_label) << "</text>\n";
+  o << "<text transform=\"translate(16," << (T + H - B) / 2
+    << ") rotate(-90)\" text-anchor=\"middle\">" << html_escape(y_label) << "</text>\n";
+  // Series.
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    if (s.x.empty()) continue;
+    o << "<g class=\"series\"><polyline fill=\"none\" stroke=\"" << s.color
+      << "\" stroke-width=\"2\" points=\"";
+    for (size_t i = 0; i < s.x.size(); ++i) o << px(s.x[i]) << ',' << py(s.y[i]) << ' ';
+    o << "\"/>";
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!s.err.empty() && s.err[i] > 0) {
+        o << "<line x1=\"" << px(s.x[i]) << "\" x2=\"" << px(s.x[i]) << "\" y1=\""
+          << py(s.y[i] - s.err[i]) << "\" y2=\"" << py(s.y[i] + s.err[i]) << "\" stroke=\""
+          << s.color << "\"/>";
+      }
+      o << "<circle cx=\"" << px(s.x[i]) << "\" cy=\"" << py(s.y[i]) << "\" r=\"3\" fill=\""
+        << s.color << "\"><title>" << html_escape(s.name) << ": " << fmt("%g", s.x[i]) << ", "
+        << fmt("%.4g", s.y[i]) << "</title></circle>";
+    }
+    o << "</g>\n";
+    // Legend.
+    const double ly = T + 14 + 18 * static_cast<double>(k);
+    o << "<line x1=\"" << W - R + 12 << "\" x2=\"" << W - R + 32 << "\" y1=\"" << ly << "\" y2=\""
+      << ly << "\" stroke=\"" << s.color << "\" stroke-width=\"3\"/>";
+    o << "<text x=\"" << W - R + 38 << "\" y=\"" << ly + 4 << "\">" << html_escape(s.name)
+      << "</text>\n";
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+double std_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  double m = mean_of(v), s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+// Per encoding and epoch: the mean over seeds of a history field.
+std::vector<Series> curves(const CompareResults& r, double EpochRecord::*field, double scale) {
+  std::vector<Series> out;
+  for (size_t e = 0; e < r.encodings.size(); ++e) {
+    std::map<int64_t, std::vector<double>> by_epoch;
+    for (const RunResult& run : r.runs) {
+      if (run.encoding != r.encodings[e]) continue;
+      for (const EpochRecord& h : run.history) by_epoch[h.epoch].push_back(h.*field * scale);
+    }
+    Series s{r.encodings[e], kColors[e % 10], {}, {}, {}};
+    for (auto& [ep, v] : by_epoch) {
+      s.x.push_back(static_cast<double>(ep));
+      s.y.push_back(mean_of(v));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SummaryRow> summarize(const CompareResults& r) {
+  std::vector<SummaryRow> rows;
+  for (const std::string& enc : r.encodings) {
+    SummaryRow row;
+    row.encoding = enc;
+    std::vector<std::vector<double>> acc(r.sizes.size());
+    std::vector<double> times;
+    for (const RunResult& run : r.runs) {
+      if (run.encoding != enc) continue;
+      ++row.runs;
+      row.params_added = run.params_added;
+      times.push_back(run.train_seconds);
+      for (size_t s = 0; s < r.sizes.size() && s < run.accuracy.size(); ++s)
+        acc[s].push_back(run.accuracy[s]);
+    }
+    row.train_seconds = mean_of(times);
+    for (const auto& a : acc) {
+      row.mean.push_back(mean_of(a));
+      row.stddev.push_back(std_of(a));
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string terminal_table(const CompareResults& r) {
+  std::vector<SummaryRow> rows = summarize(r);
+  size_t w = 8;
+  for (const auto& row : rows) w = std::max(w, row.encoding.size());
+  std::ostringstream o;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), "encoding");
+  o << buf;
+  for (int64_t s : r.sizes) {
+    std::string h = "acc@" + std::to_string(s) + (s == r.train_size ? "*" : "");
+    std::snprintf(buf, sizeof buf, "  %15s", h.c_str());
+    o << buf;
+  }
+  o << "  +params    train\n";
+  for (const auto& row : rows) {
+    std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), row.encoding.c_str());
+    o << buf;
+    for (size_t s = 0; s < row.mean.size(); ++s) {
+      std::string cell = fmt("%.2f", 100 * row.mean[s]);
+      if (row.runs > 1) cell += " +- " + fmt("%.2f", 100 * row.stddev[s]);
+      std::snprintf(buf, sizeof buf, "  %15s", cell.c_str());
+      o << buf;
+    }
+    std::snprintf(buf, sizeof buf, "  %8s  %7s", with_commas(row.params_added).c_str(),
+                  Progress::format_duration(row.train_seconds).c_str());
+    o << buf << '\n';
+  }
+  o << "(accuracy in %, mean +- std over " << r.seeds.size() << " seed"
+    << (r.seeds.size() == 1 ? "" : "s") << "; * = training size)\n";
+  return o.str();
+}
+
+// ---- JSON / CSV
+// -----------------------------------------------------------------------------------
+
+std::string results_json(const CompareResults& r) {
+  json j;
+  j["title"] = r.title;
+  j["encodings"] = r.encodings;
+  j["seeds"] = r.seeds;
+  j["sizes"] = r.sizes;
+  j["train_size"] = r.train_size;
+  j["wall_seconds"] = r.wall_seconds;
+  j["settings"] = json::object();
+  for (const auto& [k, v] : r.settings) j["settings"][k] = v;
+  j["versions"] = json::object();
+  for (const auto& [k, v] : r.versions) j["versions"][k] = v;
+  j["runs"] = json::array();
+  for (const RunResult& run : r.runs) {
+    json h = json::array();
+    for (const EpochRecord& e : run.history) {
+      h.push_back({{"epoch", e.epoch},
+                   {"step", e.step},
+                   {"lr", e.lr},
+                   {"train_loss", e.train_loss},
+                   {"train_acc", e.train_acc},
+                   {"test_loss", e.test_loss},
+                   {"test_acc", e.test_acc},
+                   {"seconds", e.seconds},
+                   {"img_per_s", e.img_per_s}});
+    }
+    j["runs"].push_back({{"encoding", run.encoding},
+                         {"seed", run.seed},
+                         {"params", run.params},
+                         {"params_added", run.params_added},
+                         {"train_seconds", run.train_seconds},
+                         {"accuracy", run.accuracy},
+                         {"loss", run.loss},
+                         {"history", h}});
+  }
+  json summary = json::array();
+  for (const SummaryRow& row : summarize(r)) {
+    summary.push_back({{"encoding", row.encoding},
+                       {"runs", row.runs},
+                       {"params_added", row.params_added},
+                       {"train_seconds", row.train_seconds},
+                       {"accuracy_mean", row.mean},
+                       {"accuracy_std", row.stddev}});
+  }
+  j["summary"] = summary;
+  return j.dump(2) + "\n";
+}
+
+CompareResults parse_results_json(const std::string& text) {
+  json j = json::parse(text);
+  CompareResults r;
+  r.title = j.value("title", r.title);
+  r.encodings = j.at("encodings").get<std::vector<std::string>>();
+  r.seeds = j.at("seeds").get<std::vector<uint64_t>>();
+  r.sizes = j.at("sizes").get<std::vector<int64_t>>();
+  r.train_size = j.at("train_size");
+  r.wall_seconds = j.value("wall_seconds", 0.0);
+  for (const auto& [k, v] : j.at("settings").items()) r.settings.emplace_back(k, v);
+  for (const auto& [k, v] : j.at("versions").items()) r.versions.emplace_back(k, v);
+  for (const json& jr : j.at("runs")) {
+    RunResult run;
+    run.encoding = jr.at("encoding");
+    run.seed = jr.at("seed");
+    run.params = jr.at("params");
+    run.params_added = jr.at("params_added");
+    run.train_seconds = jr.at("train_seconds");
+    run.accuracy = jr.at("accuracy").get<std::vector<double>>();
+    run.loss = jr.at("loss").get<std::vector<double>>();
+    for (const json& h : jr.at("history")) {
+      EpochRecord e;
+      e.epoch = h.at("epoch");
+      e.step = h.at("step");
+      e.lr = h.at("lr");
+      e.train_loss = h.at("train_loss");
+      e.train_acc = h.at("train_acc");
+      e.test_loss = h.at("test_loss");
+      e.test_acc = h.at("test_acc");
+      e.seconds = h.at("seconds");
+      e.img_per_s = h.at("img_per_s");
+      run.history.push_back(e);
+    }
+    r.runs.push_back(std::move(run));
+  }
+  return r;
+}
+
+std::string results_csv(const CompareResults& r) {
+  std::ostringstream o;
+  o << "encoding,seed,params,params_added,train_seconds";
+  for (int64_t s : r.sizes) o << ",acc_" << s << ",loss_" << s;
+  o << '\n';
+  for (const RunResult& run : r.runs) {
+    o << csv_field(run.encoding) << ',' << run.seed << ',' << run.params << ',' << run.params_added
+      << ',' << fmt("%.3f", run.train_seconds);
+    for (size_t s = 0; s < r.sizes.size(); ++s) {
+      o << ',' << (s < run.accuracy.size() ? fmt("%.6f", run.accuracy[s]) : "") << ','
+        << (s < run.loss.size() ? fmt("%.6f", run.loss[s]) : "");
+    }
+    o << '\n';
+  }
+  return o.str();
+}
+
+// ---- HTML
+// -------------------------------------------------------------------------------------------
+
+std::string base64_encode(const std::vector<uint8_t>& b) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string o;
+  o.reserve((b.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < b.size(); i += 3) {
+    uint32_t v = (uint32_t(b[i]) << 16) | (uint32_t(b[i + 1]) << 8) | b[i + 2];
+    o += t[v >> 18];
+    o += t[(v >> 12) & 63];
+    o += t[(v >> 6) & 63];
+    o += t[v & 63];
+  }
+  if (i + 1 == b.size()) {
+    uint32_t v = uint32_t(b[i]) << 16;
+    o += t[v >> 18];
+    o += t[(v >> 12) & 63];
+    o += "==";
+  } else if (i + 2 == b.size()) {
+    uint32_t v = (uint32_t(b[i]) << 16) | (uint32_t(b[i + 1]) << 8);
+    o += t[v >> 18];
+    o += t[(v >> 12) & 63];
+    o += t[(v >> 6) & 63];
+    o += '=';
+  }
+  return o;
+}
+
+std::string report_html(const CompareResults& r) {
+  std::vector<SummaryRow> rows = summarize(r);
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<title>" << html_escape(r.title) << "</title>\n<style>\n"
+    << "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:2em auto;"
+       "max-width:1100px;padding:0 1em;color:#222;background:#fff}\n"
+    << "h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.25em;margin-top:1.8em;"
+       "border-bottom:1px solid #ddd;padding-bottom:.2em}\n"
+    << "table{border-collapse:collapse;margin:.8em 0;font-variant-numeric:tabular-nums}\n"
+    << "th,td{padding:.35em .8em;border-bottom:1px solid #e4e4e4;text-align:right}\n"
+    << "th:first-child,td:first-child{text-align:left}\n"
+    << "thead th{background:#f4f6f8;border-bottom:2px solid #ccc}\n"
+    << "td.best{font-weight:bold;color:#0a6b2d}\n"
+    << "#settings td,#versions td{text-align:left;vertical-align:top}\n"
+    << "svg.chart{max-width:100%;height:auto;font-size:12px;margin:.5em 1em .5em 0}\n"
+    << "svg .grid{stroke:#eee}svg .axis{stroke:#555}svg .ct{font-size:14px;font-weight:600}\n"
+    << ".charts{display:flex;flex-wrap:wrap}\n"
+    << ".pics{display:flex;flex-wrap:wrap;gap:1.2em}\n"
+    << "figure{margin:0;text-align:center}figure img{image-rendering:pixelated;"
+       "border:1px solid #ddd;max-width:540px}\n"
+    << "figcaption{font-size:.85em;color:#555}\n"
+    << ".muted{color:#666;font-size:.9em}code{background:#f4f4f4;padding:0 "
+       ".2em;word-break:break-all}\n"
+    << "</style>\n</head>\n<body>\n";
+  o << "<h1>" << html_escape(r.title) << "</h1>\n<p class=\"muted\">" << r.runs.size()
+    << " training runs (" << r.encodings.size() << " encodings &times; " << r.seeds.size()
+    << " seed" << (r.seeds.size() == 1 ? "" : "s") << "), trained at " << r.train_size << "&times;"
+    << r.train_size << ", evaluated at ";
+  for (size_t s = 0; s < r.sizes.size(); ++s) o << (s ? ", " : "") << r.sizes[s];
+  o << "; total wall time " << Progress::format_duration(r.wall_seconds) << ".</p>\n";
+
+  // Summary table; the best mean per size in bold.
+  o << "<h2>Summary</h2>\n<table id=\"summary\">\n<thead><tr><th>encoding</th>";
+  for (int64_t s : r.sizes) {
+    o << "<th>accuracy @" << s << (s == r.train_size ? " (train size)" : "") << "</th>";
+  }
+  o << "<th>params added</th><th>train time</th></tr></thead>\n<tbody>\n";
+  std::vector<double> best(r.sizes.size(), -1);
+  for (const auto& row : rows)
+    for (size_t s = 0; s < row.mean.size(); ++s) best[s] = std::max(best[s], row.mean[s]);
+  for (const auto& row : rows) {
+    o << "<tr><td>" << html_escape(row.encoding) << "</td>";
+    for (size_t s = 0; s < row.mean.size(); ++s) {
+      o << "<td" << (row.mean[s] >= best[s] - 1e-12 ? " class=\"best\"" : "") << ">"
+        << fmt("%.2f", 100 * row.mean[s]);
+      if (row.runs > 1) o << " &plusmn; " << fmt("%.2f", 100 * row.stddev[s]);
+      o << "</td>";
+    }
+    o << "<td>" << with_commas(row.params_added) << "</td><td>"
+      << Progress::format_duration(row.train_seconds) << "</td></tr>\n";
+  }
+  o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy in % on the test split, mean &plusmn; "
+       "standard deviation over seeds. Params added: parameters of the model minus those of "
+       "the same model without a positional encoding. Train time: mean per run (training and "
+       "per-epoch evaluation).</p>\n";
+
+  // Accuracy versus resolution.
+  o << "<h2>Accuracy versus resolution</h2>\n<div class=\"charts\">\n";
+  std::vector<Series> res;
+  std::vector<double> xt;
+  for (int64_t s : r.sizes) xt.push_back(static_cast<double>(s));
+  for (size_t e = 0; e < rows.size(); ++e) {
+    Series s{rows[e].encoding, kColors[e % 10], {}, {}, {}};
+    for (size_t k = 0; k < r.sizes.size() && k < rows[e].mean.size(); ++k) {
+      s.x.push_back(static_cast<double>(r.sizes[k]));
+      s.y.push_back(100 * rows[e].mean[k]);
+      s.err.push_back(100 * rows[e].stddev[k]);
+    }
+    res.push_back(std::move(s));
+  }
+  o << line_chart("Test accuracy at each image size", "image size (pixels per side)",
+                  "accuracy (%)", res, xt);
+  o << "</div>\n";
+
+  // Training curves.
+  o << "<h2>Training curves</h2>\n<div class=\"charts\">\n";
+  o << line_chart("Test accuracy during training", "epoch", "accuracy (%)",
+                  curves(r, &EpochRecord::test_acc, 100.0), {});
+  o << line_chart("Training loss", "epoch", "loss (label-smoothed)",
+                  curves(r, &EpochRecord::train_loss, 1.0), {});
+  o << "</div>\n";
+
+  // Pictures.
+  if (!r.pictures.empty()) {
+    o << "<h2>The encodings</h2>\n";
+    for (const auto& [enc, pics] : r.pictures) {
+      o << "<h3>" << html_escape(enc) << "</h3>\n<div class=\"pics\">\n";
+      for (const Picture& p : pics) {
+        o << "<figure><img alt=\"" << html_escape(enc + ": " + p.caption)
+          << "\" src=\"data:image/png;base64," << base64_encode(p.png) << "\"><figcaption>"
+          << html_escape(p.caption) << "</figcaption></figure>\n";
+      }
+      o << "</div>\n";
+    }
+  }
+
+  // Settings and versions.
+  o << "<h2>Settings</h2>\n<table id=\"settings\">\n<tbody>\n";
+  for (const auto& [k, v] : r.settings) {
+    o << "<tr><td>" << html_escape(k) << "</td><td><code>" << html_escape(v)
+      << "</code></td></tr>\n";
+  }
+  o << "</tbody>\n</table>\n<h2>Versions</h2>\n<table id=\"versions\">\n<tbody>\n";
+  for (const auto& [k, v] : r.versions) {
+    o << "<tr><td>" << html_escape(k) << "</td><td><code>" << html_escape(v)
+      << "</code></td></tr>\n";
+  }
+  o << "</tbody>\n</table>\n</body>\n</html>\n";
+  return o.str();
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw std::runtime_error(tmp + ": cannot open for writing");
+    f << text;
+    f.flush();
+    if (!f) {
+      f.close();
+      fs::remove(tmp);
+      throw std::runtime_error(tmp + ": write failed");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp);
+    throw std::runtime_error(path + ": cannot rename the temporary file: " + ec.message());
+  }
+}
+
+}  // namespace vitpe

@@ -1,0 +1,399 @@
+#include "vit/io/checkpoint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "vit/io/safetensors.h"
+#include "vitpe_version.h"
+
+namespace vitpe {
+
+const char* checkpoint_format_name(CheckpointFormat f) {
+  switch (f) {
+    case CheckpointFormat::vitpe: return "vitpe";
+    case CheckpointFormat::timm_vit: return "timm ViT";
+    case CheckpointFormat::torchvision_vit: return "torchvision ViT";
+    case CheckpointFormat::timm_swin: return "timm Swin (>= 0.9)";
+    case CheckpointFormat::timm_swin_old: return "timm Swin (< 0.9 / Microsoft)";
+    case CheckpointFormat::torchvision_swin: return "torchvision Swin";
+  }
+  return "?";
+}
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+bool has(const std::vector<std::string>& names, const std::string& n) {
+  return std::find(names.begin(), names.end(), n) != names.end();
+}
+
+// Splits "a.b.c" at dots.
+std::vector<std::string> split(const std::string& s, char sep = '.') {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& parts, size_t from) {
+  std::string s;
+  for (size_t i = from; i < parts.size(); ++i) s += (i > from ? "." : "") + parts[i];
+  return s;
+}
+
+bool is_number(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// torchvision block-internal names -> timm.
+std::string tv_block_part(const std::string& rest) {
+  static const std::vector<std::pair<std::string, std::string>> map = {
+      {"ln_1.", "norm1."},
+      {"ln_2.", "norm2."},
+      {"self_attention.in_proj_weight", "attn.qkv.weight"},
+      {"self_attention.in_proj_bias", "attn.qkv.bias"},
+      {"self_attention.out_proj.", "attn.proj."},
+      {"mlp.0.", "mlp.fc1."},
+      {"mlp.3.", "mlp.fc2."},
+      {"mlp.linear_1.", "mlp.fc1."},
+      {"mlp.linear_2.", "mlp.fc2."},
+  };
+  for (const auto& [from, to] : map) {
+    if (starts_with(rest, from)) return to + rest.substr(from.size());
+  }
+  return rest;
+}
+
+bool is_derived_buffer(const std::string& name) {
+  return ends_with(name, "relative_position_index") || ends_with(name, "attn_mask") ||
+         ends_with(name, "relative_coords_table");
+}
+
+Shape squeeze_leading(const Shape& s) {
+  std::vector<int64_t> v = s.vec();
+  while (v.size() > 1 && v.front() == 1) v.erase(v.begin());
+  return Shape(v);
+}
+
+}  // namespace
+
+CheckpointFormat detect_checkpoint_format(const std::vector<std::string>& names,
+                                          const std::map<std::string, std::string>& metadata) {
+  if (metadata.count("vitpe.config")) return CheckpointFormat::vitpe;
+  bool tv_vit = false, tv_swin = false, timm_vit = false, swin = false;
+  for (const auto& n : names) {
+    if (starts_with(n, "encoder.layers.") || n == "conv_proj.weight") tv_vit = true;
+    if (starts_with(n, "features.0.0.")) tv_swin = true;
+    if (starts_with(n, "blocks.")) timm_vit = true;
+    if (starts_with(n, "layers.")) swin = true;
+  }
+  if (tv_vit) return CheckpointFormat::torchvision_vit;
+  if (tv_swin) return CheckpointFormat::torchvision_swin;
+  if (swin) {
+    return has(names, "layers.0.downsample.reduction.weight") || has(names, "head.weight")
+               ? CheckpointFormat::timm_swin_old
+               : CheckpointFormat::timm_swin;
+  }
+  if (timm_vit) return CheckpointFormat::timm_vit;
+  throw std::runtime_error(
+      "unrecognised checkpoint: no vitpe metadata and none of the timm/torchvision ViT or Swin "
+      "tensor names (e.g. 'blocks.0.attn.qkv.weight', 'encoder.layers.encoder_layer_0...', "
+      "'layers.0.blocks.0...', 'features.0.0.weight')");
+}
+
+std::string map_checkpoint_name(const std::string& name, CheckpointFormat format) {
+  if (is_derived_buffer(name)) return "";
+  switch (format) {
+    case CheckpointFormat::vitpe:
+    case CheckpointFormat::timm_vit:
+    case CheckpointFormat::timm_swin:
+      return name;
+    case CheckpointFormat::timm_swin_old: {
+      // Merging at the end of stage i becomes merging at the start of stage i + 1.
+      auto p = split(name);
+      if (p.size() > 3 && p[0] == "layers" && is_number(p[1]) && p[2] == "downsample") {
+        return "layers." + std::to_string(std::stoi(p[1]) + 1) + ".downsample." + join(p, 3);
+      }
+      if (starts_with(name, "head.") && !starts_with(name, "head.fc.")) {
+        return "head.fc." + name.substr(5);
+      }
+      return name;
+    }
+    case CheckpointFormat::torchvision_vit: {
+      if (name == "class_token") return "cls_token";
+      if (starts_with(name, "conv_proj.")) return "patch_embed.proj." + name.substr(10);
+      if (name == "encoder.pos_embedding") return "pos_embed";
+      if (starts_with(name, "encoder.ln.")) return "norm." + name.substr(11);
+      if (starts_with(name, "heads.head.")) return "head." + name.substr(11);
+      const std::string layer = "encoder.layers.encoder_layer_";
+      if (starts_with(name, layer)) {
+        std::string rest = name.substr(layer.size());
+        size_t dot = rest.find('.');
+        return "blocks." + rest.substr(0, dot) + "." + tv_block_part(rest.substr(dot + 1));
+      }
+      return name;
+    }
+    case CheckpointFormat::torchvision_swin: {
+      if (starts_with(name, "features.0.0.")) return "patch_embed.proj." + name.substr(13);
+      if (starts_with(name, "features.0.2.")) return "patch_embed.norm." + name.substr(13);
+      if (starts_with(name, "head.")) return "head.fc." + name.substr(5);
+      auto p = split(name);
+      if (p.size() > 2 && p[0] == "features" && is_number(p[1])) {
+        const int f = std::stoi(p[1]);
+        if (f % 2 == 1 && is_number(p[2])) {  // stage (f - 1) / 2, block p[2]
+          std::string rest = join(p, 3);
+          if (starts_with(rest, "mlp.0.")) rest = "mlp.fc1." + rest.substr(6);
+          if (starts_with(rest, "mlp.3.")) rest = "mlp.fc2." + rest.substr(6);
+          return "layers." + std::to_string((f - 1) / 2) + ".blocks." + p[2] + "." + rest;
+        }
+        if (f % 2 == 0 && f > 0) {  // merging after stage f/2 - 1 = before stage f/2
+          return "layers." + std::to_string(f / 2) + ".downsample." + join(p, 2);
+        }
+      }
+      return name;
+    }
+  }
+  return name;
+}
+
+void load_params(Model& model, const std::map<std::string, Tensor>& tensors,
+                 const std::string& source) {
+  std::vector<std::string> missing, misshaped;
+  std::set<std::string> used;
+  for (Param* p : model.params()) {
+    auto it = tensors.find(p->name);
+    if (it == tensors.end()) {
+      missing.push_back(p->name + " " + p->value.shape().str());
+      continue;
+    }
+    used.insert(p->name);
+    const Tensor& t = it->second;
+    if (squeeze_leading(t.shape()) != squeeze_leading(p->value.shape())) {
+      misshaped.push_back(p->name + ": expected " + p->value.shape().str() + ", found " +
+                          t.shape().str());
+      continue;
+    }
+    p->value.copy_from(t.dtype() == DType::f32 ? t : t.to(DType::f32));
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, t] : tensors) {
+    if (!used.count(name)) unexpected.push_back(name + " " + t.shape().str());
+  }
+  if (missing.empty() && misshaped.empty() && unexpected.empty()) return;
+  std::ostringstream msg;
+  msg << source << ": the checkpoint does not match the model (encoding '"
+      << model.config().encoding << "')";
+  auto list = [&](const char* title, const std::vector<std::string>& v) {
+    if (v.empty()) return;
+    msg << "\n  " << title << " (" << v.size() << "):";
+    for (size_t i = 0; i < v.size() && i < 20; ++i) msg << "\n    " << v[i];
+    if (v.size() > 20) msg << "\n    ... and " << v.size() - 20 << " more";
+  };
+  list("missing", missing);
+  list("unexpected", unexpected);
+  list("mis-shaped", misshaped);
+  throw std::runtime_error(msg.str());
+}
+
+std::vector<std::string> read_labels(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("labels file '" + path + "': cannot be opened");
+  std::vector<std::string> labels;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) {
+      // A trailing empty line is fine; one in the middle shifts every class after it.
+      if (in.peek() == EOF) break;
+      throw std::runtime_error("labels file '" + path + "': line " + std::to_string(n) +
+                               " is empty (expected one class name per line)");
+    }
+    labels.push_back(line);
+  }
+  return labels;
+}
+
+namespace {
+
+int64_t count_indexed(const std::vector<std::string>& names, const std::string& prefix) {
+  int64_t n = 0;
+  while (has(names, prefix + std::to_string(n) + ".norm1.weight")) ++n;
+  return n;
+}
+
+// Config of a foreign checkpoint from its (mapped) tensors.
+ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointFormat format,
+                         const LoadOptions& opts, std::vector<std::string>& notes,
+                         const std::string& path) {
+  auto need = [&](const std::string& name) -> const Tensor& {
+    auto it = t.find(name);
+    if (it == t.end()) {
+      throw std::runtime_error(path + ": cannot infer the model: tensor '" + name +
+                               "' is missing");
+    }
+    return it->second;
+  };
+  std::vector<std::string> names;
+  for (const auto& [n, v] : t) names.push_back(n);
+  const bool swin = format == CheckpointFormat::timm_swin ||
+                    format == CheckpointFormat::timm_swin_old ||
+                    format == CheckpointFormat::torchvision_swin;
+  ModelConfig c;
+  c.name = "custom";
+  c.kind = swin ? ModelKind::swin : ModelKind::vit;
+  const Tensor& pw = need("patch_embed.proj.weight");  // [D, C, p, p]
+  if (pw.ndim() != 4 || pw.size(2) != pw.size(3)) {
+    throw std::runtime_error(path + ": patch_embed.proj.weight: expected [D, C, p, p], found " +
+                             pw.shape().str());
+  }
+  c.dim = pw.size(0);
+  c.channels = pw.size(1);
+  c.patch = pw.size(2);
+  c.mean = std::vector<float>(c.channels, c.channels == 3 ? 0.485f : 0.5f);
+  c.std = std::vector<float>(c.channels, c.channels == 3 ? 0.229f : 0.5f);
+  if (c.channels == 3) {
+    c.mean = {0.485f, 0.456f, 0.406f};
+    c.std = {0.229f, 0.224f, 0.225f};
+  }
+  const Tensor& head = need(swin ? "head.fc.weight" : "head.weight");
+  c.classes = head.size(0);
+  c.img_rows = opts.img_rows ? opts.img_rows : 224;
+  c.img_cols = opts.img_cols ? opts.img_cols : c.img_rows;
+
+  if (swin) {
+    c.eps = 1e-5f;
+    c.pool = Pool::avg;
+    c.class_token = false;
+    c.encoding = "relbias";
+    for (int64_t s = 0;; ++s) {
+      const std::string prefix = "layers." + std::to_string(s) + ".blocks.";
+      int64_t n = count_indexed(names, prefix);
+      if (n == 0) break;
+      c.depths.push_back(n);
+      const Tensor& table = need(prefix + "0.attn.relative_position_bias_table");
+      c.stage_heads.push_back(table.size(1));
+      const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(table.size(0))));
+      if (s == 0) c.window = (side + 1) / 2;
+    }
+    if (c.depths.empty()) throw std::runtime_error(path + ": no Swin blocks found");
+    c.heads = c.stage_heads[0];
+    c.mlp_dim = need("layers.0.blocks.0.mlp.fc1.weight").size(0);
+    c.mlp_ratio = static_cast<float>(c.mlp_dim) / c.dim;
+    notes.push_back("config inferred from tensor shapes (Swin: depths, heads and window from "
+                    "the bias tables)");
+    if (!opts.img_rows) notes.push_back("image size not stored in the file: assumed 224x224");
+    return c;
+  }
+  c.eps = 1e-6f;
+  c.depth = count_indexed(names, "blocks.");
+  c.mlp_dim = need("blocks.0.mlp.fc1.weight").size(0);
+  c.class_token = t.count("cls_token") > 0;
+  c.pool = t.count("fc_norm.weight") ? Pool::avg : Pool::cls;
+  const bool abs = t.count("pos_embed") > 0;
+  const bool rel = t.count("blocks.0.attn.relative_position_bias_table") > 0;
+  c.encoding = abs && rel ? "learned1d+relbias" : abs ? "learned1d" : rel ? "relbias" : "none";
+  if (opts.heads) {
+    c.heads = opts.heads;
+  } else {
+    c.heads = c.dim % 64 == 0 ? c.dim / 64 : 1;
+    notes.push_back("heads not stored in the file: assumed head dim 64 (" +
+                    std::to_string(c.heads) + " heads); pass --heads to override");
+  }
+  if (abs && !opts.img_rows) {
+    const int64_t n = squeeze_leading(t.at("pos_embed").shape())[0] - (c.class_token ? 1 : 0);
+    const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
+    if (side * side != n) {
+      throw std::runtime_error(path + ": pos_embed has " + std::to_string(n) +
+                               " patch rows, not a square grid: pass the image size");
+    }
+    c.img_rows = c.img_cols = side * c.patch;
+    notes.push_back("image size " + std::to_string(c.img_rows) + " inferred from pos_embed");
+  }
+  notes.push_back("config inferred from tensor shapes");
+  return c;
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opts) {
+  LoadedModel out;
+  const auto names = preset_names();
+  if (std::find(names.begin(), names.end(), path_or_preset) != names.end()) {
+    ModelConfig c = preset(path_or_preset);
+    if (!opts.labels_file.empty()) c.labels = read_labels(opts.labels_file);
+    out.model = make_model(c, 0);
+    out.notes.push_back("preset '" + path_or_preset + "' with random weights (seed 0)");
+    return out;
+  }
+  SafeTensorsFile file = SafeTensorsFile::open(path_or_preset);
+  out.format = detect_checkpoint_format(file.names(), file.metadata());
+  std::map<std::string, Tensor> tensors;
+  for (const auto& n : file.names()) {
+    std::string mapped = map_checkpoint_name(n, out.format);
+    if (mapped.empty()) continue;
+    if (tensors.count(mapped)) {
+      throw std::runtime_error(path_or_preset + ": tensors map to the same name '" + mapped + "'");
+    }
+    tensors.emplace(mapped, file.get(n));
+  }
+  ModelConfig c;
+  if (out.format == CheckpointFormat::vitpe) {
+    c = ModelConfig::from_json(file.metadata().at("vitpe.config"));
+    out.notes.push_back("config from the checkpoint's metadata");
+    if (auto it = file.metadata().find("vitpe.version"); it != file.metadata().end()) {
+      out.written_by = "vitpe " + it->second;
+    }
+  } else if (!opts.preset.empty()) {
+    c = preset(opts.preset);
+    if (auto it = tensors.find("head.weight"); it != tensors.end()) c.classes = it->second.size(0);
+    if (auto it = tensors.find("head.fc.weight"); it != tensors.end()) {
+      c.classes = it->second.size(0);
+    }
+    if (c.classes != 1000 && c.labels.size() != static_cast<size_t>(c.classes)) c.labels.clear();
+    out.notes.push_back("config from preset '" + opts.preset + "'");
+  } else {
+    c = infer_config(tensors, out.format, opts, out.notes, path_or_preset);
+  }
+  if (opts.img_rows) {
+    c.img_rows = opts.img_rows;
+    c.img_cols = opts.img_cols ? opts.img_cols : opts.img_rows;
+  }
+  if (!opts.labels_file.empty()) c.labels = read_labels(opts.labels_file);
+  if (!c.labels.empty() && static_cast<int64_t>(c.labels.size()) != c.classes) {
+    throw std::runtime_error("labels: the model has " + std::to_string(c.classes) +
+                             " classes, the labels file names " + std::to_string(c.labels.size()));
+  }
+  out.model = make_model(c, 0);
+  load_params(*out.model, tensors, path_or_preset);
+  return out;
+}
+
+void save_model(Model& model, const std::string& path,
+                const std::map<std::string, std::string>& extra_metadata) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Param* p : model.params()) tensors.emplace_back(p->name, p->value);
+  std::map<std::string, std::string> meta = extra_metadata;
+  meta["vitpe.config"] = model.config().to_json();
+  meta["vitpe.version"] = version();
+  meta["format"] = "pt";
+  save_safetensors(path, tensors, meta);
+}
+
+}  // namespace vitpe

@@ -1,0 +1,60 @@
+// Checkpoints: our self-describing safetensors files, and timm / torchvision state dicts saved
+// as safetensors (detected from the tensor names, mapped onto timm >= 0.9 names on load).
+//
+// Our files carry the model config as JSON in `__metadata__["vitpe.config"]`, so a file alone
+// rebuilds its model. For foreign files the config comes from a preset (`--preset`) or is
+// inferred from tensor shapes (depth, width, patch, classes, Swin's heads and window from the
+// bias tables; ViT heads from the flag, else head dim 64 as in every timm ViT preset).
+// Loading is strict: one error lists every missing, unexpected and mis-shaped tensor.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vit/models/model.h"
+
+namespace vitpe {
+
+enum class CheckpointFormat { vitpe, timm_vit, torchvision_vit, timm_swin, timm_swin_old,
+                              torchvision_swin };
+const char* checkpoint_format_name(CheckpointFormat f);
+
+struct LoadOptions {
+  std::string preset;        // config from this preset (shapes still checked)
+  int64_t heads = 0;         // ViT heads when no preset (0: dim / 64)
+  int64_t img_rows = 0;      // image size when it cannot be inferred (0: 224, or the preset's)
+  int64_t img_cols = 0;
+  std::string labels_file;   // one class name per line (overrides the checkpoint's labels)
+};
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  CheckpointFormat format = CheckpointFormat::vitpe;
+  std::vector<std::string> notes;  // how the config was obtained (for `vitpe info`)
+  std::string written_by;          // "vitpe X.Y.Z" from our files' metadata; "" if not recorded
+};
+
+// A checkpoint path, or a preset name (a freshly initialised model, seed 0).
+LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opts = {});
+
+// Our format: timm names, f32, config in the metadata. Atomic (temporary file + rename).
+void save_model(Model& model, const std::string& path,
+                const std::map<std::string, std::string>& extra_metadata = {});
+
+// Maps a foreign state dict name onto our (timm >= 0.9) name; "" for derived buffers that are
+// ignored (relative_position_index, attn_mask).
+std::string map_checkpoint_name(const std::string& name, CheckpointFormat format);
+CheckpointFormat detect_checkpoint_format(const std::vector<std::string>& names,
+                                          const std::map<std::string, std::string>& metadata);
+
+// Copies the tensors of `tensors` (already mapped to our names) into the model's parameters.
+// Throws one error listing missing, unexpected and mis-shaped tensors (with both shapes).
+void load_params(Model& model, const std::map<std::string, Tensor>& tensors,
+                 const std::string& source);
+
+// Reads class names, one per line (empty lines are errors, with the line number).
+std::vector<std::string> read_labels(const std::string& path);
+
+}  // namespace vitpe

@@ -1,0 +1,353 @@
+// timm's evaluation transform on uint8 images, reproducing PIL's resampling. See
+// vit/io/preprocess.h for the steps and where PIL/timm are followed to the bit.
+#include "vit/io/preprocess.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+#include <stdexcept>
+
+namespace vitpe {
+
+namespace {
+
+// ---- PIL's resampling (libImaging/Resample.c), 8 bits per channel ----------------------------
+
+// Fixed-point precision of the coefficients: 8 bits of pixel, 2 of headroom for the filters'
+// negative lobes and overshoot.
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+double bilinear_filter(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+// Keys' cubic with a = -0.5 (PIL's choice; PyTorch's non-antialiased bicubic uses -0.75).
+double bicubic_filter(double x) {
+  constexpr double a = -0.5;
+  if (x < 0.0) x = -x;
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
+// Per output pixel: the first input pixel, the number of inputs and their fixed-point weights.
+struct Coeffs {
+  int ksize = 0;
+  std::vector<int> first, count;
+  std::vector<int32_t> k;  // [out_size, ksize]
+};
+
+// precompute_coeffs + normalize_coeffs_8bpc, in the same double arithmetic as PIL so that the
+// rounded integer weights are identical.
+Coeffs precompute_coeffs(int in_size, int out_size, Interpolation interp) {
+  double (*filter)(double) = interp == Interpolation::bicubic ? bicubic_filter : bilinear_filter;
+  const double filter_support = interp == Interpolation::bicubic ? 2.0 : 1.0;
+
+  double scale = static_cast<double>(in_size) / out_size;
+  double filterscale = scale < 1.0 ? 1.0 : scale;  // antialias when shrinking
+  double support = filter_support * filterscale;
+  Coeffs c;
+  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c.first.resize(out_size);
+  c.count.resize(out_size);
+  c.k.assign(static_cast<size_t>(out_size) * c.ksize, 0);
+  std::vector<double> w(c.ksize);
+  for (int xx = 0; xx < out_size; ++xx) {
+    double center = (xx + 0.5) * scale;
+    double ww = 0.0;
+    double ss = 1.0 / filterscale;
+    int xmin = static_cast<int>(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = static_cast<int>(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    for (int x = 0; x < xmax; ++x) {
+      w[x] = filter((x + xmin - center + 0.5) * ss);
+      ww += w[x];
+    }
+    for (int x = 0; x < xmax; ++x) {
+      double v = ww != 0.0 ? w[x] / ww : w[x];
+      c.k[static_cast<size_t>(xx) * c.ksize + x] =
+          v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits))
+                : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
+    }
+    c.first[xx] = xmin;
+    c.count[xx] = xmax;
+  }
+  return c;
+}
+
+inline uint8_t clip8(int64_t acc) {
+  int64_t v = acc >> kPrecisionBits;  // arithmetic shift: floor, as PIL's lookup table
+  return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v));
+}
+
+// One pass along the columns (horizontal) of every row.
+cv::Mat resample_horizontal(const cv::Mat& in, int out_w, Interpolation interp) {
+  const int ch = in.channels();
+  Coeffs c = precompute_coeffs(in.cols, out_w, interp);
+  cv::Mat out(in.rows, out_w, in.type());
+  for (int y = 0; y < in.rows; ++y) {
+    const uint8_t* src = in.ptr<uint8_t>(y);
+    uint8_t* dst = out.ptr<uint8_t>(y);
+    for (int xx = 0; xx < out_w; ++xx) {
+      const int32_t* k = &c.k[static_cast<size_t>(xx) * c.ksize];
+      const uint8_t* s = src + static_cast<size_t>(c.first[xx]) * ch;
+      for (int b = 0; b < ch; ++b) {
+        int64_t acc = 1 << (kPrecisionBits - 1);  // rounds the final shift to nearest
+        for (int x = 0; x < c.count[xx]; ++x) acc += static_cast<int64_t>(s[x * ch + b]) * k[x];
+        dst[xx * ch + b] = clip8(acc);
+      }
+    }
+  }
+  return out;
+}
+
+// One pass along the rows (vertical) of every column.
+cv::Mat resample_vertical(const cv::Mat& in, int out_h, Interpolation interp) {
+  const int ch = in.channels();
+  const int row_len = in.cols * ch;
+  Coeffs c = precompute_coeffs(in.rows, out_h, interp);
+  cv::Mat out(out_h, in.cols, in.type());
+  std::vector<int64_t> acc(row_len);
+  for (int yy = 0; yy < out_h; ++yy) {
+    const int32_t* k = &c.k[static_cast<size_t>(yy) * c.ksize];
+    std::fill(acc.begin(), acc.end(), int64_t{1} << (kPrecisionBits - 1));
+    for (int y = 0; y < c.count[yy]; ++y) {
+      const uint8_t* src = in.ptr<uint8_t>(c.first[yy] + y);
+      for (int i = 0; i < row_len; ++i) acc[i] += static_cast<int64_t>(src[i]) * k[y];
+    }
+    uint8_t* dst = out.ptr<uint8_t>(yy);
+    for (int i = 0; i < row_len; ++i) dst[i] = clip8(acc[i]);
+  }
+  return out;
+}
+
+// Python's round(): half to even (the default floating-point rounding mode).
+int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Interpolation parse_interpolation(const std::string& name) {
+  if (name == "bicubic") return Interpolation::bicubic;
+  if (name == "bilinear") return Interpolation::bilinear;
+  throw std::invalid_argument(
+      "preprocess: expected interpolation 'bicubic' or 'bilinear', found '" + name + "'");
+}
+
+const char* interpolation_name(Interpolation i) {
+  return i == Interpolation::bicubic ? "bicubic" : "bilinear";
+}
+
+void Preprocess::validate() const {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("preprocess: " + what); };
+  if (rows <= 0 || cols <= 0) {
+    bad("expected a positive output size, found " + std::to_string(rows) + "x" +
+        std::to_string(cols));
+  }
+  if (!(crop_pct > 0.0) || !std::isfinite(crop_pct)) {
+    bad("expected crop_pct > 0, found " + std::to_string(crop_pct));
+  }
+  if (channels != 1 && channels != 3) {
+    bad("expected 1 or 3 channels, found " + std::to_string(channels));
+  }
+  if (static_cast<int>(mean.size()) != channels || static_cast<int>(std_dev.size()) != channels) {
+    bad("expected " + std::to_string(channels) + " mean and std values (one per channel), found " +
+        std::to_string(mean.size()) + " and " + std::to_string(std_dev.size()));
+  }
+  for (float s : std_dev) {
+    if (!(s > 0.0f)) bad("expected std values > 0, found " + std::to_string(s));
+  }
+}
+
+cv::Mat to_uint8_channels(const cv::Mat& decoded, int channels, const std::string& source) {
+  if (decoded.empty()) {
+    throw std::runtime_error("image '" + source + "': empty image");
+  }
+  if (channels != 1 && channels != 3) {
+    throw std::invalid_argument("image '" + source + "': expected 1 or 3 output channels, found " +
+                                std::to_string(channels));
+  }
+  cv::Mat u8;
+  if (decoded.depth() == CV_8U) {
+    u8 = decoded;
+  } else if (decoded.depth() == CV_16U) {
+    // v >> 8 (PIL keeps the high byte of 16-bit samples). convertTo(scale 1/256) would round.
+    u8.create(decoded.size(), CV_MAKETYPE(CV_8U, decoded.channels()));
+    for (int y = 0; y < decoded.rows; ++y) {
+      const uint16_t* s = decoded.ptr<uint16_t>(y);
+      uint8_t* d = u8.ptr<uint8_t>(y);
+      for (int i = 0; i < decoded.cols * decoded.channels(); ++i)
+        d[i] = static_cast<uint8_t>(s[i] >> 8);
+    }
+  } else {
+    throw std::runtime_error("image '" + source +
+                             "': expected 8- or 16-bit unsigned samples, found OpenCV depth " +
+                             std::to_string(decoded.depth()));
+  }
+
+  const int in_ch = u8.channels();
+  if (in_ch < 1 || in_ch > 4) {
+    throw std::runtime_error("image '" + source + "': expected 1 to 4 channels, found " +
+                             std::to_string(in_ch));
+  }
+  const bool gray = in_ch <= 2;  // gray or gray + alpha
+  cv::Mat out(u8.rows, u8.cols, CV_MAKETYPE(CV_8U, channels));
+  for (int y = 0; y < u8.rows; ++y) {
+    const uint8_t* s = u8.ptr<uint8_t>(y);
+    uint8_t* d = out.ptr<uint8_t>(y);
+    for (int x = 0; x < u8.cols; ++x, s += in_ch) {
+      if (gray) {
+        for (int c = 0; c < channels; ++c) d[x * channels + c] = s[0];
+      } else if (channels == 3) {
+        d[3 * x + 0] = s[2];  // OpenCV decodes BGR(A); alpha is dropped, not composited
+        d[3 * x + 1] = s[1];
+        d[3 * x + 2] = s[0];
+      } else {
+        // PIL's convert('L'): ITU-R 601-2 luma in 16-bit fixed point.
+        d[x] = static_cast<uint8_t>((s[2] * 19595 + s[1] * 38470 + s[0] * 7471 + 0x8000) >> 16);
+      }
+    }
+  }
+  return out;
+}
+
+cv::Mat read_image(const std::string& path, int channels) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw std::runtime_error(
+        "image '" + path +
+        "': " + (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+  }
+  cv::Mat decoded;
+  try {
+    decoded = cv::imread(path, cv::IMREAD_UNCHANGED);
+  } catch (const cv::Exception& e) {
+    throw std::runtime_error("image '" + path + "': cannot decode: " + e.what());
+  }
+  if (decoded.empty()) {
+    throw std::runtime_error("image '" + path +
+                             "': cannot decode (not an image OpenCV can read, or corrupt)");
+  }
+  return to_uint8_channels(decoded, channels, path);
+}
+
+cv::Mat pil_resize(const cv::Mat& img, int width, int height, Interpolation interp) {
+  if (img.depth() != CV_8U || img.channels() < 1 || img.channels() > 4) {
+    throw std::invalid_argument("pil_resize: expected a uint8 image with 1 to 4 channels");
+  }
+  if (width <= 0 || height <= 0) {
+    throw std::invalid_argument("pil_resize: expected a positive size, found " +
+                                std::to_string(width) + "x" + std::to_string(height));
+  }
+  cv::Mat out = img;
+  // PIL: horizontal pass first, each pass only when that side changes.
+  if (width != img.cols) out = resample_horizontal(out, width, interp);
+  if (height != img.rows) out = resample_vertical(out, height, interp);
+  return out.data == img.data ? img.clone() : out;
+}
+
+cv::Size resized_size(int width, int height, const Preprocess& cfg) {
+  const double target_h = std::floor(cfg.rows / cfg.crop_pct);
+  const double target_w = std::floor(cfg.cols / cfg.crop_pct);
+  if (target_h == target_w) {
+    // timm then uses torchvision Resize(int): shorter side -> s, longer -> int(s * long / short).
+    const int s = static_cast<int>(target_h);
+    const int short_side = std::min(width, height), long_side = std::max(width, height);
+    const int new_long = static_cast<int>(static_cast<double>(s) * long_side / short_side);
+    return width <= height ? cv::Size(s, new_long) : cv::Size(new_long, s);
+  }
+  // timm ResizeKeepRatio(longest=0): scale by the smaller of the two ratios.
+  const double ratio = std::min(height / target_h, width / target_w);
+  return cv::Size(round_half_even(width / ratio), round_half_even(height / ratio));
+}
+
+cv::Mat resize_and_crop(const cv::Mat& img, const Preprocess& cfg) {
+  cfg.validate();
+  const cv::Size size = resized_size(img.cols, img.rows, cfg);
+  if (size.width <= 0 || size.height <= 0) {
+    throw std::invalid_argument("preprocess: a " + std::to_string(img.cols) + "x" +
+                                std::to_string(img.rows) + " image resizes to nothing");
+  }
+  cv::Mat resized =
+      size == img.size() ? img : pil_resize(img, size.width, size.height, cfg.interpolation);
+
+  // torchvision center_crop: zero-pad (left/top get the smaller half) when too small.
+  if (resized.cols < cfg.cols || resized.rows < cfg.rows) {
+    const int pw = std::max(0, cfg.cols - resized.cols), ph = std::max(0, cfg.rows - resized.rows);
+    cv::Mat padded(resized.rows + ph, resized.cols + pw, resized.type(), cv::Scalar::all(0));
+    resized.copyTo(padded(cv::Rect(pw / 2, ph / 2, resized.cols, resized.rows)));
+    resized = padded;
+  }
+  const int top = round_half_even((resized.rows - cfg.rows) / 2.0);
+  const int left = round_half_even((resized.cols - cfg.cols) / 2.0);
+  return resized(cv::Rect(left, top, cfg.cols, cfg.rows)).clone();
+}
+
+void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out) {
+  cfg.validate();
+  if (img.depth() != CV_8U || img.channels() != cfg.channels) {
+    throw std::invalid_argument("preprocess: expected a uint8 image with " +
+                                std::to_string(cfg.channels) + " channels, found " +
+                                std::to_string(img.channels()) + " channels of OpenCV depth " +
+                                std::to_string(img.depth()));
+  }
+  const cv::Mat crop = resize_and_crop(img, cfg);
+  const int C = cfg.channels;
+  const size_t plane = static_cast<size_t>(cfg.rows) * cfg.cols;
+  for (int y = 0; y < cfg.rows; ++y) {
+    const uint8_t* s = crop.ptr<uint8_t>(y);
+    for (int x = 0; x < cfg.cols; ++x) {
+      for (int c = 0; c < C; ++c) {
+        // The same f32 operations as ToTensor (v / 255) and Normalize ((x - mean) / std).
+        const float v = static_cast<float>(s[x * C + c]) / 255.0f;
+        out[c * plane + static_cast<size_t>(y) * cfg.cols + x] = (v - cfg.mean[c]) / cfg.std_dev[c];
+      }
+    }
+  }
+}
+
+Tensor preprocess_image(const cv::Mat& img, const Preprocess& cfg) {
+  cfg.validate();
+  Tensor t = Tensor::empty({cfg.channels, cfg.rows, cfg.cols});
+  preprocess_into(img, cfg, t.f32());
+  return t;
+}
+
+Tensor preprocess_file(const std::string& path, const Preprocess& cfg) {
+  cfg.validate();
+  return preprocess_image(read_image(path, cfg.channels), cfg);
+}
+
+Tensor preprocess_files(const std::vector<std::string>& paths, const Preprocess& cfg,
+                        std::vector<std::string>* errors) {
+  cfg.validate();
+  const int64_t B = static_cast<int64_t>(paths.size());
+  Tensor batch = Tensor::zeros({B, cfg.channels, cfg.rows, cfg.cols});
+  const size_t per_image = static_cast<size_t>(cfg.channels) * cfg.rows * cfg.cols;
+  std::vector<std::string> messages(paths.size());
+  float* base = batch.f32();
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < B; ++i) {
+    try {
+      preprocess_into(read_image(paths[i], cfg.channels), cfg, base + i * per_image);
+    } catch (const std::exception& e) {
+      messages[i] = e.what();
+      std::fill(base + i * per_image, base + (i + 1) * per_image, 0.0f);
+    }
+  }
+  if (errors != nullptr) {
+    *errors = std::move(messages);
+  } else {
+    for (const std::string& m : messages) {
+      if (!m.empty()) throw std::runtime_error(m);
+    }
+  }
+  return batch;
+}
+
+}  // namespace vitpe

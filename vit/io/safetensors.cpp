@@ -1,0 +1,445 @@
+// safetensors reader (mmap + validation) and atomic writer. See vit/io/safetensors.h.
+#include "vit/io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+namespace vitpe {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; this reader copies bytes as they are");
+
+namespace {
+
+using nlohmann::json;
+
+// Headers of real checkpoints are a few hundred KB; anything past this is hostile or corrupt.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error("safetensors file '" + path + "': " + what);
+}
+
+[[noreturn]] void fail_tensor(const std::string& path, const std::string& name,
+                              const std::string& what) {
+  throw std::runtime_error("safetensors file '" + path + "', tensor '" + name + "': " + what);
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// A short rendering of a JSON value for "found ..." in messages.
+std::string show(const json& j) {
+  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+// Parses one entry {"dtype", "shape", "data_offsets"}; checks everything that does not depend
+// on the other entries.
+TensorInfo parse_entry(const std::string& path, const std::string& name, const json& e,
+                       size_t data_size) {
+  if (!e.is_object()) fail_tensor(path, name, "expected a JSON object, found " + show(e));
+  for (const char* key : {"dtype", "shape", "data_offsets"}) {
+    if (!e.contains(key)) fail_tensor(path, name, std::string("missing key '") + key + "'");
+  }
+  TensorInfo info;
+
+  const json& dt = e["dtype"];
+  if (!dt.is_string()) fail_tensor(path, name, "expected dtype as a string, found " + show(dt));
+  info.dtype = dt.get<std::string>();
+  size_t elem = safetensors_dtype_size(info.dtype);
+  if (elem == 0) {
+    fail_tensor(path, name,
+                "unknown dtype '" + info.dtype +
+                    "' (expected one of F32, F16, BF16, F64, I64, I32, I16, I8, U64, U32, U16, "
+                    "U8, BOOL, F8_E4M3, F8_E5M2)");
+  }
+
+  const json& sh = e["shape"];
+  if (!sh.is_array()) fail_tensor(path, name, "expected shape as an array, found " + show(sh));
+  uint64_t numel = 1;
+  for (const json& d : sh) {
+    if (!d.is_number_unsigned()) {  // nlohmann parses non-negative integers as unsigned
+      fail_tensor(path, name, "expected shape of non-negative integers, found " + show(sh));
+    }
+    uint64_t v = d.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        __builtin_mul_overflow(numel, v, &numel)) {
+      fail_tensor(path, name, "shape " + show(sh) + " has more elements than can be addressed");
+    }
+    info.shape.push_back(static_cast<int64_t>(v));
+  }
+  uint64_t nbytes = 0;
+  if (numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+      __builtin_mul_overflow(numel, static_cast<uint64_t>(elem), &nbytes)) {
+    fail_tensor(path, name, "shape " + show(sh) + " has more bytes than can be addressed");
+  }
+
+  const json& off = e["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+      !off[1].is_number_unsigned()) {
+    fail_tensor(
+        path, name,
+        "expected data_offsets as [begin, end] of non-negative integers, found " + show(off));
+  }
+  uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+  if (begin > end) {
+    fail_tensor(path, name,
+                "expected data_offsets [begin, end] with begin <= end, found " + show(off));
+  }
+  if (end > data_size) {
+    fail_tensor(path, name,
+                "data_offsets " + show(off) + " end beyond the data section of " +
+                    std::to_string(data_size) + " bytes (file truncated?)");
+  }
+  if (end - begin != nbytes) {
+    fail_tensor(path, name,
+                "expected " + std::to_string(nbytes) + " bytes for dtype " + info.dtype +
+                    " and shape " + show(sh) + ", found data_offsets " + show(off) + " spanning " +
+                    std::to_string(end - begin) + " bytes");
+  }
+  info.begin = static_cast<size_t>(begin);
+  info.end = static_cast<size_t>(end);
+  return info;
+}
+
+// Writes all of buf or throws.
+void write_all(int fd, const void* buf, size_t n, const std::string& tmp) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("safetensors: cannot write '" + tmp + "': " + errno_text());
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+size_t safetensors_dtype_size(const std::string& dtype) {
+  static const std::map<std::string, size_t> sizes = {
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+      {"U16", 2}, {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  auto it = sizes.find(dtype);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+float f16_to_float(uint16_t h) {
+  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0x1f) {
+    u = sign | 0x7f800000u | (man << 13);  // inf or NaN (payload kept)
+  } else if (exp != 0) {
+    u = sign | ((exp + 112) << 23) | (man << 13);  // rebias 15 -> 127
+  } else if (man == 0) {
+    u = sign;  // +-0
+  } else {
+    // Subnormal half: value = man * 2^-24; normalise it for the float encoding.
+    int e = -1;
+    do {
+      ++e;
+      man <<= 1;
+    } while ((man & 0x400u) == 0);
+    u = sign | (static_cast<uint32_t>(112 - e) << 23) | ((man & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
+  SafeTensorsFile f;
+  f.path_ = path;
+
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, "cannot open: " + errno_text());
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    std::string err = errno_text();
+    ::close(fd);
+    fail(path, "cannot stat: " + err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(path, "expected a regular file");
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size < 8) {
+    ::close(fd);
+    fail(path, "expected at least 8 bytes (the header length), found a file of " +
+                   std::to_string(size) + " bytes");
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  std::string map_err = map == MAP_FAILED ? errno_text() : "";
+  ::close(fd);  // the mapping keeps the file alive
+  if (map == MAP_FAILED) fail(path, "cannot mmap: " + map_err);
+  f.map_ = map;
+  f.map_size_ = size;
+  // From here on `f` owns the mapping: a throw unmaps it in the destructor.
+
+  const auto* bytes = static_cast<const std::byte*>(map);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes, 8);
+  if (header_len > kMaxHeaderBytes) {
+    fail(path, "header length " + std::to_string(header_len) + " is absurd (expected at most " +
+                   std::to_string(kMaxHeaderBytes) + " bytes)");
+  }
+  if (header_len > size - 8) {
+    fail(path, "header length " + std::to_string(header_len) + " exceeds the file: only " +
+                   std::to_string(size - 8) + " bytes follow the length (file truncated?)");
+  }
+  f.data_ = bytes + 8 + header_len;
+  f.data_size_ = size - 8 - static_cast<size_t>(header_len);
+
+  // Parse the JSON; the callback records duplicate top-level keys, which nlohmann would
+  // otherwise silently resolve to the last one.
+  const char* hb = reinterpret_cast<const char*>(bytes + 8);
+  std::set<std::string> seen;
+  std::string duplicate;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && parsed.is_string()) {
+      if (!seen.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+        duplicate = parsed.get<std::string>();
+      }
+    }
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(hb, hb + header_len, cb);
+  } catch (const json::exception& e) {
+    fail(path, std::string("expected a JSON header, found invalid JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "expected a JSON object as header, found " + show(header));
+  if (!duplicate.empty()) fail_tensor(path, duplicate, "appears more than once in the header");
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") {
+      if (!it->is_object()) {
+        fail(path, "expected __metadata__ as an object of strings, found " + show(*it));
+      }
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) {
+          fail(path, "expected __metadata__ values to be strings, found key '" + m.key() +
+                         "' = " + show(*m));
+        }
+        f.metadata_[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    f.infos_[name] = parse_entry(path, name, *it, f.data_size_);
+  }
+
+  // Overlaps: sort the non-empty ranges by start; each must begin at or after the previous end.
+  std::vector<std::pair<const std::string*, const TensorInfo*>> ranges;
+  for (const auto& [name, info] : f.infos_) {
+    if (info.end > info.begin) ranges.push_back({&name, &info});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const TensorInfo& prev = *ranges[i - 1].second;
+    const TensorInfo& cur = *ranges[i].second;
+    if (cur.begin < prev.end) {
+      fail_tensor(path, *ranges[i].first,
+                  "data_offsets [" + std::to_string(cur.begin) + ", " + std::to_string(cur.end) +
+                      "] overlap tensor '" + *ranges[i - 1].first + "' at [" +
+                      std::to_string(prev.begin) + ", " + std::to_string(prev.end) +
+                      "] (expected disjoint ranges)");
+    }
+  }
+  return f;
+}
+
+SafeTensorsFile::SafeTensorsFile(SafeTensorsFile&& o) noexcept { *this = std::move(o); }
+
+SafeTensorsFile& SafeTensorsFile::operator=(SafeTensorsFile&& o) noexcept {
+  if (this != &o) {
+    unmap();
+    path_ = std::move(o.path_);
+    map_ = std::exchange(o.map_, nullptr);
+    map_size_ = std::exchange(o.map_size_, 0);
+    data_ = std::exchange(o.data_, nullptr);
+    data_size_ = std::exchange(o.data_size_, 0);
+    metadata_ = std::move(o.metadata_);
+    infos_ = std::move(o.infos_);
+  }
+  return *this;
+}
+
+SafeTensorsFile::~SafeTensorsFile() { unmap(); }
+
+void SafeTensorsFile::unmap() {
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+  map_ = nullptr;
+  map_size_ = 0;
+}
+
+std::vector<std::string> SafeTensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(infos_.size());
+  for (const auto& kv : infos_) out.push_back(kv.first);
+  return out;
+}
+
+const TensorInfo& SafeTensorsFile::info(const std::string& name) const {
+  auto it = infos_.find(name);
+  if (it == infos_.end()) {
+    fail_tensor(path_, name,
+                "not found (the file holds " + std::to_string(infos_.size()) + " tensors)");
+  }
+  return it->second;
+}
+
+std::span<const std::byte> SafeTensorsFile::raw(const std::string& name) const {
+  const TensorInfo& i = info(name);
+  return {data_ + i.begin, i.end - i.begin};
+}
+
+Tensor SafeTensorsFile::get(const std::string& name) const {
+  const TensorInfo& i = info(name);
+  if (i.dtype != "F32" && i.dtype != "F16" && i.dtype != "BF16") {
+    fail_tensor(path_, name,
+                "expected dtype F32, F16 or BF16 to load as f32, found " + i.dtype +
+                    " (integer tensors are derived buffers: skip them)");
+  }
+  if (static_cast<int>(i.shape.size()) > kMaxDims) {
+    fail_tensor(path_, name,
+                "expected at most " + std::to_string(kMaxDims) + " dimensions, found " +
+                    std::to_string(i.shape.size()));
+  }
+  Tensor t = Tensor::empty(Shape(i.shape));
+  float* dst = t.f32();
+  const std::byte* src = data_ + i.begin;
+  const int64_t n = i.numel();
+  if (i.dtype == "F32") {
+    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+  } else {
+    // The data section need not be 2-byte aligned in a hostile file: read with memcpy.
+    const bool bf16 = i.dtype == "BF16";
+    for (int64_t k = 0; k < n; ++k) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * k, 2);
+      dst[k] = bf16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  // Validate and order everything before touching the file system.
+  std::vector<std::pair<std::string, Tensor>> sorted;
+  sorted.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__") {
+      throw std::runtime_error("safetensors: cannot write '" + path +
+                               "': '__metadata__' is reserved and cannot name a tensor");
+    }
+    if (!t.defined()) {
+      throw std::runtime_error("safetensors: cannot write '" + path + "': tensor '" + name +
+                               "' is undefined");
+    }
+    sorted.push_back({name, t.device() == Device::cpu ? t : t.to(Device::cpu)});
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (sorted[i].first == sorted[i - 1].first) {
+      throw std::runtime_error("safetensors: cannot write '" + path + "': tensor '" +
+                               sorted[i].first + "' is given more than once");
+    }
+  }
+
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (const auto& [name, t] : sorted) {
+    json e;
+    e["dtype"] = t.dtype() == DType::f32 ? "F32" : "BF16";
+    e["shape"] = t.shape().vec();
+    e["data_offsets"] = {offset, offset + t.nbytes()};
+    header[name] = e;
+    offset += t.nbytes();
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const json::exception& e) {
+    throw std::runtime_error("safetensors: cannot write '" + path +
+                             "': a tensor name or metadata entry is not valid UTF-8 (" + e.what() +
+                             ")");
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');  // align the data section to 8 bytes
+  const uint64_t header_len = text.size();
+
+  // Same directory as the target so that rename() is atomic (same file system).
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw std::runtime_error("safetensors: cannot create '" + tmp + "' to write '" + path +
+                             "': " + errno_text());
+  }
+  try {
+    write_all(fd, &header_len, 8, tmp);
+    write_all(fd, text.data(), text.size(), tmp);
+    for (const auto& kv : sorted) write_all(fd, kv.second.raw(), kv.second.nbytes(), tmp);
+    if (::fsync(fd) != 0) {
+      throw std::runtime_error("safetensors: cannot fsync '" + tmp + "': " + errno_text());
+    }
+    int rc = ::close(fd);
+    fd = -1;
+    if (rc != 0) {
+      throw std::runtime_error("safetensors: cannot close '" + tmp + "': " + errno_text());
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      throw std::runtime_error("safetensors: cannot rename '" + tmp + "' to '" + path +
+                               "': " + errno_text());
+    }
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable; failure here does not undo a complete write.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace vitpe

@@ -1,0 +1,298 @@
+#include "vit/models/layers.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+
+namespace vitpe {
+
+void ensure_shape(Tensor& t, const Shape& shape) {
+  if (t.defined() && t.shape() == shape) return;
+  if (t.defined() && t.numel() == shape.numel()) {
+    t = t.reshape(shape);
+    return;
+  }
+  t = Tensor::empty(shape);
+}
+
+Param make_param(std::string name, Tensor value, bool no_decay) {
+  Param p;
+  p.name = std::move(name);
+  p.value = std::move(value);  // the gradient comes with Model::zero_grad: inference needs none
+  p.no_decay = no_decay;
+  return p;
+}
+
+std::pair<Param, Param> make_patch_embed_params(int64_t dim, int64_t channels, int64_t patch,
+                                                Rng& rng) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(channels * patch * patch));
+  Tensor w = Tensor::empty({dim, channels, patch, patch}), b = Tensor::empty({dim});
+  rng.fill_uniform(w, -bound, bound);
+  rng.fill_uniform(b, -bound, bound);
+  return {make_param("patch_embed.proj.weight", w, false),
+          make_param("patch_embed.proj.bias", b, true)};
+}
+
+namespace {
+Shape with_last(const Shape& s, int64_t last) {
+  Shape r = s;
+  r[r.size() - 1] = last;
+  return r;
+}
+}  // namespace
+
+// ---- LayerNorm ----------------------------------------------------------------------------------
+
+LayerNormLayer::LayerNormLayer(const std::string& name, int64_t dim, float eps) : eps_(eps) {
+  w_ = make_param(name + ".weight", Tensor::full({dim}, 1.0f), true);
+  b_ = make_param(name + ".bias", Tensor::zeros({dim}), true);
+}
+
+void LayerNormLayer::forward(Tensor& y, const Tensor& x, bool training) {
+  ensure_shape(y, x.shape());
+  if (training) {
+    int64_t rows = x.numel() / x.size(-1);
+    ensure_shape(mean_, {rows});
+    ensure_shape(rstd_, {rows});
+    x_ = x;
+    layernorm_forward(y, mean_, rstd_, x, w_.value, b_.value, eps_);
+  } else {
+    Tensor none_mean, none_rstd;
+    layernorm_forward(y, none_mean, none_rstd, x, w_.value, b_.value, eps_);
+  }
+}
+
+void LayerNormLayer::backward(Tensor& dx, const Tensor& dy) {
+  layernorm_backward(dx, w_.grad, b_.grad, dy, x_, w_.value, mean_, rstd_);
+}
+
+// ---- Linear -------------------------------------------------------------------------------------
+
+LinearLayer::LinearLayer(const std::string& name, int64_t in, int64_t out, bool bias, Rng& rng) {
+  Tensor w = Tensor::empty({out, in});
+  rng.fill_trunc_normal(w, 0.02);
+  w_ = make_param(name + ".weight", w, false);
+  if (bias) b_ = make_param(name + ".bias", Tensor::zeros({out}), true);
+}
+
+void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
+                          const Tensor& residual) {
+  ensure_shape(y, with_last(x.shape(), out()));
+  if (precision_ == Precision::f32) {
+    if (training) x_ = x;
+    linear_forward(y, x, w_.value, b_.value, act, residual);
+    return;
+  }
+  if (training) {
+    throw std::logic_error(std::string("training runs in f32, but ") + w_.name + " is set to " +
+                           precision_name(precision_) + ": call set_precision(Precision::f32)");
+  }
+  if (precision_ == Precision::bf16) {
+    linear_forward(y, x, w_low_, b_.value, act, residual);  // oneDNN converts x to bf16
+    return;
+  }
+  // bf16-emulated: round the input as oneDNN's bf16 matmul would, then multiply in f32.
+  ensure_shape(x_low_, x.shape());
+  const float* src = x.f32();
+  float* dst = x_low_.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
+  linear_forward(y, x_low_, w_low_, b_.value, act, residual);
+}
+
+void LinearLayer::set_precision(Precision p) {
+  precision_ = p;
+  x_low_ = Tensor();
+  switch (p) {
+    case Precision::f32:
+      w_low_ = Tensor();
+      break;
+    case Precision::bf16:
+      w_low_ = w_.value.to(DType::bf16);
+      break;
+    case Precision::bf16_emulated:
+      w_low_ = w_.value.to(DType::bf16).to(DType::f32);
+      break;
+  }
+}
+
+void LinearLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
+  linear_backward(dx, w_.grad, b_.grad, dy, x_, w_.value,
+                  overwrite_dx ? GradWrite::overwrite : GradWrite::accumulate);
+}
+
+// ---- Attention ----------------------------------------------------------------------------------
+
+AttentionLayer::AttentionLayer(const std::string& name, int64_t dim, int64_t heads,
+                               std::unique_ptr<AttentionEncoding> encoding, Rng& rng)
+    : dim_(dim),
+      heads_(heads),
+      qkv_(name + ".qkv", dim, 3 * dim, true, rng),
+      proj_(name + ".proj", dim, dim, true, rng),
+      encoding_(std::move(encoding)) {
+  // Encoding parameters are named relative to their block ("attn.relative_position_bias_table"):
+  // give them the block's prefix ("blocks.3." or "layers.1.blocks.0.").
+  if (encoding_) {
+    const std::string block = name.substr(0, name.rfind('.') + 1);
+    for (Param* p : encoding_->params()) p->name = block + p->name;
+  }
+}
+
+void AttentionLayer::collect(std::vector<Param*>& out) {
+  qkv_.collect(out);
+  proj_.collect(out);
+  if (encoding_) {
+    for (Param* p : encoding_->params()) out.push_back(p);
+  }
+}
+
+void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geom,
+                             const Tensor& mask, bool training, const Tensor& residual) {
+  const int64_t B = x.size(0), N = x.size(1), hd = dim_ / heads_;
+  if (N != geom.tokens()) {
+    throw ShapeError("attention: expected " + std::to_string(geom.tokens()) + " tokens (" +
+                     std::to_string(geom.prefix) + " prefix + window " + geom.window.str() +
+                     "), found " + std::to_string(N));
+  }
+  geom_ = geom;
+  qkv_.forward(qkv_out_, x, training);  // [B, N, 3D]
+  ensure_shape(q_, {B, heads_, N, hd});
+  ensure_shape(k_, {B, heads_, N, hd});
+  ensure_shape(v_, {B, heads_, N, hd});
+  split_heads_forward(q_, k_, v_, qkv_out_, heads_);
+
+  const Tensor* qa = &q_;
+  const Tensor* ka = &k_;
+  if (encoding_ && encoding_->has_rotation()) {
+    ensure_shape(q_rot_, q_.shape());
+    ensure_shape(k_rot_, k_.shape());
+    encoding_->rotate(q_rot_, k_rot_, q_, k_, geom);
+    qa = &q_rot_;
+    ka = &k_rot_;
+  }
+  Tensor bias;
+  if (encoding_ && encoding_->has_bias()) {
+    ensure_shape(bias_, {heads_, N, N});
+    encoding_->bias(bias_, geom);
+    bias = bias_;
+  }
+  ensure_shape(o_, {B, heads_, N, hd});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (training) {
+    ensure_shape(probs_, {B, heads_, N, N});
+    attention_forward(o_, probs_, *qa, *ka, v_, scale, bias, mask);
+  } else {
+    Tensor no_probs;
+    attention_forward(o_, no_probs, *qa, *ka, v_, scale, bias, mask);
+  }
+  ensure_shape(merged_, {B, N, dim_});
+  merge_heads_forward(merged_, o_);
+  proj_.forward(y, merged_, training, Act::none, residual);
+}
+
+void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
+  const int64_t hd = dim_ / heads_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  ensure_shape(d_merged_, merged_.shape());
+  proj_.backward(d_merged_, dy, /*overwrite_dx=*/true);
+  ensure_shape(d_o_, o_.shape());
+  d_o_.zero();
+  merge_heads_backward(d_o_, d_merged_);
+
+  const bool rotated = encoding_ && encoding_->has_rotation();
+  const bool biased = encoding_ && encoding_->has_bias();
+  ensure_shape(dq_, q_.shape());
+  ensure_shape(dk_, k_.shape());
+  ensure_shape(dv_, v_.shape());
+  dq_.zero();
+  dk_.zero();
+  dv_.zero();
+  Tensor dbias;
+  if (biased) {
+    ensure_shape(dbias_, bias_.shape());
+    dbias_.zero();
+    dbias = dbias_;
+  }
+  if (rotated) {
+    ensure_shape(dq_rot_, q_.shape());
+    ensure_shape(dk_rot_, k_.shape());
+    dq_rot_.zero();
+    dk_rot_.zero();
+    attention_backward(dq_rot_, dk_rot_, dv_, dbias, d_o_, q_rot_, k_rot_, v_, probs_, scale);
+    encoding_->rotate_backward(dq_, dk_, dq_rot_, dk_rot_, q_, k_, geom_);
+  } else {
+    attention_backward(dq_, dk_, dv_, dbias, d_o_, q_, k_, v_, probs_, scale);
+  }
+  if (biased) encoding_->bias_backward(dbias_, geom_);
+  ensure_shape(d_qkv_, qkv_out_.shape());
+  d_qkv_.zero();
+  split_heads_backward(d_qkv_, dq_, dk_, dv_);
+  qkv_.backward(dx, d_qkv_, overwrite_dx);
+}
+
+// ---- MLP ----------------------------------------------------------------------------------------
+
+MlpLayer::MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng)
+    : fc1_(name + ".fc1", dim, hidden, true, rng), fc2_(name + ".fc2", hidden, dim, true, rng) {}
+
+void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual) {
+  if (training) {
+    fc1_.forward(pre_, x, true);
+    ensure_shape(h_, pre_.shape());
+    gelu_forward(h_, pre_);
+  } else {
+    fc1_.forward(h_, x, false, Act::gelu);
+  }
+  fc2_.forward(y, h_, training, Act::none, residual);
+}
+
+void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
+  ensure_shape(dh_, h_.shape());
+  fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
+  ensure_shape(dpre_, pre_.shape());
+  dpre_.zero();
+  gelu_backward(dpre_, dh_, pre_);
+  fc1_.backward(dx, dpre_, overwrite_dx);
+}
+
+// ---- Transformer block --------------------------------------------------------------------------
+
+TransformerBlock::TransformerBlock(const std::string& name, int64_t dim, int64_t heads,
+                                   int64_t hidden, float eps,
+                                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng)
+    : norm1_(name + ".norm1", dim, eps),
+      norm2_(name + ".norm2", dim, eps),
+      attn_(name + ".attn", dim, heads, std::move(encoding), rng),
+      mlp_(name + ".mlp", dim, hidden, rng) {}
+
+void TransformerBlock::collect(std::vector<Param*>& out) {
+  norm1_.collect(out);
+  attn_.collect(out);
+  norm2_.collect(out);
+  mlp_.collect(out);
+}
+
+void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& geom,
+                               const Tensor& mask, bool training) {
+  norm1_.forward(n1_, x, training);
+  ensure_shape(x1_, x.shape());
+  attn_.forward(x1_, n1_, geom, mask, training, x);  // x1 = x + attn(norm1(x))
+  norm2_.forward(n2_, x1_, training);
+  ensure_shape(y, x.shape());
+  mlp_.forward(y, n2_, training, x1_);  // y = x1 + mlp(norm2(x1))
+}
+
+void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
+  ensure_shape(dx1_, dy.shape());
+  dx1_.copy_from(dy);  // residual path of the MLP
+  ensure_shape(dn_, dy.shape());
+  mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
+  norm2_.backward(dx1_, dn_);
+  add_forward(dx, dx, dx1_);  // residual path of the attention
+  attn_.backward(dn_, dx1_, /*overwrite_dx=*/true);
+  norm1_.backward(dx, dn_);
+}
+
+}  // namespace vitpe

@@ -1,0 +1,155 @@
+// The layers ViT and Swin are built from. Each layer owns its parameters and the activations
+// its backward needs; forward(..., training) keeps them, backward adds into the parameter
+// gradients and into the input gradient (callers zero gradients first).
+//
+// Buffers are (re)allocated only when the input shape changes, so repeated forwards of one
+// batch shape allocate nothing.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "encodings/encoding.h"
+#include "ops/ops.h"
+#include "ops/random.h"
+#include "vit/models/model.h"
+
+namespace vitpe {
+
+// Makes `t` a tensor of `shape` (reusing its storage when the shape is unchanged).
+void ensure_shape(Tensor& t, const Shape& shape);
+// A parameter with a zero gradient of the same shape.
+Param make_param(std::string name, Tensor value, bool no_decay);
+
+// Patch embedding parameters "patch_embed.proj.{weight [D, C, p, p], bias [D]}" with PyTorch's
+// Conv2d default init, uniform(+-1/sqrt(C p p)).
+std::pair<Param, Param> make_patch_embed_params(int64_t dim, int64_t channels, int64_t patch,
+                                                Rng& rng);
+
+class LayerNormLayer {
+ public:
+  LayerNormLayer() = default;
+  LayerNormLayer(const std::string& name, int64_t dim, float eps);
+  // x: [..., D] -> y: [..., D]
+  void forward(Tensor& y, const Tensor& x, bool training);
+  void backward(Tensor& dx, const Tensor& dy);
+  void collect(std::vector<Param*>& out) { out.push_back(&w_); out.push_back(&b_); }
+
+ private:
+  Param w_, b_;
+  float eps_ = 1e-6f;
+  Tensor x_, mean_, rstd_;
+};
+
+class LinearLayer {
+ public:
+  LinearLayer() = default;
+  // Weight [out, in] ~ trunc_normal(0.02) (timm's ViT init), bias zero.
+  LinearLayer(const std::string& name, int64_t in, int64_t out, bool bias, Rng& rng);
+  // x: [..., in] -> y: [..., out] = act(x w^T + b) (+ residual)
+  void forward(Tensor& y, const Tensor& x, bool training, Act act = Act::none,
+               const Tensor& residual = {});
+  // dy is the gradient of the pre-activation output (callers run gelu_backward first).
+  // overwrite_dx: dx = dy w instead of dx += dy w (a fresh buffer needs no zeroing first).
+  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
+  void collect(std::vector<Param*>& out) {
+    out.push_back(&w_);
+    if (b_.value.defined()) out.push_back(&b_);
+  }
+  int64_t in() const { return w_.value.size(1); }
+  int64_t out() const { return w_.value.size(0); }
+  Param& weight() { return w_; }
+  // Inference precision (Model::set_precision): makes the bf16 (or bf16-rounded) weight copy.
+  void set_precision(Precision p);
+
+ private:
+  Param w_, b_;
+  Tensor x_;
+  Precision precision_ = Precision::f32;
+  Tensor w_low_;  // bf16 weights (bf16), or bf16-rounded f32 weights (bf16-emulated)
+  Tensor x_low_;  // bf16-rounded input (bf16-emulated)
+};
+
+// Multi-head self-attention with an optional attention-site encoding:
+// x [B, N, D] -> qkv -> heads -> (rotate q, k) -> softmax(q k^T * scale + bias + mask) v
+// -> merge heads -> proj (+ residual).
+class AttentionLayer {
+ public:
+  AttentionLayer() = default;
+  AttentionLayer(const std::string& name, int64_t dim, int64_t heads,
+                 std::unique_ptr<AttentionEncoding> encoding, Rng& rng);
+  // x: [B, N, D] (B = images x windows), mask: [W, N, N] or undefined, residual: [B, N, D] or
+  // undefined -> y: [B, N, D]
+  void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
+               bool training, const Tensor& residual = {});
+  // overwrite_dx: dx = the input gradient instead of dx += it.
+  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
+  void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    out.push_back(&qkv_);
+    out.push_back(&proj_);
+  }
+  AttentionEncoding* encoding() { return encoding_.get(); }
+  int64_t heads() const { return heads_; }
+
+ private:
+  int64_t dim_ = 0, heads_ = 0;
+  LinearLayer qkv_, proj_;
+  std::unique_ptr<AttentionEncoding> encoding_;
+  AttnGeometry geom_;
+  // activations
+  Tensor qkv_out_, q_, k_, v_, q_rot_, k_rot_, bias_, probs_, o_, merged_;
+  // gradients
+  Tensor d_merged_, d_o_, dq_, dk_, dv_, dq_rot_, dk_rot_, dbias_, d_qkv_;
+};
+
+// fc1 -> GELU -> fc2 (+ residual).
+class MlpLayer {
+ public:
+  MlpLayer() = default;
+  MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng);
+  // x: [..., D] -> y: [..., D] = fc2(gelu(fc1(x))) + residual
+  void forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual = {});
+  // overwrite_dx: dx = the input gradient instead of dx += it.
+  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
+  void collect(std::vector<Param*>& out) {
+    fc1_.collect(out);
+    fc2_.collect(out);
+  }
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    out.push_back(&fc1_);
+    out.push_back(&fc2_);
+  }
+
+ private:
+  LinearLayer fc1_, fc2_;
+  Tensor pre_, h_, dh_, dpre_;
+};
+
+// Pre-norm transformer block (ViT): x + attn(norm1(x)), then + mlp(norm2(.)).
+class TransformerBlock {
+ public:
+  TransformerBlock() = default;
+  TransformerBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
+                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng);
+  // x: [B, N, D] -> y: [B, N, D]; mask: [W, N, N] or undefined
+  void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
+               bool training);
+  void backward(Tensor& dx, const Tensor& dy);
+  void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    attn_.collect_linears(out);
+    mlp_.collect_linears(out);
+  }
+  AttentionLayer& attention() { return attn_; }
+
+ private:
+  LayerNormLayer norm1_, norm2_;
+  AttentionLayer attn_;
+  MlpLayer mlp_;
+  Tensor n1_, x1_, n2_, dn_, dx1_;
+};
+
+}  // namespace vitpe

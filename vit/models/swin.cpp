@@ -1,0 +1,402 @@
+#include "vit/models/swin.h"
+
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+namespace vitpe {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Region of a padded coordinate for the shift mask: timm labels the slices [0, -M), [-M, -s),
+// [-s, end) of each axis; with shift 0 the whole axis is one region.
+int region(int64_t pos, int64_t padded, int64_t window, int64_t shift) {
+  if (shift == 0) return 0;
+  if (pos < padded - window) return 0;
+  if (pos < padded - shift) return 1;
+  return 2;
+}
+
+}  // namespace
+
+WindowLayout make_window_layout(Grid res, Grid window, int64_t shift_r, int64_t shift_c) {
+  WindowLayout l;
+  l.res = res;
+  l.window = window;
+  l.shift_r = shift_r;
+  l.shift_c = shift_c;
+  const int64_t Hp = ceil_div(res.rows, window.rows) * window.rows;
+  const int64_t Wp = ceil_div(res.cols, window.cols) * window.cols;
+  const int64_t nwr = Hp / window.rows, nwc = Wp / window.cols, N = window.count();
+  l.windows = nwr * nwc;
+  l.source.resize(l.windows * N);
+  std::vector<int> label(l.windows * N);
+  for (int64_t wr = 0; wr < nwr; ++wr) {
+    for (int64_t wc = 0; wc < nwc; ++wc) {
+      const int64_t w = wr * nwc + wc;
+      for (int64_t r = 0; r < window.rows; ++r) {
+        for (int64_t c = 0; c < window.cols; ++c) {
+          // Position in the rolled (by -shift) and then padded image.
+          const int64_t R = wr * window.rows + r, C = wc * window.cols + c;
+          const int64_t slot = w * N + r * window.cols + c;
+          l.source[slot] = (R < res.rows && C < res.cols)
+                               ? static_cast<int32_t>(((R + shift_r) % res.rows) * res.cols +
+                                                      (C + shift_c) % res.cols)
+                               : -1;
+          label[slot] = region(R, Hp, window.rows, shift_r) * 3 +
+                        region(C, Wp, window.cols, shift_c);
+        }
+      }
+    }
+  }
+  if (shift_r || shift_c) {
+    l.mask = Tensor::empty({l.windows, N, N});
+    float* m = l.mask.f32();
+    for (int64_t w = 0; w < l.windows; ++w)
+      for (int64_t i = 0; i < N; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          m[(w * N + i) * N + j] = label[w * N + i] == label[w * N + j] ? 0.0f : -100.0f;
+  }
+  return l;
+}
+
+void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& l) {
+  const int64_t B = x.size(0), L = x.size(1), C = x.size(2), N = l.window.count();
+  check_shape("window_gather", "xw", xw, {B * l.windows, N, C});
+  if (L != l.res.count()) {
+    throw ShapeError("window_gather: expected " + std::to_string(l.res.count()) +
+                     " tokens, found " + std::to_string(L));
+  }
+  const float* src = x.f32();
+  float* dst = xw.f32();
+  const int64_t slots = l.windows * N;
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < slots; ++s) {
+      float* out = dst + (b * slots + s) * C;
+      const int32_t t = l.source[s];
+      if (t < 0)
+        std::memset(out, 0, C * sizeof(float));
+      else
+        std::memcpy(out, src + (b * L + t) * C, C * sizeof(float));
+    }
+  }
+}
+
+void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& l) {
+  const int64_t B = dst.size(0), L = dst.size(1), C = dst.size(2), N = l.window.count();
+  check_shape("window_scatter_add", "xw", xw, {B * l.windows, N, C});
+  const float* src = xw.f32();
+  float* out = dst.f32();
+  const int64_t slots = l.windows * N;
+  // Each token has at most one slot, so slots write disjoint rows.
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < slots; ++s) {
+      const int32_t t = l.source[s];
+      if (t < 0) continue;
+      float* o = out + (b * L + t) * C;
+      const float* i = src + (b * slots + s) * C;
+      for (int64_t c = 0; c < C; ++c) o[c] += i[c];
+    }
+  }
+}
+
+// ---- block ----------------------------------------------------------------------------------------
+
+namespace {
+// timm: a window axis larger than the resolution is clamped to it, and that axis is not shifted.
+Grid clamp_window(Grid window, Grid res) {
+  return {std::min(window.rows, res.rows), std::min(window.cols, res.cols)};
+}
+}  // namespace
+
+SwinBlock::SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden,
+                     float eps, Grid window, bool shifted, const EncodingSpec& spec, Rng& rng)
+    : window_(window),
+      shifted_(shifted),
+      norm1_(name + ".norm1", dim, eps),
+      norm2_(name + ".norm2", dim, eps),
+      attn_(name + ".attn", dim, heads,
+            make_attention_encoding(spec, heads, dim / heads, window, 0, rng), rng),
+      mlp_(name + ".mlp", dim, hidden, rng) {}
+
+void SwinBlock::collect(std::vector<Param*>& out) {
+  norm1_.collect(out);
+  attn_.collect(out);
+  norm2_.collect(out);
+  mlp_.collect(out);
+}
+
+const WindowLayout& SwinBlock::layout(Grid res) {
+  auto key = std::make_pair(res.rows, res.cols);
+  auto it = layouts_.find(key);
+  if (it != layouts_.end()) return it->second;
+  const Grid w = clamp_window(window_, res);
+  const int64_t sr = shifted_ && res.rows > window_.rows ? window_.rows / 2 : 0;
+  const int64_t sc = shifted_ && res.cols > window_.cols ? window_.cols / 2 : 0;
+  return layouts_.emplace(key, make_window_layout(res, w, sr, sc)).first->second;
+}
+
+void SwinBlock::forward(Tensor& y, const Tensor& x, Grid res, bool training) {
+  const int64_t B = x.size(0), C = x.size(2);
+  layout_ = &layout(res);
+  const int64_t N = layout_->window.count();
+  norm1_.forward(n1_, x, training);
+  ensure_shape(xw_, {B * layout_->windows, N, C});
+  window_gather(xw_, n1_, *layout_);
+  ensure_shape(aw_, xw_.shape());
+  attn_.forward(aw_, xw_, AttnGeometry{layout_->window, 0}, layout_->mask, training);
+  ensure_shape(x1_, x.shape());
+  x1_.copy_from(x);
+  window_scatter_add(x1_, aw_, *layout_);  // x1 = x + attn(windows(norm1(x)))
+  norm2_.forward(n2_, x1_, training);
+  ensure_shape(y, x.shape());
+  mlp_.forward(y, n2_, training, x1_);  // y = x1 + mlp(norm2(x1))
+}
+
+void SwinBlock::backward(Tensor& dx, const Tensor& dy) {
+  ensure_shape(dx1_, dy.shape());
+  dx1_.copy_from(dy);
+  ensure_shape(dn_, dy.shape());
+  mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
+  norm2_.backward(dx1_, dn_);
+  add_forward(dx, dx, dx1_);
+  ensure_shape(daw_, aw_.shape());
+  window_gather(daw_, dx1_, *layout_);
+  ensure_shape(dxw_, xw_.shape());
+  attn_.backward(dxw_, daw_, /*overwrite_dx=*/true);
+  dn_.zero();
+  window_scatter_add(dn_, dxw_, *layout_);
+  norm1_.backward(dx, dn_);
+}
+
+// ---- patch merging ------------------------------------------------------------------------------
+
+PatchMerging::PatchMerging(const std::string& name, int64_t dim, float eps, Rng& rng)
+    : norm_(name + ".norm", 4 * dim, eps),
+      reduction_(name + ".reduction", 4 * dim, 2 * dim, false, rng) {}
+
+namespace {
+// For output cell (i, j) the four inputs in timm's order (row0,col0), (row1,col0), (row0,col1),
+// (row1,col1); -1 where the odd-size padding is.
+inline int64_t merge_source(Grid res, int64_t i, int64_t j, int q) {
+  const int64_t r = 2 * i + (q & 1), c = 2 * j + (q >> 1);
+  return (r < res.rows && c < res.cols) ? r * res.cols + c : -1;
+}
+}  // namespace
+
+void PatchMerging::forward(Tensor& y, const Tensor& x, Grid res, bool training) {
+  const int64_t B = x.size(0), C = x.size(2);
+  res_ = res;
+  const int64_t Ho = ceil_div(res.rows, 2), Wo = ceil_div(res.cols, 2), L = res.count();
+  ensure_shape(cat_, {B, Ho * Wo, 4 * C});
+  const float* src = x.f32();
+  float* dst = cat_.f32();
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t o = 0; o < Ho * Wo; ++o) {
+      for (int q = 0; q < 4; ++q) {
+        const int64_t s = merge_source(res, o / Wo, o % Wo, q);
+        float* out = dst + (b * Ho * Wo + o) * 4 * C + q * C;
+        if (s < 0)
+          std::memset(out, 0, C * sizeof(float));
+        else
+          std::memcpy(out, src + (b * L + s) * C, C * sizeof(float));
+      }
+    }
+  }
+  norm_.forward(normed_, cat_, training);
+  reduction_.forward(y, normed_, training);
+}
+
+void PatchMerging::backward(Tensor& dx, const Tensor& dy) {
+  ensure_shape(dnormed_, normed_.shape());
+  dnormed_.zero();
+  reduction_.backward(dnormed_, dy);
+  ensure_shape(dcat_, cat_.shape());
+  dcat_.zero();
+  norm_.backward(dcat_, dnormed_);
+  const int64_t B = dx.size(0), C = dx.size(2), L = res_.count();
+  const int64_t Ho = ceil_div(res_.rows, 2), Wo = ceil_div(res_.cols, 2);
+  const float* src = dcat_.f32();
+  float* dst = dx.f32();
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t o = 0; o < Ho * Wo; ++o) {
+      for (int q = 0; q < 4; ++q) {
+        const int64_t s = merge_source(res_, o / Wo, o % Wo, q);
+        if (s < 0) continue;
+        const float* in = src + (b * Ho * Wo + o) * 4 * C + q * C;
+        float* out = dst + (b * L + s) * C;
+        for (int64_t c = 0; c < C; ++c) out[c] += in[c];
+      }
+    }
+  }
+}
+
+// ---- model --------------------------------------------------------------------------------------
+
+SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed) : cfg_(config) {
+  cfg_.validate();
+  Rng rng(seed);
+  const int64_t C0 = cfg_.dim, Cin = cfg_.channels, p = cfg_.patch;
+  const EncodingSpec spec = parse_encoding(cfg_.encoding);
+  std::tie(patch_w_, patch_b_) = make_patch_embed_params(C0, Cin, p, rng);
+  patch_norm_ = LayerNormLayer("patch_embed.norm", C0, cfg_.eps);
+  Grid res = cfg_.patch_grid();
+  token_enc_ = make_token_encoding(spec, C0, res, 0, rng);
+
+  const Grid window{cfg_.window, cfg_.window};
+  const size_t S = cfg_.depths.size();
+  stages_.resize(S);
+  for (size_t s = 0; s < S; ++s) {
+    const int64_t dim = C0 << s;
+    const std::string name = "layers." + std::to_string(s);
+    if (s > 0) {
+      merges_.push_back(std::make_unique<PatchMerging>(name + ".downsample", dim / 2, cfg_.eps, rng));
+      res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
+    }
+    const int64_t hidden = static_cast<int64_t>(dim * cfg_.mlp_ratio);
+    for (int64_t j = 0; j < cfg_.depths[s]; ++j) {
+      stages_[s].push_back(std::make_unique<SwinBlock>(
+          name + ".blocks." + std::to_string(j), dim, cfg_.stage_heads[s], hidden, cfg_.eps,
+          clamp_window(window, res), j % 2 == 1, spec, rng));
+    }
+  }
+  norm_ = LayerNormLayer("norm", C0 << (S - 1), cfg_.eps);
+  head_ = LinearLayer("head.fc", C0 << (S - 1), cfg_.classes, true, rng);
+  merged_.resize(S);
+  outs_.resize(S);
+  for (size_t s = 0; s < S; ++s) outs_[s].resize(stages_[s].size());
+  res_.resize(S);
+}
+
+void SwinTransformer::collect_linears(std::vector<LinearLayer*>& out) {
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (s > 0) merges_[s - 1]->collect_linears(out);
+    for (auto& b : stages_[s]) b->collect_linears(out);
+  }
+  out.push_back(&head_);
+}
+
+std::vector<Param*> SwinTransformer::params() {
+  std::vector<Param*> out{&patch_w_, &patch_b_};
+  patch_norm_.collect(out);
+  if (token_enc_) {
+    for (Param* p : token_enc_->params()) out.push_back(p);
+  }
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (s > 0) merges_[s - 1]->collect(out);
+    for (auto& b : stages_[s]) b->collect(out);
+  }
+  norm_.collect(out);
+  head_.collect(out);
+  return out;
+}
+
+const Tensor& SwinTransformer::forward(const Tensor& images, bool training) {
+  const char* op = "SwinTransformer::forward";
+  check_cpu_f32(op, "images", images);
+  if (images.ndim() != 4 || images.size(1) != cfg_.channels) {
+    throw ShapeError(std::string(op) + ": expected images [B, " + std::to_string(cfg_.channels) +
+                     ", H, W], found " + images.shape().str());
+  }
+  const int64_t B = images.size(0), H = images.size(2), W = images.size(3), p = cfg_.patch;
+  if (H % p || W % p || H == 0 || W == 0) {
+    throw ShapeError(std::string(op) + ": image size " + std::to_string(H) + "x" +
+                     std::to_string(W) + " is not a multiple of the patch size " +
+                     std::to_string(p));
+  }
+  if (training) images_ = images;
+  Grid res{H / p, W / p};
+  ensure_shape(patches_, {B, res.count(), cfg_.dim});
+  patch_embed_forward(patches_, images, patch_w_.value, patch_b_.value);
+  patch_norm_.forward(embedded_, patches_, training);
+  if (token_enc_) token_enc_->forward(embedded_, res);
+
+  const Tensor* x = &embedded_;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (s > 0) {
+      merges_[s - 1]->forward(merged_[s], *x, res, training);
+      res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
+      x = &merged_[s];
+    }
+    res_[s] = res;
+    for (size_t j = 0; j < stages_[s].size(); ++j) {
+      stages_[s][j]->forward(outs_[s][j], *x, res, training);
+      x = &outs_[s][j];
+    }
+  }
+  norm_.forward(normed_, *x, training);
+  ensure_shape(pooled_, {B, normed_.size(2)});
+  mean_tokens_forward(pooled_, normed_, 0);
+  head_.forward(logits_, pooled_, training);
+  return logits_;
+}
+
+void SwinTransformer::backward(const Tensor& dlogits) {
+  check_shape("SwinTransformer::backward", "dlogits", dlogits, logits_.shape());
+  ensure_grads();
+  ensure_shape(d_pooled_, pooled_.shape());
+  d_pooled_.zero();
+  head_.backward(d_pooled_, dlogits);
+  ensure_shape(d_normed_, normed_.shape());
+  d_normed_.zero();
+  mean_tokens_backward(d_normed_, d_pooled_, 0);
+  ensure_shape(d_a_, normed_.shape());
+  d_a_.zero();
+  norm_.backward(d_a_, d_normed_);
+
+  Tensor* dy = &d_a_;
+  Tensor* dx = &d_b_;
+  for (size_t s = stages_.size(); s-- > 0;) {
+    for (size_t j = stages_[s].size(); j-- > 0;) {
+      ensure_shape(*dx, dy->shape());
+      dx->zero();
+      stages_[s][j]->backward(*dx, *dy);
+      std::swap(dx, dy);
+    }
+    if (s > 0) {
+      // Gradient of the previous stage's output: [B, L of stage s-1, C of stage s-1].
+      ensure_shape(*dx, {dy->size(0), res_[s - 1].count(), cfg_.dim << (s - 1)});
+      dx->zero();
+      merges_[s - 1]->backward(*dx, *dy);
+      std::swap(dx, dy);
+    }
+  }
+  // dy: gradient of the embedded tokens
+  const Grid grid{images_.size(2) / cfg_.patch, images_.size(3) / cfg_.patch};
+  if (token_enc_) token_enc_->backward(*dy, grid);
+  ensure_shape(d_patches_, patches_.shape());
+  d_patches_.zero();
+  patch_norm_.backward(d_patches_, *dy);
+  Tensor no_dx;
+  patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_,
+                       patch_w_.value);
+}
+
+double SwinTransformer::flops_per_image() const {
+  const double p = cfg_.patch;
+  Grid res = cfg_.patch_grid();
+  double flops = 2.0 * res.count() * cfg_.dim * cfg_.channels * p * p;
+  for (size_t s = 0; s < cfg_.depths.size(); ++s) {
+    const double C = static_cast<double>(cfg_.dim << s);
+    if (s > 0) {
+      res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
+      flops += 2.0 * res.count() * 4 * (C / 2) * C;
+    }
+    const Grid w = clamp_window({cfg_.window, cfg_.window}, res);
+    const double L = static_cast<double>(ceil_div(res.rows, w.rows) * w.rows *
+                                         ceil_div(res.cols, w.cols) * w.cols);
+    const double per_block = 2.0 * L * C * 3 * C + 4.0 * L * w.count() * C + 2.0 * L * C * C +
+                             4.0 * L * C * C * cfg_.mlp_ratio;
+    flops += cfg_.depths[s] * per_block;
+  }
+  const double Cl = static_cast<double>(cfg_.dim << (cfg_.depths.size() - 1));
+  return flops + 2.0 * Cl * cfg_.classes;
+}
+
+}  // namespace vitpe

@@ -1,0 +1,116 @@
+// Swin Transformer (Liu et al. 2021; timm >= 0.9 layout and names) with interchangeable
+// encodings. relbias (a per-block relative-position bias table) is Swin's own; token kinds are
+// added after the patch embedding's LayerNorm; attention kinds see window-local positions.
+//
+// images [B, C, H, W] -> patch embed + LN [B, L, C0] -> (token encoding) -> stages:
+//   stage i > 0 starts with patch merging (2x2 concat -> LN(4C) -> Linear(4C -> 2C, no bias)),
+//   then blocks: x + attn(windows(shift(norm1(x)))) with the shift mask on odd blocks, then
+//   + mlp(norm2(.)) -> LN -> mean over tokens -> head -> logits [B, classes].
+// A window larger than a stage's resolution is clamped to it (per axis) with shift 0; sizes
+// not divisible by the window are padded after the shift, as timm does.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "vit/models/layers.h"
+#include "vit/models/model.h"
+
+namespace vitpe {
+
+// Where each window slot's token comes from, for one (resolution, window, shift).
+struct WindowLayout {
+  Grid res, window;
+  int64_t shift_r = 0, shift_c = 0;
+  int64_t windows = 0;          // per image
+  std::vector<int32_t> source;  // [windows * window.count()]: token index in [0, L) or -1 (pad)
+  Tensor mask;                  // [windows, N, N] (-100 / 0), undefined without shift
+};
+
+// Builds the layout (tested against a direct roll/pad/partition of an index image).
+WindowLayout make_window_layout(Grid res, Grid window, int64_t shift_r, int64_t shift_c);
+
+// x: [B, L, C] -> xw: [B * windows, N, C] (pad slots zero)
+void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& layout);
+// dst: [B, L, C] += scatter of xw: [B * windows, N, C] (pad slots dropped)
+void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& layout);
+
+class SwinBlock {
+ public:
+  SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
+            Grid window, bool shifted, const EncodingSpec& spec, Rng& rng);
+  // x: [B, L, C] on the grid `res` -> y: [B, L, C]
+  void forward(Tensor& y, const Tensor& x, Grid res, bool training);
+  void backward(Tensor& dx, const Tensor& dy);
+  void collect(std::vector<Param*>& out);
+  void collect_linears(std::vector<LinearLayer*>& out) {
+    attn_.collect_linears(out);
+    mlp_.collect_linears(out);
+  }
+
+ private:
+  const WindowLayout& layout(Grid res);
+
+  Grid window_;
+  bool shifted_;
+  LayerNormLayer norm1_, norm2_;
+  AttentionLayer attn_;
+  MlpLayer mlp_;
+  std::map<std::pair<int64_t, int64_t>, WindowLayout> layouts_;
+  const WindowLayout* layout_ = nullptr;
+  Tensor n1_, xw_, aw_, x1_, n2_;
+  Tensor dn_, dx1_, daw_, dxw_;
+};
+
+class PatchMerging {
+ public:
+  PatchMerging(const std::string& name, int64_t dim, float eps, Rng& rng);
+  // x: [B, H*W, C] -> y: [B, ceil(H/2)*ceil(W/2), 2C] (odd sizes padded with zeros)
+  void forward(Tensor& y, const Tensor& x, Grid res, bool training);
+  void backward(Tensor& dx, const Tensor& dy);
+  void collect(std::vector<Param*>& out) {
+    norm_.collect(out);
+    reduction_.collect(out);
+  }
+  void collect_linears(std::vector<LinearLayer*>& out) { out.push_back(&reduction_); }
+
+ private:
+  LayerNormLayer norm_;
+  LinearLayer reduction_;
+  Grid res_;
+  Tensor cat_, normed_, dnormed_, dcat_;
+};
+
+class SwinTransformer : public Model {
+ public:
+  SwinTransformer(const ModelConfig& config, uint64_t seed);
+
+  const ModelConfig& config() const override { return cfg_; }
+  const Tensor& forward(const Tensor& images, bool training = false) override;
+  void backward(const Tensor& dlogits) override;
+  std::vector<Param*> params() override;
+  double flops_per_image() const override;
+
+ protected:
+  void collect_linears(std::vector<LinearLayer*>& out) override;
+
+ private:
+  ModelConfig cfg_;
+  Param patch_w_, patch_b_;
+  LayerNormLayer patch_norm_;
+  std::unique_ptr<TokenEncoding> token_enc_;
+  std::vector<std::unique_ptr<PatchMerging>> merges_;  // merges_[i] starts stage i+1
+  std::vector<std::vector<std::unique_ptr<SwinBlock>>> stages_;
+  LayerNormLayer norm_;
+  LinearLayer head_;
+
+  Tensor images_, patches_, embedded_, normed_, pooled_, logits_;
+  std::vector<Tensor> merged_;                  // per stage > 0
+  std::vector<std::vector<Tensor>> outs_;       // per stage, per block
+  std::vector<Grid> res_;                       // per stage
+  Tensor d_pooled_, d_normed_, d_a_, d_b_, d_patches_, d_embedded_;
+};
+
+}  // namespace vitpe

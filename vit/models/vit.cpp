@@ -1,0 +1,155 @@
+#include "vit/models/vit.h"
+
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+namespace vitpe {
+
+VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) : cfg_(config) {
+  cfg_.validate();
+  Rng rng(seed);
+  const int64_t D = cfg_.dim, C = cfg_.channels, p = cfg_.patch;
+  const EncodingSpec spec = parse_encoding(cfg_.encoding);
+
+  std::tie(patch_w_, patch_b_) = make_patch_embed_params(D, C, p, rng);
+  if (cfg_.class_token) {
+    Tensor cls = Tensor::empty({1, 1, D});
+    rng.fill_normal(cls, 1e-6);  // timm
+    cls_ = make_param("cls_token", cls, true);
+  }
+  const Grid grid = cfg_.patch_grid();
+  token_enc_ = make_token_encoding(spec, D, grid, prefix(), rng);
+  const int64_t hd = D / cfg_.heads;
+  for (int64_t i = 0; i < cfg_.depth; ++i) {
+    blocks_.emplace_back("blocks." + std::to_string(i), D, cfg_.heads, cfg_.mlp_dim, cfg_.eps,
+                         make_attention_encoding(spec, cfg_.heads, hd, grid, prefix(), rng), rng);
+  }
+  norm_ = LayerNormLayer(cfg_.pool == Pool::cls ? "norm" : "fc_norm", D, cfg_.eps);
+  head_ = LinearLayer("head", D, cfg_.classes, true, rng);
+  outs_.resize(blocks_.size());
+}
+
+void VisionTransformer::collect_linears(std::vector<LinearLayer*>& out) {
+  for (auto& b : blocks_) b.collect_linears(out);
+  out.push_back(&head_);
+}
+
+std::vector<Param*> VisionTransformer::params() {
+  std::vector<Param*> out;
+  if (cfg_.class_token) out.push_back(&cls_);
+  if (token_enc_) {
+    for (Param* p : token_enc_->params()) out.push_back(p);
+  }
+  out.push_back(&patch_w_);
+  out.push_back(&patch_b_);
+  for (auto& b : blocks_) b.collect(out);
+  norm_.collect(out);
+  head_.collect(out);
+  return out;
+}
+
+const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
+  const char* op = "VisionTransformer::forward";
+  check_cpu_f32(op, "images", images);
+  if (images.ndim() != 4 || images.size(1) != cfg_.channels) {
+    throw ShapeError(std::string(op) + ": expected images [B, " + std::to_string(cfg_.channels) +
+                     ", H, W], found " + images.shape().str());
+  }
+  const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
+  const int64_t D = cfg_.dim, p = cfg_.patch, P = prefix();
+  if (H % p || W % p || H == 0 || W == 0) {
+    throw ShapeError(std::string(op) + ": image size " + std::to_string(H) + "x" +
+                     std::to_string(W) + " is not a multiple of the patch size " +
+                     std::to_string(p) + " (configured size " + std::to_string(cfg_.img_rows) +
+                     "x" + std::to_string(cfg_.img_cols) + ")");
+  }
+  grid_ = {H / p, W / p};
+  const int64_t Np = grid_.count(), N = P + Np;
+  if (training) images_ = images;
+
+  ensure_shape(patches_, {B, Np, D});
+  patch_embed_forward(patches_, images, patch_w_.value, patch_b_.value);  // [B, Np, D]
+  ensure_shape(tokens_, {B, N, D});
+  for (int64_t b = 0; b < B; ++b) {
+    float* dst = tokens_.f32() + b * N * D;
+    if (P) std::memcpy(dst, cls_.value.f32(), D * sizeof(float));
+    std::memcpy(dst + P * D, patches_.f32() + b * Np * D, Np * D * sizeof(float));
+  }
+  if (token_enc_) token_enc_->forward(tokens_, grid_);  // [B, N, D]
+
+  const AttnGeometry geom{grid_, P};
+  const Tensor no_mask;
+  const Tensor* x = &tokens_;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    blocks_[i].forward(outs_[i], *x, geom, no_mask, training);
+    x = &outs_[i];
+  }
+
+  ensure_shape(pooled_, {B, D});
+  if (cfg_.pool == Pool::cls) {
+    // LayerNorm is per token, so normalising only the class token equals timm's norm-then-pool.
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(pooled_.f32() + b * D, x->f32() + b * N * D, D * sizeof(float));
+  } else {
+    mean_tokens_forward(pooled_, *x, P);
+  }
+  norm_.forward(normed_, pooled_, training);
+  head_.forward(logits_, normed_, training);  // [B, classes]
+  return logits_;
+}
+
+void VisionTransformer::backward(const Tensor& dlogits) {
+  const int64_t B = logits_.size(0), D = cfg_.dim, P = prefix();
+  const int64_t Np = grid_.count(), N = P + Np;
+  check_shape("VisionTransformer::backward", "dlogits", dlogits, logits_.shape());
+  ensure_grads();
+
+  ensure_shape(d_normed_, {B, D});
+  d_normed_.zero();
+  head_.backward(d_normed_, dlogits);
+  ensure_shape(d_pooled_, {B, D});
+  d_pooled_.zero();
+  norm_.backward(d_pooled_, d_normed_);
+
+  ensure_shape(d_a_, {B, N, D});
+  ensure_shape(d_b_, {B, N, D});
+  d_a_.zero();
+  if (cfg_.pool == Pool::cls) {
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(d_a_.f32() + b * N * D, d_pooled_.f32() + b * D, D * sizeof(float));
+  } else {
+    mean_tokens_backward(d_a_, d_pooled_, P);
+  }
+  Tensor* dy = &d_a_;
+  Tensor* dx = &d_b_;
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    dx->zero();
+    blocks_[i].backward(*dx, *dy);
+    std::swap(dx, dy);
+  }
+  // dy: gradient of the encoded tokens
+  if (token_enc_) token_enc_->backward(*dy, grid_);
+  ensure_shape(d_patches_, {B, Np, D});
+  for (int64_t b = 0; b < B; ++b) {
+    const float* src = dy->f32() + b * N * D;
+    if (P) {
+      float* g = cls_.grad.f32();
+      for (int64_t d = 0; d < D; ++d) g[d] += src[d];
+    }
+    std::memcpy(d_patches_.f32() + b * Np * D, src + P * D, Np * D * sizeof(float));
+  }
+  Tensor no_dx;
+  patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_,
+                       patch_w_.value);
+}
+
+double VisionTransformer::flops_per_image() const {
+  const double D = cfg_.dim, Np = cfg_.patch_grid().count(), N = Np + prefix();
+  const double pe = 2.0 * Np * D * cfg_.channels * cfg_.patch * cfg_.patch;
+  const double block = 2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D +
+                       4.0 * N * D * cfg_.mlp_dim;
+  return pe + cfg_.depth * block + 2.0 * D * cfg_.classes;
+}
+
+}  // namespace vitpe

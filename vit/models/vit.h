@@ -1,0 +1,50 @@
+// Vision Transformer (Dosovitskiy et al.; timm's VisionTransformer layout and names) with an
+// interchangeable positional encoding at the input site and/or in every block.
+//
+// images [B, C, H, W] -> patch embed [B, Np, D] -> prepend class token -> token encoding
+// -> blocks x depth -> pool (class token, or mean of patch tokens) -> norm (fc_norm for mean
+// pooling, as timm) -> head -> logits [B, classes].
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "vit/models/layers.h"
+#include "vit/models/model.h"
+
+namespace vitpe {
+
+class VisionTransformer : public Model {
+ public:
+  VisionTransformer(const ModelConfig& config, uint64_t seed);
+
+  const ModelConfig& config() const override { return cfg_; }
+  const Tensor& forward(const Tensor& images, bool training = false) override;
+  void backward(const Tensor& dlogits) override;
+  std::vector<Param*> params() override;
+  double flops_per_image() const override;
+
+  TokenEncoding* token_encoding() { return token_enc_.get(); }
+
+ protected:
+  void collect_linears(std::vector<LinearLayer*>& out) override;
+
+ private:
+  int64_t prefix() const { return cfg_.class_token ? 1 : 0; }
+
+  ModelConfig cfg_;
+  Param patch_w_, patch_b_, cls_;
+  std::unique_ptr<TokenEncoding> token_enc_;
+  std::vector<TransformerBlock> blocks_;
+  LayerNormLayer norm_;  // "norm" (class-token pooling) or "fc_norm" (mean pooling)
+  LinearLayer head_;
+
+  // activations of the last forward
+  Grid grid_;
+  Tensor images_, patches_, tokens_, pooled_, normed_, logits_;
+  std::vector<Tensor> outs_;
+  // gradients
+  Tensor d_normed_, d_pooled_, d_a_, d_b_, d_patches_;
+};
+
+}  // namespace vitpe

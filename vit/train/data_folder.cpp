@@ -1,0 +1,140 @@
+// ImageFolder: one subfolder per class (sorted names = class indices), images decoded with
+// OpenCV, resized (bilinear, no crop) to the model size and normalised with ImageNet's mean
+// and std. A root with train/ and test/ (or val/) subfolders gives the two splits; otherwise
+// the root serves both.
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "vit/train/data.h"
+#include "vit/train/data_internal.h"
+
+namespace vitpe {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const float kMean[3] = {0.485f, 0.456f, 0.406f};
+const float kStd[3] = {0.229f, 0.224f, 0.225f};
+
+bool is_image(const fs::path& p) {
+  std::string e = p.extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+  return e == ".png" || e == ".jpg" || e == ".jpeg" || e == ".bmp" || e == ".webp" || e == ".tif" ||
+         e == ".tiff" || e == ".ppm" || e == ".pgm";
+}
+
+class Folder : public Dataset {
+ public:
+  Folder(const std::string& root, bool train, int64_t rows, int64_t cols, int64_t limit)
+      : root_(pick_split(root, train)), rows_(rows ? rows : 224), cols_(cols ? cols : 224) {
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(root_))
+      if (e.is_directory()) dirs.push_back(e.path());
+    std::sort(dirs.begin(), dirs.end());
+    for (const auto& d : dirs) {
+      std::vector<fs::path> files;
+      for (const auto& e : fs::directory_iterator(d))
+        if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path());
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files) {
+        files_.push_back(f.string());
+        targets_.push_back(static_cast<int32_t>(labels_.size()));
+      }
+      labels_.push_back(d.filename().string());
+    }
+    if (labels_.empty() || files_.empty()) {
+      throw std::runtime_error(root_ +
+                               ": an image folder needs one subfolder per class with "
+                               "images in it (found " +
+                               std::to_string(labels_.size()) + " subfolders, " +
+                               std::to_string(files_.size()) + " images)");
+    }
+    // A limit keeps the first `limit` images of an interleaved order, so every class stays.
+    if (limit > 0 && limit < static_cast<int64_t>(files_.size())) interleave_and_limit(limit);
+  }
+
+  std::string name() const override { return "folder"; }
+  int64_t size() const override { return static_cast<int64_t>(files_.size()); }
+  int64_t classes() const override { return static_cast<int64_t>(labels_.size()); }
+  int64_t channels() const override { return 3; }
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+  std::vector<std::string> labels() const override { return labels_; }
+  int64_t crop_padding() const override { return std::max<int64_t>(1, rows_ / 8); }
+  int32_t flipped_label(int32_t label) const override { return label; }
+  float pad_value(int64_t c) const override { return -kMean[c] / kStd[c]; }
+
+  int32_t get(int64_t i, float* image) const override {
+    check_index(*this, i);
+    cv::Mat bgr = cv::imread(files_[i], cv::IMREAD_COLOR);
+    if (bgr.empty()) throw std::runtime_error(files_[i] + ": OpenCV cannot decode this image");
+    cv::Mat resized;
+    cv::resize(bgr, resized, cv::Size(static_cast<int>(cols_), static_cast<int>(rows_)), 0, 0,
+               cv::INTER_LINEAR);
+    const int64_t plane = rows_ * cols_;
+    for (int64_t y = 0; y < rows_; ++y) {
+      const uint8_t* row = resized.ptr<uint8_t>(static_cast<int>(y));
+      for (int64_t x = 0; x < cols_; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          // OpenCV stores BGR; channel c of the output is RGB.
+          float v = row[x * 3 + (2 - c)] / 255.0f;
+          image[c * plane + y * cols_ + x] = (v - kMean[c]) / kStd[c];
+        }
+      }
+    }
+    return targets_[i];
+  }
+
+ private:
+  static std::string pick_split(const std::string& root, bool train) {
+    if (!fs::is_directory(root)) {
+      throw std::runtime_error(root + ": image folder not found (pass --data-dir DIR)");
+    }
+    for (const char* sub :
+         train ? std::vector<const char*>{"train"} : std::vector<const char*>{"test", "val"}) {
+      if (fs::is_directory(fs::path(root) / sub)) return (fs::path(root) / sub).string();
+    }
+    return root;
+  }
+
+  void interleave_and_limit(int64_t limit) {
+    // Round-robin over classes in file order.
+    std::vector<std::vector<size_t>> by_class(labels_.size());
+    for (size_t i = 0; i < files_.size(); ++i) by_class[targets_[i]].push_back(i);
+    std::vector<std::string> files;
+    std::vector<int32_t> targets;
+    for (size_t r = 0; static_cast<int64_t>(files.size()) < limit; ++r) {
+      for (size_t c = 0; c < by_class.size() && static_cast<int64_t>(files.size()) < limit; ++c) {
+        if (r < by_class[c].size()) {
+          files.push_back(files_[by_class[c][r]]);
+          targets.push_back(static_cast<int32_t>(c));
+        }
+      }
+    }
+    files_ = std::move(files);
+    targets_ = std::move(targets);
+  }
+
+  std::string root_;
+  int64_t rows_, cols_;
+  std::vector<std::string> labels_;
+  std::vector<std::string> files_;
+  std::vector<int32_t> targets_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> make_folder(const DatasetOptions& o) {
+  std::string root = o.dir;
+  if (o.name.rfind("folder:", 0) == 0) root = o.name.substr(7);
+  if (root.empty()) throw std::invalid_argument("dataset folder: pass the folder with --data-dir");
+  return std::make_unique<Folder>(root, o.train, o.rows, o.cols, o.limit);
+}
+
+}  // namespace vitpe

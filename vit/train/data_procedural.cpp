@@ -1,0 +1,122 @@
+// The procedural spatial-relation dataset: a filled square (A) and a plus-shaped cross (B) of a
+// fixed pixel size on a noisy canvas; the label says where A is relative to B.
+//
+// Unambiguous by construction, with d = centre(B) - centre(A) in pixels:
+//   left  (A left of B):  dx >= object + 1 and |dy| <= dx / 2
+//   right (A right of B): -dx >= object + 1 and |dy| <= -dx / 2
+//   above (A above B):    dy >= object + 1 and |dx| <= dy / 2
+//   below (A below B):    -dy >= object + 1 and |dx| <= -dy / 2
+// so the dominant axis of d decides, the shapes never overlap, and no two labels can hold.
+// Sample i is a pure function of (seed, split, i, rows, cols): geometry and noise come from
+// their own random streams, so noise = 0 draws the same geometry.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "ops/random.h"
+#include "vit/train/data.h"
+#include "vit/train/data_internal.h"
+
+namespace vitpe {
+
+const char* relation_name(int32_t label) {
+  static const char* names[] = {"left", "right", "above", "below"};
+  return label >= 0 && label < 4 ? names[label] : "?";
+}
+
+namespace {
+
+class Procedural : public Dataset {
+ public:
+  Procedural(const DatasetOptions& o)
+      : rows_(o.rows ? o.rows : 28),
+        cols_(o.cols ? o.cols : 28),
+        seed_(mix_seed(o.seed, o.train ? 0x7261696eull : 0x74657374ull)),
+        opt_(o.procedural) {
+    size_ = o.limit > 0 ? o.limit : (o.train ? 60000 : 10000);
+    const int64_t k = opt_.object, m = opt_.margin;
+    // The "along" offset needs room for k + 1 plus both shapes and margins on each axis.
+    int64_t need = 2 * k + 1 + 2 * m;
+    if (k < 3 || rows_ < need || cols_ < need) {
+      throw std::invalid_argument("procedural dataset: canvas " + std::to_string(rows_) + "x" +
+                                  std::to_string(cols_) + " too small for objects of " +
+                                  std::to_string(k) + " px (need at least " + std::to_string(need) +
+                                  " px per side, object >= 3)");
+    }
+  }
+
+  std::string name() const override { return "procedural"; }
+  int64_t size() const override { return size_; }
+  int64_t classes() const override { return 4; }
+  int64_t channels() const override { return 1; }
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+  std::vector<std::string> labels() const override { return {"left", "right", "above", "below"}; }
+  // Mirroring swaps left and right; above and below stay.
+  int32_t flipped_label(int32_t label) const override {
+    return label == 0 ? 1 : label == 1 ? 0 : label;
+  }
+
+  int32_t get(int64_t i, float* image) const override {
+    check_index(*this, i);
+    const int64_t k = opt_.object, m = opt_.margin;
+    Rng geo(mix_seed(seed_, static_cast<uint64_t>(i), static_cast<uint64_t>(rows_),
+                     static_cast<uint64_t>(cols_)));
+    const auto label = static_cast<int32_t>(geo.below(4));
+    const bool horizontal = label < 2;
+    // Work in (along, across) coordinates of the top-left corners: along is x for left/right.
+    const int64_t len_along = horizontal ? cols_ : rows_;
+    const int64_t len_across = horizontal ? rows_ : cols_;
+    const int64_t max_pos_along = len_along - k - m;  // top-left positions in [m, max]
+    const int64_t max_pos_across = len_across - k - m;
+    // |d along| in [k + 1, max - m], |d across| <= |d along| / 2 and within the canvas.
+    const int64_t d_along = k + 1 + static_cast<int64_t>(geo.below(max_pos_along - m - k));
+    const int64_t cap = std::min(d_along / 2, max_pos_across - m);
+    const int64_t d_across = static_cast<int64_t>(geo.below(2 * cap + 1)) - cap;
+    const int64_t a_along = m + static_cast<int64_t>(geo.below(max_pos_along - m - d_along + 1));
+    const int64_t lo = std::max(m, m - d_across),
+                  hi = std::min(max_pos_across, max_pos_across - d_across);
+    const int64_t a_across = lo + static_cast<int64_t>(geo.below(hi - lo + 1));
+    // B minus A is +d_along for left/above, -d_along for right/below.
+    const int64_t sign = (label == 0 || label == 2) ? 1 : -1;
+    int64_t a0 = a_along, b0 = a_along + d_along;  // along positions for sign +1
+    if (sign < 0) std::swap(a0, b0);
+    const int64_t a1 = a_across, b1 = a_across + d_across;
+    const int64_t ay = horizontal ? a1 : a0, ax = horizontal ? a0 : a1;
+    const int64_t by = horizontal ? b1 : b0, bx = horizontal ? b0 : b1;
+
+    // Noise: its own stream, a pure function of (seed, i, canvas).
+    const int64_t n = rows_ * cols_;
+    if (opt_.noise > 0) {
+      Rng noise(mix_seed(seed_ ^ 0x6e6f697365ull, static_cast<uint64_t>(i),
+                         static_cast<uint64_t>(rows_), static_cast<uint64_t>(cols_)));
+      for (int64_t p = 0; p < n; ++p) image[p] = static_cast<float>(noise.normal() * opt_.noise);
+    } else {
+      std::fill(image, image + n, 0.0f);
+    }
+    // A: filled square. B: plus (middle row and middle column of its k x k box).
+    for (int64_t y = 0; y < k; ++y) {
+      for (int64_t x = 0; x < k; ++x) {
+        image[(ay + y) * cols_ + ax + x] += 1.0f;
+        if (y == k / 2 || x == k / 2) image[(by + y) * cols_ + bx + x] += 1.0f;
+      }
+    }
+    return label;
+  }
+
+ private:
+  int64_t rows_, cols_;
+  uint64_t seed_;
+  ProceduralOptions opt_;
+  int64_t size_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> make_procedural(const DatasetOptions& o) {
+  return std::make_unique<Procedural>(o);
+}
+
+}  // namespace vitpe

@@ -1,0 +1,71 @@
+// Batches from a Dataset, produced by a background thread while the model computes.
+//
+// Order and augmentation are pure functions of (seed, epoch, position): the permutation of an
+// epoch comes from Rng(mix_seed(seed, epoch)), and sample j of the epoch is augmented with
+// Rng(mix_seed(seed, epoch, j)). So the same seed gives the same batches however the threads
+// are scheduled, and a resumed run at epoch e sees exactly the batches of an uninterrupted one.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "ops/tensor.h"
+#include "vit/train/data.h"
+
+namespace vitpe {
+
+struct LoaderOptions {
+  int64_t batch = 128;
+  bool shuffle = true;
+  bool drop_last = true;  // training keeps every batch the same shape
+  bool augment = false;   // random crop with the dataset's padding, flips where allowed
+  bool flip = true;       // with augment: horizontal flips (where the dataset allows them)
+  uint64_t seed = 0;
+  int prefetch = 4;  // batches produced ahead of the consumer
+};
+
+class Loader {
+ public:
+  Loader(const Dataset& data, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int64_t batches_per_epoch() const;
+  // Starts producing the batches of `epoch` (any previous epoch is abandoned).
+  void start_epoch(int64_t epoch);
+  // images: [B, C, H, W] (reallocated only when B changes), labels: B entries. Returns false
+  // after the last batch of the epoch. Rethrows an error of the producer thread.
+  bool next(Tensor& images, std::vector<int32_t>& labels);
+
+  // One augmented sample as the loader makes it (for tests and pictures): position j of the
+  // epoch's order reads dataset index `index`.
+  int32_t make_sample(int64_t epoch, int64_t j, int64_t index, float* image) const;
+  // The dataset indices of an epoch in order.
+  std::vector<int64_t> order(int64_t epoch) const;
+
+ private:
+  struct Batch {
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+  };
+  void produce(int64_t epoch);
+  void stop();
+
+  const Dataset& data_;
+  LoaderOptions opt_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  bool done_ = false;    // producer finished the epoch
+  bool cancel_ = false;  // consumer abandoned the epoch
+  std::exception_ptr error_;
+};
+
+}  // namespace vitpe

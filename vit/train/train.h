@@ -1,0 +1,136 @@
+// Training and evaluation of a Model on a Dataset: the loop (AdamW, warmup + cosine, label
+// smoothing, gradient clipping), evaluation at the training size and at other sizes, a progress
+// bar, metrics as JSON lines, atomic checkpoints and exact resume.
+//
+// A run directory (TrainOptions::out) holds:
+//   metrics.jsonl       one JSON object per line: {"type":"step",...} every log_every steps and
+//                       {"type":"epoch",...} after each epoch (train/test loss and accuracy)
+//   last.safetensors    model + AdamW state ("optim.m.<name>", "optim.v.<name>") + trainer
+//                       state in metadata "vitpe.train": written atomically after every epoch
+//   model.safetensors   the latest weights, loadable by `vitpe eval` / load_model
+//   best.safetensors    the weights with the best test accuracy so far
+// Resume works at epoch granularity: a run killed during epoch e restarts at the beginning of e
+// from last.safetensors. Data order and augmentation are pure functions of (seed, epoch,
+// position) and the model has no other randomness, so the resumed run computes exactly what the
+// uninterrupted one does (bitwise, with the same thread count).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vit/train/data.h"
+#include "vit/models/model.h"
+
+namespace vitpe {
+
+// ---- progress bar
+// --------------------------------------------------------------------------------
+
+// "label [=====>    ] 45% 123/270 loss 0.512 acc 81.2% 412 img/s ETA 0:37" on stderr. On a TTY it
+// redraws the line in place with \r (at most 10 times a second); otherwise (logs, pipes) it
+// prints one line every 10% so logs stay short.
+class Progress {
+ public:
+  Progress(std::string label, int64_t total, FILE* out = stderr, bool enabled = true);
+  // done: units finished; text: extra fields (loss, acc); items_per_s: the rate shown.
+  void update(int64_t done, const std::string& text, double items_per_s);
+  // Prints the final state and a newline.
+  void finish(const std::string& text, double items_per_s);
+  static std::string format_duration(double seconds);  // "1:02:03" / "2:03"
+  // Used by tests: render one line without printing it.
+  std::string line(int64_t done, const std::string& text, double items_per_s,
+                   double elapsed_s) const;
+
+ private:
+  std::string label_;
+  int64_t total_;
+  FILE* out_;
+  bool enabled_, tty_;
+  double start_ = 0, last_draw_ = -1;
+  int last_decile_ = -1;
+};
+
+// ---- evaluation
+// ----------------------------------------------------------------------------------
+
+struct EvalResult {
+  double loss = 0;      // mean cross entropy (no smoothing)
+  double accuracy = 0;  // in [0, 1]
+  int64_t count = 0;
+  double seconds = 0;
+};
+
+// Evaluates on every sample of `data` (at the dataset's size) in batches.
+EvalResult evaluate(Model& model, const Dataset& data, int64_t batch = 256, bool progress = false,
+                    const std::string& label = "eval");
+
+// ---- training ----------------------------------------------------------------------------------
+
+struct TrainOptions {
+  // Model: a preset, an encoding (empty = the preset's) and JSON overrides of the config
+  // ("depth=2", "dim=64"). Image size, channels and classes come from the dataset.
+  std::string model = "vit-fmnist";
+  std::string encoding;
+  std::vector<std::string> overrides;
+
+  DatasetOptions data;     // the training split; test split = same with train = false
+  int64_t test_limit = 0;  // samples of the test split (0 = all)
+
+  int64_t epochs = 10;
+  int64_t batch = 128;
+  double lr = 1e-3;
+  double min_lr = 1e-5;
+  double warmup_epochs = 1.0;  // linear warmup length in epochs (fractional allowed)
+  double weight_decay = 0.05;
+  float smoothing = 0.1f;
+  double clip = 1.0;  // max gradient norm (<= 0: no clipping)
+  bool augment = true;
+  bool flip = true;   // with augment: horizontal flips where the dataset allows them
+  uint64_t seed = 0;  // model init and data order
+
+  std::string out;         // run directory; empty = no files
+  bool resume = false;     // continue from out/last.safetensors when it exists
+  int64_t log_every = 50;  // steps between "step" metric lines
+  bool progress = true;    // progress bars on stderr
+  bool verbose = true;     // one summary line per epoch on stderr
+  int64_t eval_batch = 256;
+
+  // Stop (as if killed) after this many epochs of this invocation (0: never). For tests and
+  // for splitting long runs.
+  int64_t stop_after_epochs = 0;
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;  // 1-based
+  int64_t step = 0;   // optimizer steps so far
+  double lr = 0;
+  double train_loss = 0, train_acc = 0;
+  double test_loss = 0, test_acc = 0;
+  double seconds = 0;    // wall time of this epoch (training + evaluation)
+  double img_per_s = 0;  // training throughput of this epoch
+};
+
+struct TrainResult {
+  ModelConfig config;
+  int64_t params = 0;
+  std::vector<EpochRecord> history;  // every finished epoch, resumed ones included
+  double train_seconds = 0;          // total over all invocations
+  double best_test_acc = 0;
+  bool finished = false;         // all epochs done (not stopped early)
+  std::unique_ptr<Model> model;  // the trained model (final weights)
+};
+
+// Builds the config of a run: preset + encoding + overrides + dataset geometry.
+ModelConfig make_train_config(const TrainOptions& options, const Dataset& train_data);
+
+// Trains (or resumes) a run. Throws with an actionable message on bad options or files.
+TrainResult train(const TrainOptions& options);
+
+// Applies "key=value" overrides to a config through its JSON form; throws naming an unknown key.
+ModelConfig apply_overrides(const ModelConfig& config, const std::vector<std::string>& overrides);
+
+}  // namespace vitpe
