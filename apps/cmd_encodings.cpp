@@ -29,6 +29,12 @@ void run_list() {
   row("kind", "site", "options", "summary");
   row(std::string(wn, '-'), std::string(ws, '-'), std::string(wo, '-'), std::string(7, '-'));
   for (const auto& k : kinds) row(k.name, k.site, k.options, k.summary);
+  std::printf("\nOn a grid other than the trained one:\n");
+  for (const auto& k : kinds) {
+    if (k.extension == Extension::none) continue;
+    std::printf("  %-*s  %-11s  %s\n", (int)wn, k.name.c_str(), extension_name(k.extension),
+                k.extension_note.c_str());
+  }
   std::printf(
       "\nSpec syntax: KIND[:NAME=VALUE[,NAME=VALUE]], parts joined by '+' with at most one part "
       "per site,\ne.g. sincos2d:layout=timm, learned1d+relbias, rope-mixed:theta=10+learned1d.\n"

@@ -39,23 +39,16 @@ void run_info(const ModelOptions& o) {
   }
   std::printf("  classes       %lld%s\n", (long long)c.classes,
               c.labels.empty() ? " (no names)" : " (named)");
-  int64_t enc_params = 0;
-  for (Param* p : m.params()) {
-    const std::string& n = p->name;
-    if (n.find("pos_embed") != std::string::npos || n.find("relative_position") != std::string::npos ||
-        n.find("rope") != std::string::npos) {
-      enc_params += p->value.numel();
-    }
-  }
   std::printf("  parameters    %lld (%.2fM; encoding %lld)\n", (long long)m.num_params(),
-              m.num_params() / 1e6, (long long)enc_params);
+              m.num_params() / 1e6, (long long)m.num_encoding_params());
   std::printf("  GFLOPs/image  %.3f (multiply-adds x 2)\n", m.flops_per_image() / 1e9);
 }
 
 void setup(CLI::App& root) {
   auto o = std::make_shared<ModelOptions>();
-  CLI::App* cmd = root.add_subcommand("info", "Show a checkpoint's (or preset's) configuration, "
-                                              "encoding, parameters and GFLOPs per image");
+  CLI::App* cmd = root.add_subcommand("info",
+                                      "Show a checkpoint's (or preset's) configuration, "
+                                      "encoding, parameters and GFLOPs per image");
   cmd->add_option("checkpoint", o->model, "Checkpoint (.safetensors) or preset name")->required();
   add_model_options(cmd, *o);
   cmd->callback([o] { run_info(*o); });

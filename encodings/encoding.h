@@ -93,12 +93,12 @@ class AttentionEncoding {
                       const AttnGeometry& geom) = 0;
   // dq_out, dk_out -> dq, dk (accumulated); accumulates the gradients of learned frequencies,
   // which need the unrotated q, k.
-  virtual void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out,
-                               const Tensor& dk_out, const Tensor& q, const Tensor& k,
-                               const AttnGeometry& geom) = 0;
+  virtual void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
+                               const Tensor& q, const Tensor& k, const AttnGeometry& geom) = 0;
 
-  // Replace learned tables by their resampled versions for a new window (relbias).
-  virtual void resample(Grid new_window) = 0;
+  // Replace learned tables by their resampled versions for a new window (relbias). The default,
+  // for kinds without tables, only checks the window: they take it from each call's geometry.
+  virtual void resample(Grid new_window);
 
   virtual std::vector<Param*> params() = 0;
 };
@@ -121,17 +121,32 @@ EncodingSpec parse_encoding(const std::string& spec);
 // site (e.g. make_attention_encoding for "sincos2d"). Learned values are initialised from rng.
 // Throws std::invalid_argument when the dimensions do not suit the kind (sincos2d: dim % 4,
 // rope: head_dim % 4, ...), naming the kind and the numbers.
-std::unique_ptr<TokenEncoding> make_token_encoding(const EncodingSpec& spec, int64_t dim,
-                                                   Grid grid, int64_t prefix, Rng& rng);
-std::unique_ptr<AttentionEncoding> make_attention_encoding(const EncodingSpec& spec,
-                                                           int64_t heads, int64_t head_dim,
-                                                           Grid window, int64_t prefix,
-                                                           Rng& rng);
+std::unique_ptr<TokenEncoding> make_token_encoding(const EncodingSpec& spec, int64_t dim, Grid grid,
+                                                   int64_t prefix, Rng& rng);
+std::unique_ptr<AttentionEncoding> make_attention_encoding(const EncodingSpec& spec, int64_t heads,
+                                                           int64_t head_dim, Grid window,
+                                                           int64_t prefix, Rng& rng);
 
-// One line per kind for `vitpe encodings list`: name, site, options with defaults, summary.
+// How a kind meets a grid other than the one it was built (trained) for:
+//   interpolate  its tables are resampled to the new grid (coordinates rescaled to the old range)
+//   extrapolate  integer coordinates run past the trained range (fixed formulas, distances)
+//   none         nothing depends on the grid
+enum class Extension : uint8_t { none, interpolate, extrapolate };
+const char* extension_name(Extension e);  // "none", "interpolate", "extrapolate"
+
+// How a model family attends: one attention over the whole grid (ViT) or within windows (Swin).
+enum class AttentionLayout : uint8_t { global, windowed };
+
+// The registry's entry for one kind, for `vitpe encodings list`, defaults and reports.
 struct EncodingKindInfo {
   std::string name, site, options, summary;
+  Extension extension = Extension::none;
+  std::string extension_note;                           // what exactly happens on another grid
+  bool studied_global = true, studied_windowed = true;  // in the default comparison of each layout
 };
+// Every kind, in the registry's order (the order of tables and default studies).
 std::vector<EncodingKindInfo> encoding_kinds();
+// The kinds a comparison runs by default for models of `layout`, in registry order.
+std::vector<std::string> default_study_encodings(AttentionLayout layout);
 
 }  // namespace vitpe

@@ -30,6 +30,16 @@ std::string known_kinds() {
   return s;
 }
 
+// "token: learned1d, sincos1d, ...; attention: relbias, ..." from the registry.
+std::string kinds_by_site() {
+  std::string token, attention;
+  for (const auto& k : registry()) {
+    std::string& list = k.site == Site::token ? token : attention;
+    if (k.site != Site::none) list += (list.empty() ? "" : ", ") + k.name;
+  }
+  return "token: " + token + "; attention: " + attention;
+}
+
 std::string accepted_options(const KindDef& k) {
   if (k.options.empty()) return "none (this kind takes no options)";
   std::string s;
@@ -183,9 +193,7 @@ EncodingSpec parse_encoding(const std::string& text) {
       if (!fresh)
         throw std::invalid_argument("encoding '" + spec + "' has two " + site_name(k.site) +
                                     "-site parts ('" + it->second + "' and '" + k.name +
-                                    "'); at most one part per site (token: learned1d, "
-                                    "sincos1d, separable2d, sincos2d; attention: relbias, "
-                                    "rope-axial, rope-mixed, alibi2d)");
+                                    "'); at most one part per site (" + kinds_by_site() + ")");
     }
     out.parts.push_back(std::move(part));
   }
@@ -222,9 +230,31 @@ std::vector<EncodingKindInfo> encoding_kinds() {
         opts += ")";
       }
     }
-    out.push_back({k.name, site_name(k.site), opts.empty() ? "-" : opts, k.summary});
+    out.push_back({k.name, site_name(k.site), opts.empty() ? "-" : opts, k.summary, k.extension,
+                   k.extension_note, k.studied_global, k.studied_windowed});
   }
   return out;
+}
+
+std::vector<std::string> default_study_encodings(AttentionLayout layout) {
+  std::vector<std::string> out;
+  for (const auto& k : registry()) {
+    if (layout == AttentionLayout::global ? k.studied_global : k.studied_windowed) {
+      out.push_back(k.name);
+    }
+  }
+  return out;
+}
+
+const char* extension_name(Extension e) {
+  switch (e) {
+    case Extension::interpolate:
+      return "interpolate";
+    case Extension::extrapolate:
+      return "extrapolate";
+    default:
+      return "none";
+  }
 }
 
 }  // namespace vitpe

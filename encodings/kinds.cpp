@@ -4,6 +4,12 @@
 #include <cstring>
 #include <stdexcept>
 
+namespace vitpe {
+
+void AttentionEncoding::resample(Grid new_window) { enc::check_grid(kind(), new_window); }
+
+}  // namespace vitpe
+
 namespace vitpe::enc {
 
 const std::string& Options::str(const std::string& name) const {
@@ -30,6 +36,11 @@ TableTokenEncoding::TableTokenEncoding(std::string kind, int64_t dim, Grid grid,
   require(dim >= 1, kind_, "dim must be >= 1, got " + std::to_string(dim));
   require(prefix >= 0, kind_, "prefix must be >= 0, got " + std::to_string(prefix));
   check_grid(kind_, grid);
+}
+
+void TableTokenEncoding::resample(Grid new_grid) {
+  check_grid(kind_, new_grid);
+  grid_ = new_grid;
 }
 
 void TableTokenEncoding::check_tokens(const char* op, const Tensor& t, Grid grid) const {

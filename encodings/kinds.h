@@ -42,6 +42,10 @@ struct KindDef {
   Site site = Site::none;
   std::vector<OptionDef> options;
   std::string summary;
+  Extension extension = Extension::none;
+  std::string extension_note;
+  // In the default comparison of global-attention (ViT) and windowed (Swin) models.
+  bool studied_global = true, studied_windowed = true;
   // Set for Site::token.
   std::function<std::unique_ptr<TokenEncoding>(const Options&, int64_t dim, Grid grid,
                                                int64_t prefix, Rng& rng)>
@@ -103,6 +107,8 @@ class TableTokenEncoding : public TokenEncoding {
   TableTokenEncoding(std::string kind, int64_t dim, Grid grid, int64_t prefix);
 
   std::string kind() const override { return kind_; }
+  // Fixed tables are computed for any grid, so only the grid changes; learned kinds override.
+  void resample(Grid new_grid) override;
   // tokens: [B, prefix + grid.count(), D] += table(grid)
   void forward(Tensor& tokens, Grid grid) override;
   // dtokens: [B, prefix + grid.count(), D] -> parameter gradients (sum over the batch)

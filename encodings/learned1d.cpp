@@ -91,6 +91,11 @@ KindDef learned1d_kind() {
   k.name = "learned1d";
   k.site = Site::token;
   k.summary = "learned table [prefix + rows*cols, D] (timm pos_embed); resampled bicubic+antialias";
+  k.extension = Extension::interpolate;
+  k.extension_note =
+      "the table is resampled bicubic with antialias, as timm's resample_abs_pos_embed";
+  // A flattened-index position ignores the 2D grid that windowed models are built around.
+  k.studied_windowed = false;
   k.make_token = [](const Options&, int64_t dim, Grid grid, int64_t prefix, Rng& rng) {
     return std::make_unique<Learned1d>(dim, grid, prefix, rng);
   };

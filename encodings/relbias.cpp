@@ -77,7 +77,6 @@ class RelBias final : public BiasAttentionEncoding {
       param_.grad.f32()[main_rows(window_) * heads_ + i] += gt[L * heads_ + i];
   }
 
-
   void resample(Grid new_window) override {
     check_grid("relbias", new_window);
     if (new_window == window_) return;
@@ -154,6 +153,9 @@ KindDef relbias_kind() {
   k.name = "relbias";
   k.site = Site::attention;
   k.summary = "learned bias table [(2Mh-1)(2Mw-1)(+3 class entries), H] per block (Swin, BEiT)";
+  k.extension = Extension::interpolate;
+  k.extension_note =
+      "the (2Mh-1)x(2Mw-1) bias table is resampled bicubic to the new window; class entries kept";
   k.make_attention = [](const Options&, int64_t heads, int64_t, Grid window, int64_t prefix,
                         Rng& rng) { return std::make_unique<RelBias>(heads, window, prefix, rng); };
   return k;

@@ -6,11 +6,11 @@
 // Same rotation as timm's Eva vit_*_rope_* models (RotaryEmbeddingCat, temperature 100,
 // grid_indexing 'xy', interleaved pairs; checked by a golden). head_dim % 4 == 0. Prefix tokens:
 // fixed kind, not rotated (angle zero). No parameters; any window works (the grid simply grows), so
-// resample() only records it.
-#include <cmath>
+// it keeps the interface's resample(), which only checks the window.
 #include <deque>
 
 #include "encodings/kinds.h"
+#include "encodings/tables.h"
 
 namespace vitpe::enc {
 
@@ -19,7 +19,7 @@ namespace {
 class RopeAxial final : public RotationAttentionEncoding {
  public:
   RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta)
-      : heads_(heads), hd_(head_dim), window_(window), theta_(theta) {
+      : heads_(heads), hd_(head_dim), theta_(theta) {
     require(head_dim % 4 == 0, "rope-axial",
             "head_dim must be divisible by 4 (pairs split between x and y), got " +
                 std::to_string(head_dim));
@@ -46,10 +46,6 @@ class RopeAxial final : public RotationAttentionEncoding {
     rope_rotate_backward(dk, none, dk_out, k, t.cos, t.sin, geom.prefix);
   }
 
-  void resample(Grid new_window) override {
-    check_grid("rope-axial", new_window);
-    window_ = new_window;
-  }
   std::vector<Param*> params() override { return {}; }
 
  private:
@@ -61,24 +57,13 @@ class RopeAxial final : public RotationAttentionEncoding {
   const Tables& tables(Grid w) {
     for (const Tables& t : cache_)
       if (t.window == w) return t;
-    const int64_t half = hd_ / 2, quarter = hd_ / 4;
-    Tables t{w, Tensor::empty({1, w.count(), half}), Tensor::empty({1, w.count(), half})};
-    for (int64_t n = 0; n < w.count(); ++n) {
-      const double x = static_cast<double>(patch_col(n, w.cols));
-      const double y = static_cast<double>(patch_row(n, w.cols));
-      for (int64_t p = 0; p < half; ++p) {
-        const int64_t k = p % quarter;
-        double a = (p < quarter ? x : y) * std::pow(theta_, -4.0 * k / hd_);
-        t.cos.f32()[n * half + p] = static_cast<float>(std::cos(a));
-        t.sin.f32()[n * half + p] = static_cast<float>(std::sin(a));
-      }
-    }
+    Tables t{w, {}, {}};
+    rope_axial_tables(t.cos, t.sin, w, hd_, theta_);
     cache_.push_back(std::move(t));
     return cache_.back();
   }
 
   int64_t heads_, hd_;
-  Grid window_;
   double theta_;
   std::deque<Tables> cache_;  // one entry per window seen; a deque keeps references valid
 };
@@ -91,6 +76,8 @@ KindDef rope_axial_kind() {
   k.site = Site::attention;
   k.options = {{"theta", "100", "base: theta_k = theta^(-4k/hd)", {}}};
   k.summary = "RoPE-ViT axial: half the pairs rotate with x, half with y; fixed; hd % 4 == 0";
+  k.extension = Extension::extrapolate;
+  k.extension_note = "integer coordinates run past the trained range (the same frequencies)";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
     return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"));

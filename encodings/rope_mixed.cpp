@@ -8,8 +8,9 @@
 // option (default 10), a random phase phi per head, uniform in [0, 2 pi):
 //   pairs k < hd/4:  (fx, fy) = m_k (cos phi, sin phi);  pairs hd/4 + k: m_k (-sin phi, cos phi).
 // head_dim % 4 == 0. Prefix tokens: not rotated (class token as in RoPE-ViT; the learned part is
-// the frequencies, which have no position of their own). Any window works; resample() records
-// it. Backward gives dq, dk and the frequency gradients (from q, k and dq_out, dk_out).
+// the frequencies, which have no position of their own). Any window works; it keeps the
+// interface's resample(), which only checks the window. Backward gives dq, dk and the frequency
+// gradients (from q, k and dq_out, dk_out).
 #include <cmath>
 #include <numbers>
 
@@ -22,7 +23,7 @@ namespace {
 class RopeMixed final : public RotationAttentionEncoding {
  public:
   RopeMixed(int64_t heads, int64_t head_dim, Grid window, double theta, Rng& rng)
-      : heads_(heads), hd_(head_dim), window_(window) {
+      : heads_(heads), hd_(head_dim) {
     require(head_dim % 4 == 0, "rope-mixed",
             "head_dim must be divisible by 4 (two rotated halves of pairs), got " +
                 std::to_string(head_dim));
@@ -80,10 +81,6 @@ class RopeMixed final : public RotationAttentionEncoding {
       }
   }
 
-  void resample(Grid new_window) override {
-    check_grid("rope-mixed", new_window);
-    window_ = new_window;
-  }
   std::vector<Param*> params() override { return {&param_}; }
 
  private:
@@ -111,7 +108,6 @@ class RopeMixed final : public RotationAttentionEncoding {
   }
 
   int64_t heads_, hd_;
-  Grid window_;
   Param param_;
   Tensor cos_, sin_;
 };
@@ -124,6 +120,8 @@ KindDef rope_mixed_kind() {
   k.site = Site::attention;
   k.options = {{"theta", "10", "init base: m_k = theta^(-4k/hd)", {}}};
   k.summary = "RoPE-ViT mixed: learned (fx, fy) per block/head/pair; hd % 4 == 0";
+  k.extension = Extension::extrapolate;
+  k.extension_note = "integer coordinates run past the trained range (the learned frequencies)";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng& rng) {
     return std::make_unique<RopeMixed>(heads, head_dim, window, o.number("theta"), rng);

@@ -133,6 +133,8 @@ KindDef separable2d_kind() {
                 "sum = row[r] + col[c] (D each); concat = [row[r] | col[c]] (D/2 each)",
                 {"sum", "concat"}}};
   k.summary = "learned row table + column table; resampled linearly per axis";
+  k.extension = Extension::interpolate;
+  k.extension_note = "the row and column tables are resampled linearly along their axes";
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng& rng) {
     return std::make_unique<Separable2d>(dim, grid, prefix, o.str("mode") == "concat", rng);
   };

@@ -3,9 +3,9 @@
 // Option T (default 10000). D must be even. Angles are computed in double, so the values stay
 // accurate for large positions. Prefix tokens: fixed kind, so they get zero. No parameters (no
 // checkpoint names); another grid is simply recomputed.
-#include <cmath>
 
 #include "encodings/kinds.h"
+#include "encodings/tables.h"
 
 namespace vitpe::enc {
 
@@ -18,27 +18,13 @@ class Sincos1d final : public TableTokenEncoding {
     require(dim % 2 == 0, kind_, "dim must be even (sin/cos pairs), got " + std::to_string(dim));
   }
 
-  void resample(Grid new_grid) override {
-    check_grid(kind_, new_grid);
-    grid_ = new_grid;
-  }
   std::vector<Param*> params() override { return {}; }
 
  protected:
   const Tensor& table_ref(Grid grid) override {
     check_grid(kind_, grid);
-    return cache_.get(grid, {}, [&] {
-      Tensor t = Tensor::zeros({prefix_ + grid.count(), dim_});
-      float* p = t.f32() + prefix_ * dim_;
-      for (int64_t n = 0; n < grid.count(); ++n)
-        for (int64_t i = 0; i < dim_ / 2; ++i) {
-          double w = std::pow(temperature_, -2.0 * static_cast<double>(i) / dim_);
-          double a = static_cast<double>(n) * w;
-          p[n * dim_ + 2 * i] = static_cast<float>(std::sin(a));
-          p[n * dim_ + 2 * i + 1] = static_cast<float>(std::cos(a));
-        }
-      return t;
-    });
+    return cache_.get(grid, {},
+                      [&] { return sincos1d_table(grid.count(), dim_, prefix_, temperature_); });
   }
 
  private:
@@ -54,6 +40,11 @@ KindDef sincos1d_kind() {
   k.site = Site::token;
   k.options = {{"T", "10000", "temperature: w_i = T^(-2i/D)", {}}};
   k.summary = "fixed sin/cos of the flattened patch index (Vaswani); D even";
+  k.extension = Extension::extrapolate;
+  k.extension_note =
+      "flattened patch indices run past the trained range (and change with the row length)";
+  // A flattened-index position ignores the 2D grid that windowed models are built around.
+  k.studied_windowed = false;
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng&) {
     return std::make_unique<Sincos1d>(dim, grid, prefix, o.number("T"));
   };

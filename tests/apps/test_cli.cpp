@@ -71,7 +71,7 @@ TEST(Cli, BadFlagSaysWhat) {
 
 TEST(Cli, ClassifyReportsUnreadableImagesAndClassifiesTheRest) {
   CmdResult r = vitpe("classify --model vit-fmnist --topk 2 " + data("images/gray_40x52.png") +
-                " /nonexistent/picture.png");
+                      " /nonexistent/picture.png");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_TRUE(contains(r.out, "/nonexistent/picture.png")) << r.out;
   EXPECT_TRUE(contains(r.out, "gray_40x52.png\n  1. ")) << r.out;
@@ -80,7 +80,7 @@ TEST(Cli, ClassifyReportsUnreadableImagesAndClassifiesTheRest) {
 
 TEST(Cli, ClassifyJsonOfATimmCheckpoint) {
   CmdResult r = vitpe("classify --json --heads 4 --model " + data("vit_timm.safetensors") + " " +
-                data("images/rgb_67x45.png") + " " + data("images/rgba_50x50.png"));
+                      data("images/rgb_67x45.png") + " " + data("images/rgba_50x50.png"));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "\"probability\"")) << r.out;
   EXPECT_TRUE(contains(r.out, "rgba_50x50.png")) << r.out;
@@ -127,10 +127,19 @@ TEST(Cli, TruncatedCheckpointIsAnErrorNamingTheFile) {
 
 TEST(Cli, UnknownEncodingListsTheKnownOnes) {
   CmdResult r = vitpe("encodings show --encoding sincos3d --grid 4x4 --dim 16 --out " +
-                std::string(VITPE_BINARY_DIR) + "/cli_pictures");
+                      std::string(VITPE_BINARY_DIR) + "/cli_pictures");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.out, "sincos3d")) << r.out;
   EXPECT_TRUE(contains(r.out, "rope-mixed")) << r.out;
+}
+
+// `encodings list` shows each kind's rule for other grids (read from the registry).
+TEST(Cli, EncodingsListSaysHowEachKindExtends) {
+  CmdResult r = vitpe("encodings list");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* line : {"learned1d    interpolate", "relbias      interpolate",
+                           "sincos2d     extrapolate", "rope-mixed   extrapolate"})
+    EXPECT_TRUE(contains(r.out, line)) << line << "\n" << r.out;
 }
 
 TEST(Cli, BenchWithoutModelSaysWhatToGive) {
@@ -163,8 +172,8 @@ TEST(Cli, BenchTrainPrintsPhasesAndGoesOnWithoutThePeer) {
       vitpe("bench train --set pool=cls --set class_token=true --batch 4 --reps 1 --vs-torch");
   unsetenv("VITPE_TORCH_TRAIN_PEER");
   EXPECT_EQ(r.code, 0) << r.out;
-  for (const char* part : {"forward + loss", "backward", "clip + AdamW", "img/s",
-                           "the PyTorch peer did not run"})
+  for (const char* part :
+       {"forward + loss", "backward", "clip + AdamW", "img/s", "the PyTorch peer did not run"})
     EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
   EXPECT_EQ(cls.code, 0) << cls.out;
   EXPECT_TRUE(contains(cls.out, "the PyTorch peer did not run")) << cls.out;
@@ -182,7 +191,8 @@ TEST(Cli, CompareRecordsTheCommandAsTyped) {
   CmdResult r = vitpe(
       "compare --quick --encodings none,sincos2d --set depth=1 --set dim=32 --set heads=2 "
       "--set mlp_dim=32 --subset 128 --test-subset 32 --epochs 1 --eval-sizes 28,36 "
-      "--no-flip --no-pictures --no-progress --out " + out.string());
+      "--no-flip --no-pictures --no-progress --out " +
+      out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* file : {"results.json", "results.csv", "report.html"})
     EXPECT_TRUE(std::filesystem::exists(out / file)) << file;

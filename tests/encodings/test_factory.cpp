@@ -1,5 +1,7 @@
 // The factory: parsing, canonical strings, combinations (one part per site), option validation,
 // and error messages that list what is accepted.
+#include <algorithm>
+
 #include "encodings/encoding.h"
 #include "tests/testing.h"
 
@@ -81,6 +83,34 @@ TEST(Factory, KindsListedWithSitesAndDefaults) {
   EXPECT_EQ(by["rope-axial"].options, "theta=100");
   EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");
   for (auto& k : kinds) EXPECT_FALSE(k.summary.empty()) << k.name;
+}
+
+// The registry is the one list of kinds: the one-part-per-site error, the default studies and
+// the extension rules all come from it, so a new kind needs only its file and its entry.
+TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
+  const std::string m = error_of([] { parse_encoding("sincos2d+learned1d"); });
+  std::vector<std::string> global, windowed;
+  for (const auto& k : encoding_kinds()) {
+    if (k.site != "-") {
+      EXPECT_NE(m.find(k.name), std::string::npos) << k.name << ": " << m;
+    }
+    if (k.studied_global) global.push_back(k.name);
+    if (k.studied_windowed) windowed.push_back(k.name);
+    if (k.name == "none") {
+      EXPECT_EQ(k.extension, Extension::none);
+    } else {
+      EXPECT_NE(k.extension, Extension::none) << k.name;
+      EXPECT_FALSE(k.extension_note.empty()) << k.name;
+    }
+  }
+  EXPECT_EQ(default_study_encodings(AttentionLayout::global), global);
+  EXPECT_EQ(default_study_encodings(AttentionLayout::windowed), windowed);
+  EXPECT_EQ(global.size(), encoding_kinds().size());
+  // The 1D kinds (a flattened index) are left out of windowed-model studies.
+  EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "learned1d"), 0);
+  EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "sincos1d"), 0);
+  EXPECT_EQ(std::string(extension_name(Extension::interpolate)), "interpolate");
+  EXPECT_EQ(std::string(extension_name(Extension::extrapolate)), "extrapolate");
 }
 
 }  // namespace

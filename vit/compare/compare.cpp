@@ -14,8 +14,8 @@
 #include <stdexcept>
 
 #include "ops/ops.h"
-#include "vit/io/checkpoint.h"
 #include "vit/compare/compare_pictures.h"
+#include "vit/io/checkpoint.h"
 #include "vitpe_version.h"
 
 namespace vitpe {
@@ -24,11 +24,8 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::vector<std::string> default_encodings(ModelKind kind) {
-  if (kind == ModelKind::swin) {
-    return {"none", "sincos2d", "separable2d", "relbias", "rope-axial", "rope-mixed", "alibi2d"};
-  }
-  return {"none",    "learned1d",  "sincos1d",   "separable2d", "sincos2d",
-          "relbias", "rope-axial", "rope-mixed", "alibi2d"};
+  return default_study_encodings(kind == ModelKind::swin ? AttentionLayout::windowed
+                                                         : AttentionLayout::global);
 }
 
 std::vector<std::pair<std::string, std::string>> version_info() {
@@ -117,10 +114,8 @@ CompareResults run_compare(const CompareOptions& opt) {
   }
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
 
-  // Parameters of the model without a positional encoding, to count what each one adds.
   ModelConfig none_cfg = base;
   none_cfg.encoding = "none";
-  const int64_t base_params = make_model(none_cfg, 0)->num_params();
 
   const TrainOptions& t = opt.train;
   r.settings = {
@@ -196,7 +191,7 @@ CompareResults run_compare(const CompareOptions& opt) {
       run.encoding = enc;
       run.seed = seed;
       run.params = tr.params;
-      run.params_added = tr.params - base_params;
+      run.params_added = tr.model->num_encoding_params();
       run.train_seconds = tr.train_seconds;
       run.history = tr.history;
       for (size_t s = 0; s < r.sizes.size(); ++s) {

@@ -17,7 +17,7 @@ struct RunResult {
   std::string encoding;
   uint64_t seed = 0;
   int64_t params = 0;        // all parameters of the model
-  int64_t params_added = 0;  // parameters of the model minus those of the same model with "none"
+  int64_t params_added = 0;  // parameters the encoding owns (Model::num_encoding_params)
   double train_seconds = 0;
   std::vector<double> accuracy;  // at CompareResults::sizes, in [0, 1]
   std::vector<double> loss;      // at CompareResults::sizes

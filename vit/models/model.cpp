@@ -63,11 +63,16 @@ void Model::set_precision(Precision p) {
   precision_ = p;
 }
 
-int64_t Model::num_params() {
+namespace {
+int64_t count(const std::vector<Param*>& params) {
   int64_t n = 0;
-  for (Param* p : params()) n += p->value.numel();
+  for (const Param* p : params) n += p->value.numel();
   return n;
 }
+}  // namespace
+
+int64_t Model::num_params() { return count(params()); }
+int64_t Model::num_encoding_params() { return count(encoding_params()); }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
   config.validate();

@@ -39,7 +39,7 @@ class LinearLayer;
 
 struct ModelConfig {
   ModelKind kind = ModelKind::vit;
-  std::string name;      // preset name it came from, or "custom"
+  std::string name;  // preset name it came from, or "custom"
   int64_t img_rows = 224, img_cols = 224;
   int64_t channels = 3;
   int64_t patch = 16;
@@ -91,6 +91,9 @@ class Model {
 
   // Every parameter with its full checkpoint name (timm names), in a stable order.
   virtual std::vector<Param*> params() = 0;
+  // The parameters owned by the model's positional encodings (a subset of params()): what the
+  // encoding parts report, so no caller guesses from names.
+  virtual std::vector<Param*> encoding_params() = 0;
 
   // Approximate multiply-adds x 2 of one image's forward pass at the configured size.
   virtual double flops_per_image() const = 0;
@@ -99,6 +102,7 @@ class Model {
   // at construction: a model used only for inference holds its weights once.
   void zero_grad();
   int64_t num_params();
+  int64_t num_encoding_params();
 
   // Switches the linear layers to `p` for inference (see Precision); converts the weights once.
   // Call again after the weights change. forward(training = true) needs Precision::f32.

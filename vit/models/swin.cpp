@@ -45,8 +45,8 @@ WindowLayout make_window_layout(Grid res, Grid window, int64_t shift_r, int64_t 
                                ? static_cast<int32_t>(((R + shift_r) % res.rows) * res.cols +
                                                       (C + shift_c) % res.cols)
                                : -1;
-          label[slot] = region(R, Hp, window.rows, shift_r) * 3 +
-                        region(C, Wp, window.cols, shift_c);
+          label[slot] =
+              region(R, Hp, window.rows, shift_r) * 3 + region(C, Wp, window.cols, shift_c);
         }
       }
     }
@@ -104,7 +104,8 @@ void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& l) {
   }
 }
 
-// ---- block ----------------------------------------------------------------------------------------
+// ---- block
+// ----------------------------------------------------------------------------------------
 
 namespace {
 // timm: a window axis larger than the resolution is clamped to it, and that axis is not shifted.
@@ -113,8 +114,8 @@ Grid clamp_window(Grid window, Grid res) {
 }
 }  // namespace
 
-SwinBlock::SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden,
-                     float eps, Grid window, bool shifted, const EncodingSpec& spec, Rng& rng)
+SwinBlock::SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
+                     Grid window, bool shifted, const EncodingSpec& spec, Rng& rng)
     : window_(window),
       shifted_(shifted),
       norm1_(name + ".norm1", dim, eps),
@@ -256,7 +257,8 @@ SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed) : cfg
     const int64_t dim = C0 << s;
     const std::string name = "layers." + std::to_string(s);
     if (s > 0) {
-      merges_.push_back(std::make_unique<PatchMerging>(name + ".downsample", dim / 2, cfg_.eps, rng));
+      merges_.push_back(
+          std::make_unique<PatchMerging>(name + ".downsample", dim / 2, cfg_.eps, rng));
       res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
     }
     const int64_t hidden = static_cast<int64_t>(dim * cfg_.mlp_ratio);
@@ -294,6 +296,19 @@ std::vector<Param*> SwinTransformer::params() {
   }
   norm_.collect(out);
   head_.collect(out);
+  return out;
+}
+
+std::vector<Param*> SwinTransformer::encoding_params() {
+  std::vector<Param*> out;
+  if (token_enc_) out = token_enc_->params();
+  for (auto& stage : stages_) {
+    for (auto& b : stage) {
+      if (AttentionEncoding* e = b->attention().encoding()) {
+        for (Param* p : e->params()) out.push_back(p);
+      }
+    }
+  }
   return out;
 }
 
@@ -374,8 +389,7 @@ void SwinTransformer::backward(const Tensor& dlogits) {
   d_patches_.zero();
   patch_norm_.backward(d_patches_, *dy);
   Tensor no_dx;
-  patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_,
-                       patch_w_.value);
+  patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_, patch_w_.value);
 }
 
 double SwinTransformer::flops_per_image() const {

@@ -49,6 +49,7 @@ class SwinBlock {
     attn_.collect_linears(out);
     mlp_.collect_linears(out);
   }
+  AttentionLayer& attention() { return attn_; }
 
  private:
   const WindowLayout& layout(Grid res);
@@ -91,6 +92,7 @@ class SwinTransformer : public Model {
   const Tensor& forward(const Tensor& images, bool training = false) override;
   void backward(const Tensor& dlogits) override;
   std::vector<Param*> params() override;
+  std::vector<Param*> encoding_params() override;
   double flops_per_image() const override;
 
  protected:
@@ -107,9 +109,9 @@ class SwinTransformer : public Model {
   LinearLayer head_;
 
   Tensor images_, patches_, embedded_, normed_, pooled_, logits_;
-  std::vector<Tensor> merged_;                  // per stage > 0
-  std::vector<std::vector<Tensor>> outs_;       // per stage, per block
-  std::vector<Grid> res_;                       // per stage
+  std::vector<Tensor> merged_;             // per stage > 0
+  std::vector<std::vector<Tensor>> outs_;  // per stage, per block
+  std::vector<Grid> res_;                  // per stage
   Tensor d_pooled_, d_normed_, d_a_, d_b_, d_patches_, d_embedded_;
 };
 

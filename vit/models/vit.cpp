@@ -49,6 +49,17 @@ std::vector<Param*> VisionTransformer::params() {
   return out;
 }
 
+std::vector<Param*> VisionTransformer::encoding_params() {
+  std::vector<Param*> out;
+  if (token_enc_) out = token_enc_->params();
+  for (auto& b : blocks_) {
+    if (AttentionEncoding* e = b.attention().encoding()) {
+      for (Param* p : e->params()) out.push_back(p);
+    }
+  }
+  return out;
+}
+
 const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   const char* op = "VisionTransformer::forward";
   check_cpu_f32(op, "images", images);
@@ -140,15 +151,14 @@ void VisionTransformer::backward(const Tensor& dlogits) {
     std::memcpy(d_patches_.f32() + b * Np * D, src + P * D, Np * D * sizeof(float));
   }
   Tensor no_dx;
-  patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_,
-                       patch_w_.value);
+  patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_, patch_w_.value);
 }
 
 double VisionTransformer::flops_per_image() const {
   const double D = cfg_.dim, Np = cfg_.patch_grid().count(), N = Np + prefix();
   const double pe = 2.0 * Np * D * cfg_.channels * cfg_.patch * cfg_.patch;
-  const double block = 2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D +
-                       4.0 * N * D * cfg_.mlp_dim;
+  const double block =
+      2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D + 4.0 * N * D * cfg_.mlp_dim;
   return pe + cfg_.depth * block + 2.0 * D * cfg_.classes;
 }
 

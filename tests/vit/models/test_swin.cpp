@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tests/testing.h"
+#include "tests/vit/models/every_encoding.h"
 #include "tests/vit/models/model_gradients.h"
 #include "vit/models/swin.h"
 
@@ -36,9 +37,11 @@ std::vector<int32_t> direct_layout(Grid res, Grid win, int64_t sr, int64_t sc) {
 }
 
 TEST(SwinLayout, MatchesDirectRollPadPartition) {
-  for (auto [res, win, sr, sc] : std::vector<std::tuple<Grid, Grid, int64_t, int64_t>>{
-           {{8, 8}, {4, 4}, 2, 2}, {{7, 10}, {3, 4}, 1, 2}, {{6, 6}, {6, 6}, 0, 0},
-           {{9, 5}, {4, 4}, 2, 2}}) {
+  for (auto [res, win, sr, sc] :
+       std::vector<std::tuple<Grid, Grid, int64_t, int64_t>>{{{8, 8}, {4, 4}, 2, 2},
+                                                             {{7, 10}, {3, 4}, 1, 2},
+                                                             {{6, 6}, {6, 6}, 0, 0},
+                                                             {{9, 5}, {4, 4}, 2, 2}}) {
     WindowLayout l = make_window_layout(res, win, sr, sc);
     EXPECT_EQ(l.source, direct_layout(res, win, sr, sc)) << res.str() << " " << win.str();
   }
@@ -92,21 +95,20 @@ ModelConfig tiny_swin(const std::string& encoding) {
   return c;
 }
 
-const char* kKinds[] = {"none",       "learned1d",  "sincos1d", "separable2d",
-                        "sincos2d",   "relbias",    "rope-axial", "rope-mixed",
-                        "alibi2d",    "learned1d+relbias"};
-
-class SwinEveryEncoding : public ::testing::TestWithParam<const char*> {};
+class SwinEveryEncoding : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SwinEveryEncoding, ForwardShapeAndFinite) {
   auto model = make_model(tiny_swin(GetParam()), 1);
+  EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(tiny_swin(GetParam())))
+      << GetParam();
   Tensor x = random_tensor({3, 1, 16, 24}, 2);
   const Tensor& y = model->forward(x);
   ASSERT_EQ(y.shape(), Shape({3, 3}));
   for (int64_t i = 0; i < y.numel(); ++i) EXPECT_TRUE(std::isfinite(y.at(i)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, SwinEveryEncoding, ::testing::ValuesIn(kKinds));
+INSTANTIATE_TEST_SUITE_P(Kinds, SwinEveryEncoding,
+                         ::testing::ValuesIn(testing::every_encoding_spec()));
 
 void check_swin_gradients(const std::string& encoding) {
   ModelConfig c = tiny_swin(encoding);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/testing.h"
+#include "tests/vit/models/every_encoding.h"
 #include "tests/vit/models/model_gradients.h"
 #include "vit/models/model.h"
 #include "vit/models/vit.h"
@@ -35,17 +36,14 @@ ModelConfig tiny_vit(const std::string& encoding) {
   return c;
 }
 
-const char* kKinds[] = {"none",      "learned1d", "sincos1d",   "separable2d",
-                        "sincos2d",  "relbias",   "rope-axial", "rope-mixed",
-                        "alibi2d",   "learned1d+relbias", "rope-mixed+learned1d"};
-
-class VitEveryEncoding : public ::testing::TestWithParam<const char*> {};
+class VitEveryEncoding : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VitEveryEncoding, ForwardShapeAndFinite) {
   for (Pool pool : {Pool::cls, Pool::avg}) {
     ModelConfig c = tiny_vit(GetParam());
     c.pool = pool;
     auto model = make_model(c, 1);
+    EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(c)) << GetParam();
     Tensor x = random_tensor({3, 2, 12, 8}, 2);
     const Tensor& y = model->forward(x);
     ASSERT_EQ(y.shape(), Shape({3, 3}));
@@ -58,7 +56,8 @@ TEST_P(VitEveryEncoding, ForwardShapeAndFinite) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, VitEveryEncoding, ::testing::ValuesIn(kKinds));
+INSTANTIATE_TEST_SUITE_P(Kinds, VitEveryEncoding,
+                         ::testing::ValuesIn(testing::every_encoding_spec()));
 
 // Batch entries are independent: the logits of one image do not depend on the others.
 TEST(Vit, BatchEntriesIndependent) {

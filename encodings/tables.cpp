@@ -1,0 +1,81 @@
+// The fixed encodings' numbers (see tables.h).
+#include "encodings/tables.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace vitpe {
+
+namespace {
+void require(bool cond, const char* what, const std::string& found) {
+  if (!cond) throw std::invalid_argument(std::string(what) + ", got " + found);
+}
+}  // namespace
+
+Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
+                      Sincos2dLayout layout) {
+  require(dim > 0 && dim % 4 == 0, "sincos2d: dim must be a positive multiple of 4",
+          std::to_string(dim));
+  const int64_t P = dim / 4;
+  const bool timm = layout == Sincos2dLayout::timm;
+  // Offsets of the four quarter blocks.
+  const int64_t sx = timm ? P : 0, cx = timm ? 3 * P : P;
+  const int64_t sy = timm ? 0 : 2 * P, cy = timm ? 2 * P : 3 * P;
+  Tensor t = Tensor::zeros({prefix + grid.count(), dim});
+  for (int64_t n = 0; n < grid.count(); ++n) {
+    float* row = t.f32() + (prefix + n) * dim;
+    const double y = static_cast<double>(n / grid.cols);
+    const double x = static_cast<double>(n % grid.cols);
+    for (int64_t k = 0; k < P; ++k) {
+      const double w = std::pow(temperature, -static_cast<double>(k) / P);
+      row[sx + k] = static_cast<float>(std::sin(x * w));
+      row[cx + k] = static_cast<float>(std::cos(x * w));
+      row[sy + k] = static_cast<float>(std::sin(y * w));
+      row[cy + k] = static_cast<float>(std::cos(y * w));
+    }
+  }
+  return t;
+}
+
+Tensor sincos1d_table(int64_t tokens, int64_t dim, int64_t prefix, double temperature) {
+  require(dim > 0 && dim % 2 == 0, "sincos1d: dim must be positive and even", std::to_string(dim));
+  Tensor t = Tensor::zeros({prefix + tokens, dim});
+  float* p = t.f32() + prefix * dim;
+  for (int64_t n = 0; n < tokens; ++n) {
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const double a = static_cast<double>(n) * std::pow(temperature, -2.0 * i / dim);
+      p[n * dim + 2 * i] = static_cast<float>(std::sin(a));
+      p[n * dim + 2 * i + 1] = static_cast<float>(std::cos(a));
+    }
+  }
+  return t;
+}
+
+std::vector<double> alibi2d_slopes(int64_t heads) {
+  require(heads >= 1, "alibi2d: heads must be >= 1", std::to_string(heads));
+  std::vector<double> s(heads);
+  for (int64_t h = 0; h < heads; ++h)
+    s[h] = std::pow(2.0, -8.0 * static_cast<double>(h + 1) / heads);
+  return s;
+}
+
+void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim, double theta) {
+  require(head_dim > 0 && head_dim % 4 == 0,
+          "rope-axial: head_dim must be a positive multiple of 4", std::to_string(head_dim));
+  const int64_t half = head_dim / 2, quarter = head_dim / 4;
+  cos = Tensor::empty({1, grid.count(), half});
+  sin = Tensor::empty({1, grid.count(), half});
+  for (int64_t n = 0; n < grid.count(); ++n) {
+    const double x = static_cast<double>(n % grid.cols);
+    const double y = static_cast<double>(n / grid.cols);
+    for (int64_t p = 0; p < half; ++p) {
+      const int64_t k = p % quarter;
+      const double a = (p < quarter ? x : y) * std::pow(theta, -4.0 * k / head_dim);
+      cos.f32()[n * half + p] = static_cast<float>(std::cos(a));
+      sin.f32()[n * half + p] = static_cast<float>(std::sin(a));
+    }
+  }
+}
+
+}  // namespace vitpe

@@ -1,0 +1,35 @@
+// Pure builders of the fixed encodings' numbers, timm-style (build_sincos2d_pos_embed): the
+// kinds compute their tables with these, and pictures, tests and other backends call the same
+// functions instead of writing the formulas again. Angles are computed in double.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "encodings/encoding.h"
+#include "ops/tensor.h"
+
+namespace vitpe {
+
+// 2D sin-cos channel layouts: mae  = [sin(x w) | cos(x w) | sin(y w) | cos(y w)] (MAE's
+// get_2d_sincos_pos_embed, the default); timm = [sin(y w) | sin(x w) | cos(y w) | cos(x w)]
+// (timm's build_sincos2d_pos_embed). x = column, y = row.
+enum class Sincos2dLayout : uint8_t { mae, timm };
+
+// -> [prefix + grid.count(), dim]: row prefix + n holds patch n (row-major), w_k = T^(-k/P),
+// P = dim/4, k = 0..P-1; prefix rows are zero. dim % 4 == 0.
+Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
+                      Sincos2dLayout layout);
+
+// -> [prefix + tokens, dim]: channels (2i, 2i+1) = sin, cos of n * T^(-2i/dim) for the flattened
+// patch index n; prefix rows are zero. dim even.
+Tensor sincos1d_table(int64_t tokens, int64_t dim, int64_t prefix, double temperature);
+
+// ALiBi's geometric slopes for heads h = 0..H-1: 2^(-8 (h+1) / H).
+std::vector<double> alibi2d_slopes(int64_t heads);
+
+// RoPE-ViT axial angles -> cos, sin: [1, grid.count(), hd/2]. Pair p < hd/4 turns by
+// x * theta^(-4k/hd), pair hd/4 + k by y * theta^(-4k/hd) (k = p mod hd/4). hd % 4 == 0.
+void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim, double theta);
+
+}  // namespace vitpe
