@@ -20,6 +20,7 @@
 #include "apps/command.h"
 #include "encodings/encoding.h"
 #include "ops/device_memory.h"
+#include "ops/files.h"
 #include "ops/random.h"
 #ifdef VITPE_WITH_CUDA
 #include "ops/cuda/attention_bias.h"
@@ -213,7 +214,7 @@ void run_attention_bench(const AttnBenchOptions& o) {
                    {"hd", r.hd},
                    {"ms", r.ms},
                    {"tflops", r.tflops()}});
-    std::ofstream(o.json) << j.dump(2) << "\n";
+    write_file_atomic(o.json, j.dump(2) + "\n");
     std::printf("\nwrote %s\n", o.json.c_str());
   }
 }

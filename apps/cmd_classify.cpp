@@ -2,12 +2,11 @@
 // top-k classes per image, with timm's evaluation preprocessing, in batches. An unreadable
 // image gets an error naming it; the others are still classified; the exit code is 1 when any
 // image failed.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "apps/command.h"
@@ -53,13 +52,7 @@ void run_classify(const ClassifyOptions& o) {
   if (!o.json) {
     for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   }
-  Preprocess pre;
-  pre.rows = static_cast<int>(c.img_rows);
-  pre.cols = static_cast<int>(c.img_cols);
-  pre.crop_pct = c.crop_pct;
-  pre.mean = c.mean;
-  pre.std_dev = c.std;
-  pre.channels = static_cast<int>(c.channels);
+  Preprocess pre = Preprocess::from(c);
   pre.interpolation = parse_interpolation(o.interpolation);
   pre.validate();
 
@@ -85,12 +78,12 @@ void run_classify(const ClassifyOptions& o) {
       if (!o.json) std::printf("%s\n", paths[i].c_str());
       int rank = 0;
       for (const Top& t : top) {
-        const std::string label = c.labels.empty() ? "class " + std::to_string(t.index)
-                                                   : c.labels[t.index];
+        const std::string label =
+            c.labels.empty() ? "class " + std::to_string(t.index) : c.labels[t.index];
         r["top"].push_back({{"index", t.index}, {"label", label}, {"probability", t.prob}});
         if (!o.json) {
-          std::printf("  %d. %-28s %6.2f%%  (class %lld)\n", ++rank, label.c_str(),
-                      100.0 * t.prob, static_cast<long long>(t.index));
+          std::printf("  %d. %-28s %6.2f%%  (class %lld)\n", ++rank, label.c_str(), 100.0 * t.prob,
+                      static_cast<long long>(t.index));
         }
       }
       results.push_back(r);
@@ -106,8 +99,7 @@ void run_classify(const ClassifyOptions& o) {
 void setup(CLI::App& root) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = root.add_subcommand("classify", "Classify images: top-k classes per image");
-  cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")
-      ->required();
+  cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")->required();
   cmd->add_option("images", o->images, "Image files (any format OpenCV reads)")->required();
   cmd->add_option("--topk,-k", o->topk, "Classes to print per image")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "Images per forward pass")->check(CLI::PositiveNumber);

@@ -11,6 +11,8 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 
+#include "ops/files.h"
+
 namespace vitpe {
 
 namespace {
@@ -130,14 +132,7 @@ void colour_bar(cv::Mat& img, const Scale& s, int x, int y, int w, int h,
 void write_png(const cv::Mat& img, const fs::path& path, std::vector<std::string>& out) {
   std::vector<uchar> buf;
   if (!cv::imencode(".png", img, buf)) throw std::runtime_error("cannot encode " + path.string());
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
-    if (!f) throw std::runtime_error("cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
+  write_file_atomic(path.string(), {ByteSpan{buf.data(), buf.size()}});
   out.push_back(path.string());
 }
 

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ops/files.h"
 #include "ops/ops.h"
 #include "vit/compare/compare_pictures.h"
 #include "vit/io/checkpoint.h"
@@ -144,10 +145,7 @@ CompareResults run_compare(const CompareOptions& opt) {
   for (int64_t s : r.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
   r.settings.emplace_back("seeds", seeds);
   r.settings.emplace_back("evaluation sizes", sizes);
-  r.settings.emplace_back("evaluation at other sizes",
-                          probe_data->name() == "procedural"
-                              ? "canvas drawn at the size, objects of the same pixel size"
-                              : "test images resized bilinearly to the size");
+  r.settings.emplace_back("evaluation at other sizes", probe_data->other_size_rule());
   for (const auto& kv : opt.extra_settings) r.settings.push_back(kv);
   r.versions = version_info();
 
@@ -209,7 +207,7 @@ CompareResults run_compare(const CompareOptions& opt) {
       }
       std::fprintf(stderr, "  %s seed %llu: %s\n", enc.c_str(),
                    static_cast<unsigned long long>(seed), accs.c_str());
-      write_text_atomic(result_path.string(), run_to_json(run).dump(2) + "\n");
+      write_file_atomic(result_path.string(), run_to_json(run).dump(2) + "\n");
       r.runs.push_back(std::move(run));
       // Partial results after every run: a long comparison can be looked at while it runs.
       r.wall_seconds =
@@ -244,9 +242,9 @@ CompareResults run_compare(const CompareOptions& opt) {
 
 void write_compare_outputs(const CompareResults& r, const std::string& out) {
   fs::create_directories(out);
-  write_text_atomic((fs::path(out) / "results.json").string(), results_json(r));
-  write_text_atomic((fs::path(out) / "results.csv").string(), results_csv(r));
-  write_text_atomic((fs::path(out) / "report.html").string(), report_html(r));
+  write_file_atomic((fs::path(out) / "results.json").string(), results_json(r));
+  write_file_atomic((fs::path(out) / "results.csv").string(), results_csv(r));
+  write_file_atomic((fs::path(out) / "report.html").string(), report_html(r));
 }
 
 }  // namespace vitpe

@@ -515,25 +515,4 @@ std::string report_html(const CompareResults& r) {
   return o.str();
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error(tmp + ": cannot open for writing");
-    f << text;
-    f.flush();
-    if (!f) {
-      f.close();
-      fs::remove(tmp);
-      throw std::runtime_error(tmp + ": write failed");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw std::runtime_error(path + ": cannot rename the temporary file: " + ec.message());
-  }
-}
-
 }  // namespace vitpe

@@ -60,7 +60,5 @@ std::string report_html(const CompareResults& r);
 CompareResults parse_results_json(const std::string& text);
 
 std::string base64_encode(const std::vector<uint8_t>& bytes);
-// Writes the file through a temporary file in the same directory and a rename.
-void write_text_atomic(const std::string& path, const std::string& text);
 
 }  // namespace vitpe

@@ -14,12 +14,18 @@ namespace vitpe {
 
 const char* checkpoint_format_name(CheckpointFormat f) {
   switch (f) {
-    case CheckpointFormat::vitpe: return "vitpe";
-    case CheckpointFormat::timm_vit: return "timm ViT";
-    case CheckpointFormat::torchvision_vit: return "torchvision ViT";
-    case CheckpointFormat::timm_swin: return "timm Swin (>= 0.9)";
-    case CheckpointFormat::timm_swin_old: return "timm Swin (< 0.9 / Microsoft)";
-    case CheckpointFormat::torchvision_swin: return "torchvision Swin";
+    case CheckpointFormat::vitpe:
+      return "vitpe";
+    case CheckpointFormat::timm_vit:
+      return "timm ViT";
+    case CheckpointFormat::torchvision_vit:
+      return "torchvision ViT";
+    case CheckpointFormat::timm_swin:
+      return "timm Swin (>= 0.9)";
+    case CheckpointFormat::timm_swin_old:
+      return "timm Swin (< 0.9 / Microsoft)";
+    case CheckpointFormat::torchvision_swin:
+      return "torchvision Swin";
   }
   return "?";
 }
@@ -245,8 +251,7 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
   auto need = [&](const std::string& name) -> const Tensor& {
     auto it = t.find(name);
     if (it == t.end()) {
-      throw std::runtime_error(path + ": cannot infer the model: tensor '" + name +
-                               "' is missing");
+      throw std::runtime_error(path + ": cannot infer the model: tensor '" + name + "' is missing");
     }
     return it->second;
   };
@@ -266,12 +271,9 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
   c.dim = pw.size(0);
   c.channels = pw.size(1);
   c.patch = pw.size(2);
-  c.mean = std::vector<float>(c.channels, c.channels == 3 ? 0.485f : 0.5f);
-  c.std = std::vector<float>(c.channels, c.channels == 3 ? 0.229f : 0.5f);
-  if (c.channels == 3) {
-    c.mean = {0.485f, 0.456f, 0.406f};
-    c.std = {0.229f, 0.224f, 0.225f};
-  }
+  // ImageNet's statistics for RGB (timm's and torchvision's default), 0.5 otherwise.
+  c.mean = c.channels == 3 ? kImageNetMean : std::vector<float>(c.channels, 0.5f);
+  c.std_dev = c.channels == 3 ? kImageNetStd : std::vector<float>(c.channels, 0.5f);
   const Tensor& head = need(swin ? "head.fc.weight" : "head.weight");
   c.classes = head.size(0);
   c.img_rows = opts.img_rows ? opts.img_rows : 224;
@@ -296,8 +298,9 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
     c.heads = c.stage_heads[0];
     c.mlp_dim = need("layers.0.blocks.0.mlp.fc1.weight").size(0);
     c.mlp_ratio = static_cast<float>(c.mlp_dim) / c.dim;
-    notes.push_back("config inferred from tensor shapes (Swin: depths, heads and window from "
-                    "the bias tables)");
+    notes.push_back(
+        "config inferred from tensor shapes (Swin: depths, heads and window from "
+        "the bias tables)");
     if (!opts.img_rows) notes.push_back("image size not stored in the file: assumed 224x224");
     return c;
   }

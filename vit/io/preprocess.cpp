@@ -143,6 +143,18 @@ const char* interpolation_name(Interpolation i) {
   return i == Interpolation::bicubic ? "bicubic" : "bilinear";
 }
 
+Preprocess Preprocess::from(const ModelConfig& config) {
+  Preprocess p;
+  p.rows = static_cast<int>(config.img_rows);
+  p.cols = static_cast<int>(config.img_cols);
+  p.crop_pct = config.crop_pct;
+  p.mean = config.mean;
+  p.std_dev = config.std_dev;
+  p.channels = static_cast<int>(config.channels);
+  p.validate();
+  return p;
+}
+
 void Preprocess::validate() const {
   auto bad = [](const std::string& what) { throw std::invalid_argument("preprocess: " + what); };
   if (rows <= 0 || cols <= 0) {

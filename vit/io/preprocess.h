@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "ops/tensor.h"
+#include "vit/models/model.h"
 
 namespace vitpe {
 
@@ -44,9 +45,13 @@ struct Preprocess {
   int cols = 224;  // output width
   double crop_pct = 0.875;
   Interpolation interpolation = Interpolation::bicubic;
-  std::vector<float> mean = {0.485f, 0.456f, 0.406f};  // one per channel
-  std::vector<float> std_dev = {0.229f, 0.224f, 0.225f};
+  std::vector<float> mean = kImageNetMean;  // one per channel
+  std::vector<float> std_dev = kImageNetStd;
   int channels = 3;  // 3 (RGB) or 1 (L)
+
+  // The model's own: its input size and channels, crop_pct, mean and std (bicubic, timm's
+  // default), so an application cannot apply another model's statistics by accident.
+  static Preprocess from(const ModelConfig& config);
 
   // Throws std::invalid_argument naming the bad field.
   void validate() const;

@@ -16,6 +16,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "ops/files.h"
+
 namespace vitpe {
 
 static_assert(std::endian::native == std::endian::little,
@@ -113,20 +115,6 @@ TensorInfo parse_entry(const std::string& path, const std::string& name, const j
   info.begin = static_cast<size_t>(begin);
   info.end = static_cast<size_t>(end);
   return info;
-}
-
-// Writes all of buf or throws.
-void write_all(int fd, const void* buf, size_t n, const std::string& tmp) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("safetensors: cannot write '" + tmp + "': " + errno_text());
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
 }
 
 }  // namespace
@@ -405,41 +393,9 @@ void save_safetensors(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data section to 8 bytes
   const uint64_t header_len = text.size();
 
-  // Same directory as the target so that rename() is atomic (same file system).
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw std::runtime_error("safetensors: cannot create '" + tmp + "' to write '" + path +
-                             "': " + errno_text());
-  }
-  try {
-    write_all(fd, &header_len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const auto& kv : sorted) write_all(fd, kv.second.raw(), kv.second.nbytes(), tmp);
-    if (::fsync(fd) != 0) {
-      throw std::runtime_error("safetensors: cannot fsync '" + tmp + "': " + errno_text());
-    }
-    int rc = ::close(fd);
-    fd = -1;
-    if (rc != 0) {
-      throw std::runtime_error("safetensors: cannot close '" + tmp + "': " + errno_text());
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      throw std::runtime_error("safetensors: cannot rename '" + tmp + "' to '" + path +
-                               "': " + errno_text());
-    }
-  } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  // Make the rename itself durable; failure here does not undo a complete write.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::vector<ByteSpan> pieces{{&header_len, 8}, {text.data(), text.size()}};
+  for (const auto& kv : sorted) pieces.push_back({kv.second.raw(), kv.second.nbytes()});
+  write_file_atomic(path, pieces);
 }
 
 }  // namespace vitpe

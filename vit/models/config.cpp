@@ -20,25 +20,21 @@ ModelConfig vit_preset(const std::string& name, int64_t dim, int64_t depth, int6
   return c;
 }
 
-const std::vector<std::string> kFashionLabels = {
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-
 void fmnist_common(ModelConfig& c) {
   c.img_rows = c.img_cols = 28;
   c.channels = 1;
   c.classes = 10;
   c.crop_pct = 1.0f;
-  c.mean = {0.2860f};
-  c.std = {0.3530f};
-  c.labels = kFashionLabels;
+  c.mean = {kFashionMnistMean};
+  c.std_dev = {kFashionMnistStd};
+  c.labels = kFashionMnistLabels;
 }
 
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"vit-tiny-patch16-224", "vit-small-patch16-224", "vit-base-patch16-224", "vit-fmnist",
-          "swin-tiny-patch4-window7-224", "swin-fmnist"};
+  return {"vit-tiny-patch16-224", "vit-small-patch16-224",        "vit-base-patch16-224",
+          "vit-fmnist",           "swin-tiny-patch4-window7-224", "swin-fmnist"};
 }
 
 ModelConfig preset(const std::string& name) {
@@ -105,9 +101,10 @@ void ModelConfig::validate() const {
     fail("image size " + std::to_string(img_rows) + "x" + std::to_string(img_cols) +
          " is not a multiple of the patch size " + std::to_string(patch));
   }
-  if (static_cast<int64_t>(mean.size()) != channels || static_cast<int64_t>(std.size()) != channels) {
+  if (static_cast<int64_t>(mean.size()) != channels ||
+      static_cast<int64_t>(std_dev.size()) != channels) {
     fail("mean/std need " + std::to_string(channels) + " values (one per channel), found " +
-         std::to_string(mean.size()) + "/" + std::to_string(std.size()));
+         std::to_string(mean.size()) + "/" + std::to_string(std_dev.size()));
   }
   if (!labels.empty() && static_cast<int64_t>(labels.size()) != classes) {
     fail("labels: expected " + std::to_string(classes) + " names, found " +
@@ -164,7 +161,7 @@ std::string ModelConfig::to_json() const {
   }
   j["crop_pct"] = crop_pct;
   j["mean"] = mean;
-  j["std"] = std;
+  j["std"] = std_dev;
   j["labels"] = labels;
   return j.dump();
 }
@@ -211,7 +208,7 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
     }
     c.crop_pct = j.value("crop_pct", 0.875f);
     c.mean = j.at("mean").get<std::vector<float>>();
-    c.std = j.at("std").get<std::vector<float>>();
+    c.std_dev = j.at("std").get<std::vector<float>>();
     c.labels = j.value("labels", std::vector<std::string>{});
   } catch (const nlohmann::json::exception& e) {
     throw std::invalid_argument(std::string("model config: missing or mistyped field: ") +

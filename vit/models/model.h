@@ -37,6 +37,16 @@ bool bf16_supported();
 
 class LinearLayer;
 
+// Normalisation statistics (in [0, 1] pixel units) written once: ImageNet's (timm's and
+// torchvision's default) and Fashion-MNIST's training pixels (its presets and dataset).
+inline const std::vector<float> kImageNetMean = {0.485f, 0.456f, 0.406f};
+inline const std::vector<float> kImageNetStd = {0.229f, 0.224f, 0.225f};
+constexpr float kFashionMnistMean = 0.2860f;
+constexpr float kFashionMnistStd = 0.3530f;
+inline const std::vector<std::string> kFashionMnistLabels = {
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
 struct ModelConfig {
   ModelKind kind = ModelKind::vit;
   std::string name;  // preset name it came from, or "custom"
@@ -60,8 +70,8 @@ struct ModelConfig {
   float mlp_ratio = 4.0f;
   // Preprocessing for classification (timm's eval transform).
   float crop_pct = 0.875f;
-  std::vector<float> mean = {0.485f, 0.456f, 0.406f};
-  std::vector<float> std = {0.229f, 0.224f, 0.225f};
+  std::vector<float> mean = kImageNetMean;
+  std::vector<float> std_dev = kImageNetStd;  // "std" in the JSON, as timm's pretrained_cfg
   // Class names (optional; empty = print indices).
   std::vector<std::string> labels;
 

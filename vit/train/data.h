@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "vit/models/model.h"
+
 namespace vitpe {
 
 // Mixes integers into one well-spread 64-bit seed (SplitMix64 finaliser over each value), so
@@ -47,6 +49,13 @@ class Dataset {
   virtual int32_t flipped_label(int32_t label) const { return -1; }
   // Value a padded pixel gets in channel c (the normalised black).
   virtual float pad_value(int64_t c) const { return 0.0f; }
+
+  // The per-channel mean and std (pixel units in [0, 1]) get() normalises with: a model trained
+  // on the dataset records them, so it classifies raw images the way it saw them.
+  virtual std::vector<float> mean() const = 0;
+  virtual std::vector<float> std_dev() const = 0;
+  // How get() renders the images at a size other than the native one (for reports).
+  virtual std::string other_size_rule() const = 0;
 };
 
 // ---- Fashion-MNIST ---------------------------------------------------------------------------
@@ -61,9 +70,7 @@ struct IdxArray {
 // number, or data shorter/longer than the header says.
 IdxArray read_idx_gz(const std::string& path, int expected_ndim);
 
-// Fashion-MNIST mean and std of the training pixels (in [0, 1]).
-constexpr float kFashionMnistMean = 0.2860f;
-constexpr float kFashionMnistStd = 0.3530f;
+// Normalised with kFashionMnistMean / kFashionMnistStd (vit/models/model.h, the presets' too).
 
 // ---- procedural spatial relations --------------------------------------------------------------
 

@@ -106,10 +106,6 @@ IdxArray read_idx_gz(const std::string& path, int expected_ndim) {
 
 namespace {
 
-const std::vector<std::string> kFashionLabels = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
-                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
-                                                 "Bag",         "Ankle boot"};
-
 class FashionMnist : public Dataset {
  public:
   FashionMnist(const std::string& dir, bool train, int64_t rows, int64_t cols, int64_t limit)
@@ -145,11 +141,16 @@ class FashionMnist : public Dataset {
   int64_t channels() const override { return 1; }
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
-  std::vector<std::string> labels() const override { return kFashionLabels; }
+  std::vector<std::string> labels() const override { return kFashionMnistLabels; }
   int64_t crop_padding() const override { return 2; }
   // Clothes stay the same clothes when mirrored.
   int32_t flipped_label(int32_t label) const override { return label; }
   float pad_value(int64_t) const override { return -kFashionMnistMean / kFashionMnistStd; }
+  std::vector<float> mean() const override { return {kFashionMnistMean}; }
+  std::vector<float> std_dev() const override { return {kFashionMnistStd}; }
+  std::string other_size_rule() const override {
+    return "test images resized bilinearly to the size";
+  }
 
   int32_t get(int64_t i, float* image) const override {
     check_index(*this, i);

@@ -19,9 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const float kMean[3] = {0.485f, 0.456f, 0.406f};
-const float kStd[3] = {0.229f, 0.224f, 0.225f};
-
 bool is_image(const fs::path& p) {
   std::string e = p.extension().string();
   std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -68,7 +65,12 @@ class Folder : public Dataset {
   std::vector<std::string> labels() const override { return labels_; }
   int64_t crop_padding() const override { return std::max<int64_t>(1, rows_ / 8); }
   int32_t flipped_label(int32_t label) const override { return label; }
-  float pad_value(int64_t c) const override { return -kMean[c] / kStd[c]; }
+  float pad_value(int64_t c) const override { return -kImageNetMean[c] / kImageNetStd[c]; }
+  std::vector<float> mean() const override { return kImageNetMean; }
+  std::vector<float> std_dev() const override { return kImageNetStd; }
+  std::string other_size_rule() const override {
+    return "images resized bilinearly (no crop) to the size";
+  }
 
   int32_t get(int64_t i, float* image) const override {
     check_index(*this, i);
@@ -84,7 +86,7 @@ class Folder : public Dataset {
         for (int c = 0; c < 3; ++c) {
           // OpenCV stores BGR; channel c of the output is RGB.
           float v = row[x * 3 + (2 - c)] / 255.0f;
-          image[c * plane + y * cols_ + x] = (v - kMean[c]) / kStd[c];
+          image[c * plane + y * cols_ + x] = (v - kImageNetMean[c]) / kImageNetStd[c];
         }
       }
     }

@@ -54,6 +54,12 @@ class Procedural : public Dataset {
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
   std::vector<std::string> labels() const override { return {"left", "right", "above", "below"}; }
+  // Already centred: background 0, shapes 1, plus noise.
+  std::vector<float> mean() const override { return {0.0f}; }
+  std::vector<float> std_dev() const override { return {1.0f}; }
+  std::string other_size_rule() const override {
+    return "canvas drawn at the size, objects of the same pixel size";
+  }
   // Mirroring swaps left and right; above and below stay.
   int32_t flipped_label(int32_t label) const override {
     return label == 0 ? 1 : label == 1 ? 0 : label;

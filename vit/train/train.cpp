@@ -13,11 +13,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ops/files.h"
 #include "ops/ops.h"
 #include "vit/io/checkpoint.h"
+#include "vit/io/safetensors.h"
 #include "vit/train/loader.h"
 #include "vit/train/optim.h"
-#include "vit/io/safetensors.h"
 
 namespace vitpe {
 
@@ -191,16 +192,8 @@ ModelConfig make_train_config(const TrainOptions& o, const Dataset& d) {
   c.channels = d.channels();
   c.classes = d.classes();
   c.labels = d.labels();
-  if (d.name() == "fashion-mnist") {
-    c.mean = {kFashionMnistMean};
-    c.std = {kFashionMnistStd};
-  } else if (d.name() == "procedural") {
-    c.mean = {0.0f};  // already centred: background 0, shapes 1
-    c.std = {1.0f};
-  } else if (static_cast<int64_t>(c.mean.size()) != c.channels) {
-    c.mean.assign(static_cast<size_t>(c.channels), c.mean.empty() ? 0.5f : c.mean[0]);
-    c.std.assign(static_cast<size_t>(c.channels), c.std.empty() ? 0.5f : c.std[0]);
-  }
+  c.mean = d.mean();
+  c.std_dev = d.std_dev();
   c.validate();
   return c;
 }
@@ -276,13 +269,7 @@ void truncate_metrics(const std::string& path, int64_t epoch) {
     if (j["epoch"].get<int64_t>() <= epoch) kept += line + '\n';
   }
   in.close();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    if (!out) throw std::runtime_error(tmp + ": cannot write");
-  }
-  fs::rename(tmp, path);
+  write_file_atomic(path, kept);
 }
 
 }  // namespace

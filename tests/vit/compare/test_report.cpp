@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 #include <sstream>
 
+#include "ops/files.h"
 #include "vit/compare/report.h"
 
 namespace vitpe {
@@ -145,7 +146,7 @@ TEST(Report, RendersInHeadlessChromium) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path page = dir / "report.html", shot = dir / "shot.png";
-  write_text_atomic(page.string(), report_html(synthetic_results()));
+  write_file_atomic(page.string(), report_html(synthetic_results()));
   const std::string common = "timeout 120 " + chrome +
                              " --headless --disable-gpu --no-sandbox --no-first-run"
                              " --user-data-dir=" +

@@ -48,6 +48,27 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 // an f32 rounding difference, not a uint8 one (one uint8 step is 1 / (255 * std) > 0.017).
 constexpr double kGoldenTolerance = 1e-6;
 
+// Preprocess::from takes everything from the model's config (the README's library example on
+// the bundled Fashion-MNIST model once got ImageNet's 224 RGB defaults).
+TEST(Preprocess, FromTheModelConfig) {
+  const ModelConfig c = preset("vit-fmnist");
+  const Preprocess p = Preprocess::from(c);
+  EXPECT_EQ(p.rows, 28);
+  EXPECT_EQ(p.cols, 28);
+  EXPECT_EQ(p.channels, 1);
+  EXPECT_EQ(p.crop_pct, c.crop_pct);
+  EXPECT_EQ(p.mean, std::vector<float>{kFashionMnistMean});
+  EXPECT_EQ(p.std_dev, std::vector<float>{kFashionMnistStd});
+  Tensor x = preprocess_file(image_path("rgb_67x45"), p);
+  EXPECT_EQ(x.shape(), Shape({1, 28, 28}));
+  ModelConfig rgb = preset("swin-tiny-patch4-window7-224");
+  rgb.img_rows = 96;
+  rgb.img_cols = 160;
+  EXPECT_EQ(Preprocess::from(rgb).rows, 96);
+  EXPECT_EQ(Preprocess::from(rgb).cols, 160);
+  EXPECT_EQ(Preprocess::from(rgb).mean, kImageNetMean);
+}
+
 TEST(Preprocess, MatchesTimmEvalTransformBicubic32x32) {
   SafeTensorsFile golden =
       SafeTensorsFile::open(std::string(VITPE_TEST_DATA) + "/preprocess_golden.safetensors");

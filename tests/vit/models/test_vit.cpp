@@ -32,7 +32,7 @@ ModelConfig tiny_vit(const std::string& encoding) {
   c.classes = 3;
   c.encoding = encoding;
   c.mean = {0.5f, 0.5f};
-  c.std = {0.5f, 0.5f};
+  c.std_dev = {0.5f, 0.5f};
   return c;
 }
 

@@ -1,5 +1,5 @@
-// Tests of vit/data*.cpp and vit/train/loader.cpp: IDX parsing (synthetic .gz files written here, and
-// the real Fashion-MNIST when installed), the procedural dataset (labels checked from the
+// Tests of vit/data*.cpp and vit/train/loader.cpp: IDX parsing (synthetic .gz files written here,
+// and the real Fashion-MNIST when installed), the procedural dataset (labels checked from the
 // rendered pixels), ImageFolder, and the loader's determinism and augmentation.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -118,10 +118,14 @@ TEST(FashionMnist, SyntheticFilesNormaliseAndResize) {
   ASSERT_EQ(d->size(), 4);
   EXPECT_EQ(d->classes(), 10);
   EXPECT_EQ(d->labels()[9], "Ankle boot");
+  // The statistics the dataset declares (which a model trained on it records) are the ones
+  // get() applied.
+  EXPECT_EQ(d->mean(), std::vector<float>{kFashionMnistMean});
+  EXPECT_EQ(d->std_dev(), std::vector<float>{kFashionMnistStd});
   std::vector<float> x(784);
   EXPECT_EQ(d->get(1, x.data()), 0);
   for (int k = 0; k < 784; ++k) {
-    double expect = (imgs[784 + k] / 255.0 - kFashionMnistMean) / kFashionMnistStd;
+    double expect = (imgs[784 + k] / 255.0 - d->mean()[0]) / d->std_dev()[0];
     ASSERT_NEAR(x[k], expect, 1e-5) << k;
   }
   o.rows = o.cols = 44;
