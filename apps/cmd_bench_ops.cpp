@@ -23,7 +23,6 @@ namespace vitpe::app {
 namespace {
 
 struct BenchOpsOptions {
-  int threads = 0;
   int reps = 20;
 };
 
@@ -72,7 +71,6 @@ struct Row {
 };
 
 void run_bench_ops(const BenchOpsOptions& o) {
-  if (o.threads > 0) set_num_threads(o.threads);
   const int reps = std::max(1, o.reps);
   std::printf("vitpe bench ops: %d threads, oneDNN ISA %s, %d timed calls per row (median)\n\n",
               num_threads(), cpu_isa_name(), reps);
@@ -153,8 +151,7 @@ void setup(CLI::App& root) {
       "ops",
       "CPU linear layers and attention of ViT-S/16 (batch 1 and 8) against the oneDNN "
       "f32 matmul peak");
-  cmd->add_option("--threads", o->threads, "Threads (default: OMP_NUM_THREADS, else all cores)")
-      ->check(CLI::NonNegativeNumber);
+  add_threads_option(cmd);
   cmd->add_option("--reps", o->reps, "Timed calls per row; the median is reported (default 20)")
       ->check(CLI::PositiveNumber);
   cmd->callback([o] { run_bench_ops(*o); });

@@ -6,13 +6,13 @@
 // the same threads in the same run and the ratios are printed. Data loading is not part of the
 // step; `vitpe train` reports the throughput of whole epochs.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,6 +20,7 @@
 #include "apps/peer.h"
 #include "ops/ops.h"
 #include "ops/random.h"
+#include "ops/util.h"
 #include "vit/models/model.h"
 #include "vit/train/optim.h"
 #include "vit/train/train.h"
@@ -35,11 +36,6 @@ struct BenchTrainOptions {
   int reps = 10;
   bool vs_torch = false;
 };
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 double process_cpu_seconds() {
   rusage u{};
@@ -101,7 +97,7 @@ void run_bench_train(const BenchTrainOptions& o) {
 
   // One step, phase times added to t[0..3].
   auto step = [&](double* t) {
-    double t0 = now_s();
+    double t0 = monotonic_seconds();
     const Tensor& logits = model->forward(x, true);
     if (!probs.defined()) {
       probs = Tensor::empty(logits.shape());
@@ -110,13 +106,13 @@ void run_bench_train(const BenchTrainOptions& o) {
     cross_entropy_forward(probs, logits, labels.data(), 0.1f);
     dlogits.zero();
     cross_entropy_backward(dlogits, probs, labels.data(), 0.1f);
-    double t1 = now_s();
+    double t1 = monotonic_seconds();
     model->zero_grad();
     model->backward(dlogits);
-    double t2 = now_s();
+    double t2 = monotonic_seconds();
     clip_grad_norm(params, 1.0);
     opt.step(1e-4f);
-    double t3 = now_s();
+    double t3 = monotonic_seconds();
     t[0] = t1 - t0;
     t[1] = t2 - t1;
     t[2] = t3 - t2;
@@ -124,7 +120,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   double t[3];
   for (int i = 0; i < 3; ++i) step(t);  // warm-up: primitives, buffers, optimizer state
   std::vector<double> fwd, bwd, upd, total;
-  const double cpu0 = process_cpu_seconds(), wall0 = now_s();
+  const double cpu0 = process_cpu_seconds(), wall0 = monotonic_seconds();
   for (int i = 0; i < o.reps; ++i) {
     step(t);
     fwd.push_back(t[0]);
@@ -132,16 +128,16 @@ void run_bench_train(const BenchTrainOptions& o) {
     upd.push_back(t[2]);
     total.push_back(t[0] + t[1] + t[2]);
   }
-  const double cpu_use = (process_cpu_seconds() - cpu0) / ((now_s() - wall0) * threads);
+  const double cpu_use = (process_cpu_seconds() - cpu0) / ((monotonic_seconds() - wall0) * threads);
   const double step_s = median(total);
   const double flops = 3.0 * model->flops_per_image() * static_cast<double>(B);
 
   model->forward(x, false);
   std::vector<double> ev;
   for (int i = 0; i < o.reps; ++i) {
-    const double e0 = now_s();
+    const double e0 = monotonic_seconds();
     model->forward(x, false);
-    ev.push_back(now_s() - e0);
+    ev.push_back(monotonic_seconds() - e0);
   }
   const double eval_s = median(ev);
 
@@ -149,16 +145,17 @@ void run_bench_train(const BenchTrainOptions& o) {
   std::printf("%-28s %10.1f\n", "forward + loss", median(fwd) * 1e3);
   std::printf("%-28s %10.1f\n", "backward", median(bwd) * 1e3);
   std::printf("%-28s %10.1f\n", "clip + AdamW", median(upd) * 1e3);
-  std::printf("%-28s %10.1f   %.0f img/s, %.1f GFLOP/s (3x forward FLOPs)\n", "step",
-              step_s * 1e3, B / step_s, flops / step_s / 1e9);
+  std::printf("%-28s %10.1f   %.0f img/s, %.1f GFLOP/s (3x forward FLOPs)\n", "step", step_s * 1e3,
+              B / step_s, flops / step_s / 1e9);
   std::printf("%-28s %10.1f   %.0f img/s\n", "eval forward (no grad)", eval_s * 1e3, B / eval_s);
-  std::printf("cpu use during the steps: %.0f%% of %d threads%s\n", 100 * cpu_use, threads,
-              cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)"
-                             : "");
+  std::printf(
+      "cpu use during the steps: %.0f%% of %d threads%s\n", 100 * cpu_use, threads,
+      cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)" : "");
   if (!o.vs_torch) return;
   if (!torch_peer_shape(config)) {
-    std::printf("--vs-torch: the PyTorch peer trains the vit-fmnist shape only (pooling and "
-                "encoding may differ); skipped\n");
+    std::printf(
+        "--vs-torch: the PyTorch peer trains the vit-fmnist shape only (pooling and "
+        "encoding may differ); skipped\n");
     return;
   }
   const TorchTrain torch = run_torch_peer(o, config, threads);
@@ -166,8 +163,8 @@ void run_bench_train(const BenchTrainOptions& o) {
   std::printf("\nPyTorch peer: torchvision ViT, %s, learned 1D positions\n",
               config.class_token ? "class token (50 tokens)" : "mean pooling (49 tokens)");
   std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
-  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / step_s,
-              B / (torch.train_ms / 1e3), (torch.train_ms / 1e3) / step_s);
+  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / step_s, B / (torch.train_ms / 1e3),
+              (torch.train_ms / 1e3) / step_s);
   std::printf("%-22s %10.0f %10.0f %9.2fx\n", "eval img/s", B / eval_s, torch.eval_img_s,
               (B / eval_s) / torch.eval_img_s);
   if (config.encoding != "learned1d") {
@@ -188,7 +185,9 @@ void setup(CLI::App& root) {
   cmd->add_option("--set", o->overrides,
                   "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
   cmd->add_option("--encoding", o->encoding, "Positional encoding spec (default: the preset's)");
-  cmd->add_option("--batch", o->batch, "Batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Batch size")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--reps", o->reps, "Timed steps; the median is reported")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

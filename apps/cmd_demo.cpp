@@ -10,8 +10,8 @@
 
 #include "apps/command.h"
 #include "apps/train_options.h"
-#include "vit/io/checkpoint.h"
 #include "vit/compare/compare.h"
+#include "vit/io/checkpoint.h"
 #include "vit/train/data.h"
 
 namespace vitpe::app {
@@ -25,7 +25,6 @@ struct DemoCli {
   std::string data_dir;
   int64_t samples = 8;
   bool no_compare = false;
-  int threads = 0;
 };
 
 std::string find_checkpoint(const std::string& given) {
@@ -119,9 +118,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--data-dir", c->data_dir, "Fashion-MNIST directory");
   cmd->add_option("--samples", c->samples, "Number of test images")->capture_default_str();
   cmd->add_flag("--no-compare", c->no_compare, "Skip the quick comparison");
-  cmd->add_option("--threads", c->threads, "Compute threads (0: default)");
+  add_threads_option(cmd);
   cmd->callback([c] {
-    if (c->threads > 0) set_num_threads(c->threads);
     classify_samples(*c);
     if (c->no_compare) return;
     std::printf(

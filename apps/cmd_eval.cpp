@@ -18,7 +18,6 @@ struct EvalCli {
   DatasetOptions data;
   std::string sizes;
   int64_t batch = 256;
-  int threads = 0;
   bool train_split = false;
   bool no_progress = false;
   std::string precision = "f32";
@@ -52,19 +51,18 @@ void setup(CLI::App& root) {
   cmd->add_option("--batch", c->batch, "Batch size")->capture_default_str();
   cmd->add_flag("--train-split", c->train_split, "Evaluate on the training split");
   cmd->add_flag("--no-progress", c->no_progress, "No progress bars");
-  cmd->add_option("--threads", c->threads, "Compute threads (0: default)");
+  add_threads_option(cmd);
   add_precision_option(cmd, c->precision);
   cmd->callback([c] {
-    if (c->threads > 0) set_num_threads(c->threads);
     LoadedModel lm = load_model(c->model);
     Model& model = *lm.model;
     model.set_precision(parse_precision(c->precision));
     const ModelConfig& cfg = model.config();
     std::vector<int64_t> sizes =
         c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows} : parse_sizes(c->sizes);
-    std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(),
-                cfg.name.c_str(), cfg.encoding.c_str(), c->precision.c_str(),
-                c->data.name.c_str(), c->train_split ? "train" : "test");
+    std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
+                cfg.encoding.c_str(), c->precision.c_str(), c->data.name.c_str(),
+                c->train_split ? "train" : "test");
     std::printf("%6s  %9s  %7s  %8s  %7s\n", "size", "accuracy", "loss", "images", "img/s");
     for (int64_t s : sizes) {
       DatasetOptions d = c->data;

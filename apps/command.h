@@ -22,6 +22,10 @@ const std::string& invocation();
 // Help text of a --model option that takes a preset: names every preset.
 std::string preset_help();
 
+// --threads N on `cmd` (the root or a subcommand): sets the compute threads when parsed;
+// 0 keeps OMP_NUM_THREADS, else all cores. The one definition of the option.
+void add_threads_option(CLI::App* cmd);
+
 // Throw this from a subcommand to exit with `code` after printing `message` to stderr.
 struct ExitError {
   int code;

@@ -45,6 +45,13 @@ std::string shell_quote(const std::string& arg) {
 
 const std::string& invocation() { return invocation_storage(); }
 
+void add_threads_option(CLI::App* cmd) {
+  cmd->add_option_function<int>(
+         "--threads", [](const int& n) { vitpe::set_num_threads(n); },
+         "Compute threads (0: OMP_NUM_THREADS, else all cores)")
+      ->check(CLI::NonNegativeNumber);
+}
+
 std::string preset_help() {
   std::string names;
   for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
@@ -61,11 +68,7 @@ int main(int argc, char** argv) {
   CLI::App app{version + ": Vision Transformers with interchangeable 2D positional encodings"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version);
-  int threads = 0;
-  app.add_option("--threads", threads,
-                 "Threads for compute (default: OMP_NUM_THREADS, else all cores)")
-      ->check(CLI::NonNegativeNumber);
-  app.parse_complete_callback([&] { vitpe::set_num_threads(threads); });
+  add_threads_option(&app);
 
   auto& cmds = registry();
   std::stable_sort(cmds.begin(), cmds.end(),
@@ -81,8 +84,8 @@ int main(int argc, char** argv) {
       known += (known.empty() ? "" : ", ") + sub->get_name();
     }
     if (!found) {
-      std::fprintf(stderr, "vitpe: unknown command '%s' (known: %s; see vitpe --help)\n",
-                   argv[1], known.c_str());
+      std::fprintf(stderr, "vitpe: unknown command '%s' (known: %s; see vitpe --help)\n", argv[1],
+                   known.c_str());
       return 2;
     }
   }

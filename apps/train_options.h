@@ -15,7 +15,6 @@ namespace vitpe::app {
 
 // Options parsed into other types than TrainOptions' own.
 struct TrainCli {
-  int threads = 0;
   int64_t size = 0;
   bool no_augment = false;
   bool no_flip = false;
@@ -54,11 +53,10 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
   cmd->add_option("--log-every", o.log_every, "Steps between step lines in metrics.jsonl")
       ->capture_default_str();
   cmd->add_flag("--no-progress", c.no_progress, "No progress bars");
-  cmd->add_option("--threads", c.threads, "Compute threads (0: OMP_NUM_THREADS or all cores)");
+  add_threads_option(cmd);
 }
 
 inline void finish_train_options(TrainOptions& o, TrainCli& c) {
-  if (c.threads > 0) set_num_threads(c.threads);
   o.data.rows = o.data.cols = c.size;
   o.augment = !c.no_augment;
   o.flip = !c.no_flip;

@@ -8,6 +8,7 @@
 
 #include "encodings/encoding.h"
 #include "encodings/kinds.h"
+#include "ops/util.h"
 
 namespace vitpe {
 
@@ -67,20 +68,11 @@ const char* site_name(Site s) {
   }
 }
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    size_t p = s.find(sep, start);
-    out.push_back(trim(s.substr(start, p == std::string::npos ? std::string::npos : p - start)));
-    if (p == std::string::npos) return out;
-    start = p + 1;
-  }
+// The pieces of s between separators, each trimmed.
+std::vector<std::string> split_trimmed(const std::string& s, char sep) {
+  std::vector<std::string> out = split(s, sep);
+  for (std::string& piece : out) piece = trim(piece);
+  return out;
 }
 
 const KindDef& find_kind(const std::string& name, const std::string& spec) {
@@ -167,7 +159,7 @@ EncodingSpec parse_encoding(const std::string& text) {
     throw std::invalid_argument("empty positional encoding spec; known kinds: " + known_kinds());
   EncodingSpec out;
   std::map<Site, std::string> sites;
-  for (const std::string& part_text : split(spec, '+')) {
+  for (const std::string& part_text : split_trimmed(spec, '+')) {
     if (part_text.empty())
       throw std::invalid_argument("empty part in encoding '" + spec +
                                   "' (parts are joined by a single '+')");
@@ -176,7 +168,7 @@ EncodingSpec parse_encoding(const std::string& text) {
     part.kind = trim(part_text.substr(0, colon));
     const KindDef& k = find_kind(part.kind, spec);
     if (colon != std::string::npos) {
-      for (const std::string& kv : split(part_text.substr(colon + 1), ',')) {
+      for (const std::string& kv : split_trimmed(part_text.substr(colon + 1), ',')) {
         size_t eq = kv.find('=');
         if (eq == std::string::npos || trim(kv.substr(0, eq)).empty())
           throw std::invalid_argument(k.name + ": option '" + kv +

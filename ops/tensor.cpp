@@ -42,6 +42,12 @@ int64_t Shape::numel() const {
   return n;
 }
 
+Shape Shape::with_last(int64_t n) const {
+  Shape r = *this;
+  if (r.n_ > 0) r.d_[r.n_ - 1] = n;
+  return r;
+}
+
 std::string Shape::str() const {
   std::ostringstream s;
   s << '[';
@@ -100,8 +106,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     if (shape[i] < 0) throw ShapeError("Tensor::empty: negative dimension in " + shape.str());
   }
   Tensor t;
-  t.storage_ = std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype),
-                                         device);
+  t.storage_ =
+      std::make_shared<Storage>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), device);
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.device_ = device;
@@ -152,6 +158,15 @@ float* Tensor::f32() {
   return static_cast<float*>(raw());
 }
 const float* Tensor::f32() const { return const_cast<Tensor*>(this)->f32(); }
+
+float& Tensor::at(int64_t i) {
+  if (i < 0 || i >= numel()) {
+    throw std::out_of_range("Tensor::at: index " + std::to_string(i) + " outside a tensor " +
+                            shape().str() + " of " + std::to_string(numel()) + " elements");
+  }
+  return f32()[i];
+}
+float Tensor::at(int64_t i) const { return const_cast<Tensor*>(this)->at(i); }
 uint16_t* Tensor::bf16() {
   require_dtype(*this, DType::bf16);
   return static_cast<uint16_t*>(raw());
@@ -161,8 +176,8 @@ const uint16_t* Tensor::bf16() const { return const_cast<Tensor*>(this)->bf16();
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
   if (ndim() == 0) throw ShapeError("Tensor::slice: tensor has no dimensions");
   if (begin < 0 || end < begin || end > shape_[0]) {
-    throw ShapeError("Tensor::slice: range [" + std::to_string(begin) + ", " +
-                     std::to_string(end) + ") out of range for " + shape_.str());
+    throw ShapeError("Tensor::slice: range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                     ") out of range for " + shape_.str());
   }
   Tensor t = *this;
   int64_t row = numel() / (shape_[0] == 0 ? 1 : shape_[0]);
@@ -250,8 +265,7 @@ void Tensor::zero() {
 void Tensor::copy_from(const Tensor& src) {
   if (src.numel() != numel() || src.dtype() != dtype_) {
     throw ShapeError(std::string("Tensor::copy_from: expected ") + dtype_name(dtype_) + " " +
-                     shape_.str() + ", found " + dtype_name(src.dtype()) + " " +
-                     src.shape().str());
+                     shape_.str() + ", found " + dtype_name(src.dtype()) + " " + src.shape().str());
   }
   if (nbytes() == 0) return;
   if (device_ == Device::cpu && src.device() == Device::cpu) {

@@ -46,6 +46,8 @@ class Shape {
   int64_t numel() const;
   std::vector<int64_t> vec() const { return {d_, d_ + n_}; }
   std::string str() const;  // "[2, 197, 384]"
+  // This shape with the last dimension replaced by n.
+  Shape with_last(int64_t n) const;
   bool operator==(const Shape& o) const;
   bool operator!=(const Shape& o) const { return !(*this == o); }
 
@@ -103,9 +105,10 @@ class Tensor {
   // True when the two tensors share storage.
   bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
 
-  // Element access for tests and references (CPU f32; bounds are not checked).
-  float& at(int64_t i) { return f32()[i]; }
-  float at(int64_t i) const { return f32()[i]; }
+  // Element access for tests and references (CPU f32); like std::vector::at, an index outside
+  // [0, numel) throws std::out_of_range naming both.
+  float& at(int64_t i);
+  float at(int64_t i) const;
 
  private:
   std::shared_ptr<Storage> storage_;

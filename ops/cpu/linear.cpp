@@ -252,13 +252,6 @@ int64_t check_linear(const char* op, const Tensor& x, const Tensor& w) {
   return x.numel() / w.size(1);
 }
 
-// x's shape with the last dimension replaced by n.
-Shape with_last(const Shape& s, int64_t n) {
-  Shape r = s;
-  r[r.size() - 1] = n;
-  return r;
-}
-
 }  // namespace
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, Act act,
@@ -266,7 +259,7 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   const char* op = "linear_forward";
   const int64_t m = check_linear(op, x, w);
   const int64_t k = w.size(1), n = w.size(0);
-  const Shape ys = with_last(x.shape(), n);
+  const Shape ys = x.shape().with_last(n);
   check_shape(op, "y", y, ys);
   check_cpu_f32(op, "y", y);
   if (b.defined()) {
@@ -291,7 +284,7 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const
   const char* op = "linear_backward";
   const int64_t m = check_linear(op, x, w);
   const int64_t k = w.size(1), n = w.size(0);
-  check_shape(op, "dy", dy, with_last(x.shape(), n));
+  check_shape(op, "dy", dy, x.shape().with_last(n));
   check_cpu_f32(op, "dy", dy);
   if (dx.defined()) {
     check_shape(op, "dx", dx, x.shape());

@@ -26,6 +26,27 @@ TEST(Shape, DimNumelAndString) {
   EXPECT_THROW((Shape{1, 2, 3, 4, 5, 6, 7}), ShapeError);
 }
 
+TEST(Shape, WithLastReplacesTheLastDimension) {
+  EXPECT_EQ(Shape({2, 3, 4}).with_last(7), Shape({2, 3, 7}));
+  EXPECT_EQ(Shape({5}).with_last(1), Shape({1}));
+}
+
+// at() checks its index as std::vector::at does, and says which index and which tensor.
+TEST(Tensor, AtChecksTheIndex) {
+  Tensor t = Tensor::full({2, 3}, 1.5f);
+  EXPECT_EQ(t.at(5), 1.5f);
+  t.at(0) = 2.0f;
+  EXPECT_EQ(static_cast<const Tensor&>(t).at(0), 2.0f);
+  try {
+    t.at(6);
+    ADD_FAILURE() << "expected std::out_of_range";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("index 6"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.at(-1), std::out_of_range);
+}
+
 TEST(Tensor, FromZerosFullAndClone) {
   Tensor t = Tensor::from(Shape{2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_EQ(t.at(4), 5.0f);

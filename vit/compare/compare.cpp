@@ -15,6 +15,7 @@
 
 #include "ops/files.h"
 #include "ops/ops.h"
+#include "ops/util.h"
 #include "vit/compare/compare_pictures.h"
 #include "vit/io/checkpoint.h"
 #include "vitpe_version.h"
@@ -72,12 +73,6 @@ RunResult run_from_json(const json& j) {
   return parse_results_json(wrap.dump()).runs.at(0);
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
 }  // namespace
 
 CompareResults run_compare(const CompareOptions& opt) {
@@ -122,8 +117,8 @@ CompareResults run_compare(const CompareOptions& opt) {
   r.settings = {
       {"model", t.model},
       {"model config (none)", none_cfg.to_json()},
-      {"overrides", join(t.overrides)},
-      {"encodings", join(r.encodings)},
+      {"overrides", join(t.overrides, ",")},
+      {"encodings", join(r.encodings, ",")},
       {"dataset", t.data.name},
       {"data dir", t.data.dir.empty() ? "(default)" : t.data.dir},
       {"train samples", t.data.limit ? std::to_string(t.data.limit) : "all"},

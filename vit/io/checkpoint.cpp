@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ops/util.h"
 #include "vit/io/safetensors.h"
 #include "vitpe_version.h"
 
@@ -38,28 +39,6 @@ bool ends_with(const std::string& s, const std::string& p) {
 }
 bool has(const std::vector<std::string>& names, const std::string& n) {
   return std::find(names.begin(), names.end(), n) != names.end();
-}
-
-// Splits "a.b.c" at dots.
-std::vector<std::string> split(const std::string& s, char sep = '.') {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == sep) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
-std::string join(const std::vector<std::string>& parts, size_t from) {
-  std::string s;
-  for (size_t i = from; i < parts.size(); ++i) s += (i > from ? "." : "") + parts[i];
-  return s;
 }
 
 bool is_number(const std::string& s) {
@@ -131,9 +110,9 @@ std::string map_checkpoint_name(const std::string& name, CheckpointFormat format
       return name;
     case CheckpointFormat::timm_swin_old: {
       // Merging at the end of stage i becomes merging at the start of stage i + 1.
-      auto p = split(name);
+      auto p = split(name, '.');
       if (p.size() > 3 && p[0] == "layers" && is_number(p[1]) && p[2] == "downsample") {
-        return "layers." + std::to_string(std::stoi(p[1]) + 1) + ".downsample." + join(p, 3);
+        return "layers." + std::to_string(std::stoi(p[1]) + 1) + ".downsample." + join(p, ".", 3);
       }
       if (starts_with(name, "head.") && !starts_with(name, "head.fc.")) {
         return "head.fc." + name.substr(5);
@@ -158,17 +137,17 @@ std::string map_checkpoint_name(const std::string& name, CheckpointFormat format
       if (starts_with(name, "features.0.0.")) return "patch_embed.proj." + name.substr(13);
       if (starts_with(name, "features.0.2.")) return "patch_embed.norm." + name.substr(13);
       if (starts_with(name, "head.")) return "head.fc." + name.substr(5);
-      auto p = split(name);
+      auto p = split(name, '.');
       if (p.size() > 2 && p[0] == "features" && is_number(p[1])) {
         const int f = std::stoi(p[1]);
         if (f % 2 == 1 && is_number(p[2])) {  // stage (f - 1) / 2, block p[2]
-          std::string rest = join(p, 3);
+          std::string rest = join(p, ".", 3);
           if (starts_with(rest, "mlp.0.")) rest = "mlp.fc1." + rest.substr(6);
           if (starts_with(rest, "mlp.3.")) rest = "mlp.fc2." + rest.substr(6);
           return "layers." + std::to_string((f - 1) / 2) + ".blocks." + p[2] + "." + rest;
         }
         if (f % 2 == 0 && f > 0) {  // merging after stage f/2 - 1 = before stage f/2
-          return "layers." + std::to_string(f / 2) + ".downsample." + join(p, 2);
+          return "layers." + std::to_string(f / 2) + ".downsample." + join(p, ".", 2);
         }
       }
       return name;

@@ -4,7 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-
 namespace vitpe {
 
 void ensure_shape(Tensor& t, const Shape& shape) {
@@ -33,14 +32,6 @@ std::pair<Param, Param> make_patch_embed_params(int64_t dim, int64_t channels, i
   return {make_param("patch_embed.proj.weight", w, false),
           make_param("patch_embed.proj.bias", b, true)};
 }
-
-namespace {
-Shape with_last(const Shape& s, int64_t last) {
-  Shape r = s;
-  r[r.size() - 1] = last;
-  return r;
-}
-}  // namespace
 
 // ---- LayerNorm ----------------------------------------------------------------------------------
 
@@ -78,7 +69,7 @@ LinearLayer::LinearLayer(const std::string& name, int64_t in, int64_t out, bool 
 
 void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
                           const Tensor& residual) {
-  ensure_shape(y, with_last(x.shape(), out()));
+  ensure_shape(y, x.shape().with_last(out()));
   if (precision_ == Precision::f32) {
     if (training) x_ = x;
     linear_forward(y, x, w_.value, b_.value, act, residual);

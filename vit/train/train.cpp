@@ -15,6 +15,7 @@
 
 #include "ops/files.h"
 #include "ops/ops.h"
+#include "ops/util.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
 #include "vit/train/loader.h"
@@ -25,14 +26,6 @@ namespace vitpe {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 // ---- progress bar
 // --------------------------------------------------------------------------------
 
@@ -42,7 +35,7 @@ Progress::Progress(std::string label, int64_t total, FILE* out, bool enabled)
       out_(out),
       enabled_(enabled),
       tty_(out && isatty(fileno(out))),
-      start_(now_s()) {}
+      start_(monotonic_seconds()) {}
 
 std::string Progress::format_duration(double s) {
   if (!std::isfinite(s) || s < 0) s = 0;
@@ -78,7 +71,7 @@ std::string Progress::line(int64_t done, const std::string& text, double rate,
 
 void Progress::update(int64_t done, const std::string& text, double rate) {
   if (!enabled_ || !out_) return;
-  const double t = now_s();
+  const double t = monotonic_seconds();
   if (tty_) {
     if (last_draw_ >= 0 && t - last_draw_ < 0.1) return;
     last_draw_ = t;
@@ -95,7 +88,7 @@ void Progress::update(int64_t done, const std::string& text, double rate) {
 
 void Progress::finish(const std::string& text, double rate) {
   if (!enabled_ || !out_) return;
-  const std::string l = line(total_, text, rate, now_s() - start_);
+  const std::string l = line(total_, text, rate, monotonic_seconds() - start_);
   std::fprintf(out_, tty_ ? "\r%s\033[K\n" : "%s\n", l.c_str());
   std::fflush(out_);
 }
@@ -135,7 +128,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
   std::vector<int32_t> labels;
   double loss_sum = 0;
   int64_t correct = 0, count = 0, done = 0;
-  const double t0 = now_s();
+  const double t0 = monotonic_seconds();
   char text[64];
   while (loader.next(images, labels)) {
     const Tensor& logits = model.forward(images, false);
@@ -146,13 +139,13 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
     count += B;
     ++done;
     std::snprintf(text, sizeof text, "acc %.2f%%", 100.0 * correct / count);
-    bar.update(done, text, count / std::max(1e-9, now_s() - t0));
+    bar.update(done, text, count / std::max(1e-9, monotonic_seconds() - t0));
   }
   EvalResult r;
   r.count = count;
   r.loss = count ? loss_sum / count : 0;
   r.accuracy = count ? static_cast<double>(correct) / count : 0;
-  r.seconds = now_s() - t0;
+  r.seconds = monotonic_seconds() - t0;
   std::snprintf(text, sizeof text, "acc %.2f%%", 100.0 * r.accuracy);
   bar.finish(text, count / std::max(1e-9, r.seconds));
   return r;
@@ -375,7 +368,7 @@ TrainResult train(const TrainOptions& o) {
   std::vector<int32_t> labels;
   int64_t epochs_this_run = 0;
   for (int64_t epoch = start_epoch; epoch < o.epochs; ++epoch) {
-    const double t0 = now_s();
+    const double t0 = monotonic_seconds();
     loader.start_epoch(epoch);
     char head[64];
     std::snprintf(head, sizeof head, "epoch %lld/%lld", static_cast<long long>(epoch + 1),
@@ -422,9 +415,9 @@ TrainResult train(const TrainOptions& o) {
       }
       std::snprintf(text, sizeof text, "loss %.4f acc %.2f%%", loss_sum / batches,
                     100.0 * correct / seen);
-      bar.update(batches, text, seen / std::max(1e-9, now_s() - t0));
+      bar.update(batches, text, seen / std::max(1e-9, monotonic_seconds() - t0));
     }
-    const double train_time = now_s() - t0;
+    const double train_time = monotonic_seconds() - t0;
     bar.finish(text, seen / std::max(1e-9, train_time));
 
     EvalResult ev = evaluate(model, *test_data, o.eval_batch, o.progress, "  test");
@@ -436,7 +429,7 @@ TrainResult train(const TrainOptions& o) {
     rec.train_acc = seen ? static_cast<double>(correct) / seen : 0;
     rec.test_loss = ev.loss;
     rec.test_acc = ev.accuracy;
-    rec.seconds = now_s() - t0;
+    rec.seconds = monotonic_seconds() - t0;
     rec.img_per_s = seen / std::max(1e-9, train_time);
     result.history.push_back(rec);
     result.train_seconds += rec.seconds;
