@@ -368,9 +368,11 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
 }
 
 void save_model(Model& model, const std::string& path,
-                const std::map<std::string, std::string>& extra_metadata) {
+                const std::map<std::string, std::string>& extra_metadata,
+                const std::vector<std::pair<std::string, Tensor>>& extra_tensors) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (Param* p : model.params()) tensors.emplace_back(p->name, p->value);
+  tensors.insert(tensors.end(), extra_tensors.begin(), extra_tensors.end());
   std::map<std::string, std::string> meta = extra_metadata;
   meta["vitpe.config"] = model.config().to_json();
   meta["vitpe.version"] = version();

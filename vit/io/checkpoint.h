@@ -17,16 +17,22 @@
 
 namespace vitpe {
 
-enum class CheckpointFormat { vitpe, timm_vit, torchvision_vit, timm_swin, timm_swin_old,
-                              torchvision_swin };
+enum class CheckpointFormat {
+  vitpe,
+  timm_vit,
+  torchvision_vit,
+  timm_swin,
+  timm_swin_old,
+  torchvision_swin
+};
 const char* checkpoint_format_name(CheckpointFormat f);
 
 struct LoadOptions {
-  std::string preset;        // config from this preset (shapes still checked)
-  int64_t heads = 0;         // ViT heads when no preset (0: dim / 64)
-  int64_t img_rows = 0;      // image size when it cannot be inferred (0: 224, or the preset's)
+  std::string preset;    // config from this preset (shapes still checked)
+  int64_t heads = 0;     // ViT heads when no preset (0: dim / 64)
+  int64_t img_rows = 0;  // image size when it cannot be inferred (0: 224, or the preset's)
   int64_t img_cols = 0;
-  std::string labels_file;   // one class name per line (overrides the checkpoint's labels)
+  std::string labels_file;  // one class name per line (overrides the checkpoint's labels)
 };
 
 struct LoadedModel {
@@ -40,8 +46,10 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opts = {});
 
 // Our format: timm names, f32, config in the metadata. Atomic (temporary file + rename).
+// extra_tensors (the trainer's optimizer state) are stored after the parameters.
 void save_model(Model& model, const std::string& path,
-                const std::map<std::string, std::string>& extra_metadata = {});
+                const std::map<std::string, std::string>& extra_metadata = {},
+                const std::vector<std::pair<std::string, Tensor>>& extra_tensors = {});
 
 // Maps a foreign state dict name onto our (timm >= 0.9) name; "" for derived buffers that are
 // ignored (relative_position_index, attn_mask).

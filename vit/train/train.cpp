@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,9 +16,9 @@
 #include "ops/ops.h"
 #include "ops/util.h"
 #include "vit/io/checkpoint.h"
-#include "vit/io/safetensors.h"
 #include "vit/train/loader.h"
 #include "vit/train/optim.h"
+#include "vit/train/run_dir.h"
 
 namespace vitpe {
 
@@ -195,74 +194,142 @@ ModelConfig make_train_config(const TrainOptions& o, const Dataset& d) {
 
 namespace {
 
-json record_json(const EpochRecord& r) {
-  return {{"type", "epoch"},
-          {"epoch", r.epoch},
-          {"step", r.step},
-          {"lr", r.lr},
-          {"train_loss", r.train_loss},
-          {"train_acc", r.train_acc},
-          {"test_loss", r.test_loss},
-          {"test_acc", r.test_acc},
-          {"seconds", r.seconds},
-          {"img_per_s", r.img_per_s}};
-}
+struct Splits {
+  std::unique_ptr<Dataset> train, test;
+};
 
-EpochRecord record_from_json(const json& j) {
-  EpochRecord r;
-  r.epoch = j.at("epoch");
-  r.step = j.at("step");
-  r.lr = j.at("lr");
-  r.train_loss = j.at("train_loss");
-  r.train_acc = j.at("train_acc");
-  r.test_loss = j.at("test_loss");
-  r.test_acc = j.at("test_acc");
-  r.seconds = j.at("seconds");
-  r.img_per_s = j.at("img_per_s");
-  return r;
-}
-
-// What must match between a run and its resumption.
-json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
-  json j = {{"config", json::parse(c.to_json())},
-            {"dataset", o.data.name},
-            {"train_limit", o.data.limit},
-            {"test_limit", o.test_limit},
-            {"data_seed", o.data.seed},
-            {"epochs", o.epochs},
-            {"batch", o.batch},
-            {"lr", o.lr},
-            {"min_lr", o.min_lr},
-            {"warmup_epochs", o.warmup_epochs},
-            {"weight_decay", o.weight_decay},
-            {"smoothing", o.smoothing},
-            {"clip", o.clip},
-            {"augment", o.augment},
-            {"seed", o.seed}};
-  // Only recorded when off, so runs started before the option existed still resume.
-  if (o.augment && !o.flip) j["flip"] = false;
-  return j;
-}
-
-void append_line(const std::string& path, const json& j) {
-  std::ofstream f(path, std::ios::app);
-  if (!f) throw std::runtime_error(path + ": cannot open for appending");
-  f << j.dump() << '\n';
-}
-
-// Keeps the metric lines of epochs <= `epoch` (drops what a killed run wrote after its last
-// checkpoint), so a resumed run's metrics equal an uninterrupted run's.
-void truncate_metrics(const std::string& path, int64_t epoch) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("epoch")) continue;
-    if (j["epoch"].get<int64_t>() <= epoch) kept += line + '\n';
+Splits open_splits(const TrainOptions& o) {
+  DatasetOptions train_opt = o.data;
+  train_opt.train = true;
+  DatasetOptions test_opt = o.data;
+  test_opt.train = false;
+  test_opt.limit = o.test_limit;
+  Splits s{make_dataset(train_opt), make_dataset(test_opt)};
+  if (s.train->size() < o.batch) {
+    throw std::invalid_argument("train: the training set has " + std::to_string(s.train->size()) +
+                                " samples, fewer than one batch of " + std::to_string(o.batch));
   }
-  in.close();
-  write_file_atomic(path, kept);
+  return s;
+}
+
+// What one epoch of steps leaves behind, before evaluation.
+struct EpochTotals {
+  double loss_sum = 0, lr = 0, seconds = 0;
+  int64_t correct = 0, seen = 0, batches = 0;
+};
+
+// The tensors a training step reuses from batch to batch.
+struct StepBuffers {
+  Tensor images, probs, dlogits;
+  std::vector<int32_t> labels;
+};
+
+// One optimizer step on the loader's next batch (forward, loss, backward, clip, AdamW);
+// false when the epoch has no batch left.
+bool train_step(Model& model, AdamW& opt, Loader& loader, const std::vector<Param*>& params,
+                const TrainOptions& o, double lr, int64_t step, StepBuffers& b, float& loss,
+                int64_t& correct) {
+  if (!loader.next(b.images, b.labels)) return false;
+  const Tensor& logits = model.forward(b.images, true);
+  if (!b.probs.defined() || b.probs.shape() != logits.shape()) {
+    b.probs = Tensor::empty(logits.shape());
+    b.dlogits = Tensor::empty(logits.shape());
+  }
+  loss = cross_entropy_forward(b.probs, logits, b.labels.data(), o.smoothing);
+  if (!std::isfinite(loss)) {
+    throw std::runtime_error("train: the loss became " + std::to_string(loss) + " at step " +
+                             std::to_string(step) + " (lower --lr or set --clip)");
+  }
+  correct = count_correct(logits, b.labels);
+  b.dlogits.zero();
+  cross_entropy_backward(b.dlogits, b.probs, b.labels.data(), o.smoothing);
+  model.zero_grad();
+  model.backward(b.dlogits);
+  clip_grad_norm(params, o.clip);
+  opt.step(static_cast<float>(lr));
+  return true;
+}
+
+// Every batch of one epoch, with a progress bar and step lines in the metrics log.
+EpochTotals train_epoch(Model& model, AdamW& opt, Loader& loader, const Schedule& sched,
+                        const TrainOptions& o, int64_t epoch, int64_t& step, RunDirectory& run,
+                        StepBuffers& buffers) {
+  const std::vector<Param*> params = model.params();
+  const double t0 = monotonic_seconds();
+  loader.start_epoch(epoch);
+  char head[64];
+  std::snprintf(head, sizeof head, "epoch %lld/%lld", static_cast<long long>(epoch + 1),
+                static_cast<long long>(o.epochs));
+  Progress bar(head, loader.batches_per_epoch(), stderr, o.progress);
+  EpochTotals t;
+  double loss_window = 0;
+  int64_t in_window = 0;
+  char text[96] = "";
+  float loss = 0;
+  int64_t correct = 0;
+  while (train_step(model, opt, loader, params, o, sched.at(step), step, buffers, loss, correct)) {
+    t.lr = sched.at(step);
+    ++step;
+    ++t.batches;
+    t.seen += static_cast<int64_t>(buffers.labels.size());
+    t.correct += correct;
+    t.loss_sum += loss;
+    loss_window += loss;
+    ++in_window;
+    if (o.log_every > 0 && step % o.log_every == 0) {
+      run.log_step(epoch + 1, step, t.lr, loss_window / in_window);
+      loss_window = 0;
+      in_window = 0;
+    }
+    std::snprintf(text, sizeof text, "loss %.4f acc %.2f%%", t.loss_sum / t.batches,
+                  100.0 * t.correct / t.seen);
+    bar.update(t.batches, text, t.seen / std::max(1e-9, monotonic_seconds() - t0));
+  }
+  t.seconds = monotonic_seconds() - t0;
+  bar.finish(text, t.seen / std::max(1e-9, t.seconds));
+  return t;
+}
+
+EpochRecord epoch_record(int64_t epoch, int64_t step, const EpochTotals& t, const EvalResult& ev,
+                         double seconds) {
+  EpochRecord rec;
+  rec.epoch = epoch + 1;
+  rec.step = step;
+  rec.lr = t.lr;
+  rec.train_loss = t.batches ? t.loss_sum / t.batches : 0;
+  rec.train_acc = t.seen ? static_cast<double>(t.correct) / t.seen : 0;
+  rec.test_loss = ev.loss;
+  rec.test_acc = ev.accuracy;
+  rec.seconds = seconds;
+  rec.img_per_s = t.seen / std::max(1e-9, t.seconds);
+  return rec;
+}
+
+void print_epoch(const EpochRecord& rec, int64_t epochs, bool best) {
+  std::fprintf(stderr,
+               "epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | "
+               "%.0f img/s, %s%s\n",
+               static_cast<long long>(rec.epoch), static_cast<long long>(epochs), rec.train_loss,
+               100 * rec.train_acc, rec.test_loss, 100 * rec.test_acc, rec.img_per_s,
+               Progress::format_duration(rec.seconds).c_str(), best ? " (best)" : "");
+}
+
+Schedule make_schedule(const TrainOptions& o, int64_t per_epoch) {
+  Schedule s;
+  s.base_lr = o.lr;
+  s.min_lr = std::min(o.min_lr, o.lr);
+  s.warmup = static_cast<int64_t>(std::llround(o.warmup_epochs * per_epoch));
+  s.total = o.epochs * per_epoch;
+  return s;
+}
+
+LoaderOptions loader_options(const TrainOptions& o) {
+  LoaderOptions lo;
+  lo.batch = o.batch;
+  lo.augment = o.augment;
+  lo.flip = o.flip;
+  lo.seed = mix_seed(o.seed, 0x64617461ull);
+  return lo;
 }
 
 }  // namespace
@@ -270,210 +337,46 @@ void truncate_metrics(const std::string& path, int64_t epoch) {
 TrainResult train(const TrainOptions& o) {
   if (o.epochs <= 0) throw std::invalid_argument("train: epochs must be positive");
   if (o.batch <= 0) throw std::invalid_argument("train: batch must be positive");
+  const Splits data = open_splits(o);
 
-  // ---- data
-  DatasetOptions train_opt = o.data;
-  train_opt.train = true;
-  std::unique_ptr<Dataset> train_data = make_dataset(train_opt);
-  DatasetOptions test_opt = o.data;
-  test_opt.train = false;
-  test_opt.limit = o.test_limit;
-  std::unique_ptr<Dataset> test_data = make_dataset(test_opt);
-  if (train_data->size() < o.batch) {
-    throw std::invalid_argument("train: the training set has " +
-                                std::to_string(train_data->size()) +
-                                " samples, fewer than one batch of " + std::to_string(o.batch));
-  }
-
-  // ---- model, optimizer, schedule
   TrainResult result;
-  result.config = make_train_config(o, *train_data);
+  result.config = make_train_config(o, *data.train);
   result.model = make_model(result.config, o.seed);
   Model& model = *result.model;
-  std::vector<Param*> params = model.params();
   result.params = model.num_params();
   AdamWOptions ao;
   ao.weight_decay = static_cast<float>(o.weight_decay);
-  AdamW opt(params, ao);
+  AdamW opt(model.params(), ao);
+  Loader loader(*data.train, loader_options(o));
+  const Schedule sched = make_schedule(o, loader.batches_per_epoch());
 
-  LoaderOptions lo;
-  lo.batch = o.batch;
-  lo.augment = o.augment;
-  lo.flip = o.flip;
-  lo.seed = mix_seed(o.seed, 0x64617461ull);
-  Loader loader(*train_data, lo);
-  const int64_t per_epoch = loader.batches_per_epoch();
-  Schedule sched;
-  sched.base_lr = o.lr;
-  sched.min_lr = std::min(o.min_lr, o.lr);
-  sched.warmup = static_cast<int64_t>(std::llround(o.warmup_epochs * per_epoch));
-  sched.total = o.epochs * per_epoch;
-
-  // ---- run directory and resume
-  const json fingerprint = run_fingerprint(o, result.config);
-  std::string metrics_path, last_path;
-  int64_t start_epoch = 0, step = 0;
-  if (!o.out.empty()) {
-    fs::create_directories(o.out);
-    metrics_path = (fs::path(o.out) / "metrics.jsonl").string();
-    last_path = (fs::path(o.out) / "last.safetensors").string();
-    if (o.resume && fs::exists(last_path)) {
-      SafeTensorsFile f = SafeTensorsFile::open(last_path);
-      auto it = f.metadata().find("vitpe.train");
-      if (it == f.metadata().end()) {
-        throw std::runtime_error(last_path +
-                                 ": no \"vitpe.train\" metadata (not a checkpoint "
-                                 "written by `vitpe train`)");
-      }
-      json st = json::parse(it->second);
-      if (st.at("fingerprint") != fingerprint) {
-        std::string diff;
-        for (const auto& [k, v] : fingerprint.items()) {
-          if (!st["fingerprint"].contains(k) || st["fingerprint"][k] != v) {
-            diff += (diff.empty() ? "" : ", ") + k + " (run: " + st["fingerprint"][k].dump() +
-                    ", now: " + v.dump() + ")";
-          }
-        }
-        throw std::runtime_error(last_path + ": --resume with different settings: " + diff);
-      }
-      std::map<std::string, Tensor> weights;
-      std::vector<std::pair<std::string, Tensor>> optim_state;
-      for (const std::string& name : f.names()) {
-        if (name.rfind("optim.", 0) == 0) {
-          optim_state.emplace_back(name.substr(6), f.get(name));
-        } else {
-          weights[name] = f.get(name);
-        }
-      }
-      load_params(model, weights, last_path);
-      start_epoch = st.at("epoch");
-      step = st.at("step");
-      opt.load_state(optim_state, step);
-      result.train_seconds = st.at("train_seconds");
-      result.best_test_acc = st.at("best_test_acc");
-      for (const json& r : st.at("history")) result.history.push_back(record_from_json(r));
-      truncate_metrics(metrics_path, start_epoch);
-      if (o.verbose) {
-        std::fprintf(stderr, "resuming %s at epoch %lld/%lld (step %lld)\n", o.out.c_str(),
-                     static_cast<long long>(start_epoch + 1), static_cast<long long>(o.epochs),
-                     static_cast<long long>(step));
-      }
-    } else if (fs::exists(metrics_path)) {
-      fs::remove(metrics_path);  // a fresh run in an old directory starts a fresh log
-    }
+  RunDirectory run(o, result.config);
+  ResumePoint at = run.open(model, opt, o.resume);
+  if (at.epoch > 0 && o.verbose) {
+    std::fprintf(stderr, "resuming %s at epoch %lld/%lld (step %lld)\n", o.out.c_str(),
+                 static_cast<long long>(at.epoch + 1), static_cast<long long>(o.epochs),
+                 static_cast<long long>(at.step));
   }
 
-  // ---- the loop
-  Tensor images, probs, dlogits;
-  std::vector<int32_t> labels;
-  int64_t epochs_this_run = 0;
-  for (int64_t epoch = start_epoch; epoch < o.epochs; ++epoch) {
+  StepBuffers buffers;
+  for (int64_t epoch = at.epoch, this_run = 1; epoch < o.epochs; ++epoch, ++this_run) {
     const double t0 = monotonic_seconds();
-    loader.start_epoch(epoch);
-    char head[64];
-    std::snprintf(head, sizeof head, "epoch %lld/%lld", static_cast<long long>(epoch + 1),
-                  static_cast<long long>(o.epochs));
-    Progress bar(head, per_epoch, stderr, o.progress);
-    double loss_sum = 0, loss_window = 0;
-    int64_t correct = 0, seen = 0, in_window = 0, batches = 0;
-    double lr = 0;
-    char text[96];
-    while (loader.next(images, labels)) {
-      lr = sched.at(step);
-      const auto B = static_cast<int64_t>(labels.size());
-      const Tensor& logits = model.forward(images, true);
-      if (!probs.defined() || probs.shape() != logits.shape()) {
-        probs = Tensor::empty(logits.shape());
-        dlogits = Tensor::empty(logits.shape());
-      }
-      const float loss = cross_entropy_forward(probs, logits, labels.data(), o.smoothing);
-      if (!std::isfinite(loss)) {
-        throw std::runtime_error("train: the loss became " + std::to_string(loss) + " at step " +
-                                 std::to_string(step) + " (lower --lr or set --clip)");
-      }
-      correct += count_correct(logits, labels);
-      dlogits.zero();
-      cross_entropy_backward(dlogits, probs, labels.data(), o.smoothing);
-      model.zero_grad();
-      model.backward(dlogits);
-      clip_grad_norm(params, o.clip);
-      opt.step(static_cast<float>(lr));
-      ++step;
-      ++batches;
-      seen += B;
-      loss_sum += loss;
-      loss_window += loss;
-      ++in_window;
-      if (!metrics_path.empty() && o.log_every > 0 && step % o.log_every == 0) {
-        append_line(metrics_path, {{"type", "step"},
-                                   {"epoch", epoch + 1},
-                                   {"step", step},
-                                   {"lr", lr},
-                                   {"loss", loss_window / in_window}});
-        loss_window = 0;
-        in_window = 0;
-      }
-      std::snprintf(text, sizeof text, "loss %.4f acc %.2f%%", loss_sum / batches,
-                    100.0 * correct / seen);
-      bar.update(batches, text, seen / std::max(1e-9, monotonic_seconds() - t0));
-    }
-    const double train_time = monotonic_seconds() - t0;
-    bar.finish(text, seen / std::max(1e-9, train_time));
-
-    EvalResult ev = evaluate(model, *test_data, o.eval_batch, o.progress, "  test");
-    EpochRecord rec;
-    rec.epoch = epoch + 1;
-    rec.step = step;
-    rec.lr = lr;
-    rec.train_loss = batches ? loss_sum / batches : 0;
-    rec.train_acc = seen ? static_cast<double>(correct) / seen : 0;
-    rec.test_loss = ev.loss;
-    rec.test_acc = ev.accuracy;
-    rec.seconds = monotonic_seconds() - t0;
-    rec.img_per_s = seen / std::max(1e-9, train_time);
-    result.history.push_back(rec);
-    result.train_seconds += rec.seconds;
-    const bool best = ev.accuracy > result.best_test_acc || epoch == 0;
-    if (best) result.best_test_acc = std::max(result.best_test_acc, ev.accuracy);
-    if (o.verbose) {
-      std::fprintf(stderr,
-                   "epoch %lld/%lld: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | "
-                   "%.0f img/s, %s%s\n",
-                   static_cast<long long>(epoch + 1), static_cast<long long>(o.epochs),
-                   rec.train_loss, 100 * rec.train_acc, rec.test_loss, 100 * rec.test_acc,
-                   rec.img_per_s, Progress::format_duration(rec.seconds).c_str(),
-                   best ? " (best)" : "");
-    }
-
-    if (!o.out.empty()) {
-      append_line(metrics_path, record_json(rec));
-      std::map<std::string, std::string> meta;
-      meta["vitpe.config"] = model.config().to_json();
-      meta["format"] = "pt";
-      json hist = json::array();
-      for (const EpochRecord& r : result.history) hist.push_back(record_json(r));
-      meta["vitpe.train"] = json{
-          {"epoch", epoch + 1},
-          {"step", step},
-          {"train_seconds", result.train_seconds},
-          {"best_test_acc", result.best_test_acc},
-          {"history", hist},
-          {"fingerprint",
-           fingerprint}}.dump();
-      std::vector<std::pair<std::string, Tensor>> tensors;
-      for (Param* p : params) tensors.emplace_back(p->name, p->value);
-      for (auto& [name, t] : opt.state()) tensors.emplace_back("optim." + name, t);
-      // Weights first, the resume point last: a kill between the writes loses nothing.
-      save_model(model, (fs::path(o.out) / "model.safetensors").string());
-      if (best) save_model(model, (fs::path(o.out) / "best.safetensors").string());
-      save_safetensors(last_path, tensors, meta);
-    }
-    ++epochs_this_run;
-    if (o.stop_after_epochs > 0 && epochs_this_run >= o.stop_after_epochs && epoch + 1 < o.epochs) {
-      return result;
-    }
+    const EpochTotals totals =
+        train_epoch(model, opt, loader, sched, o, epoch, at.step, run, buffers);
+    const EvalResult ev = evaluate(model, *data.test, o.eval_batch, o.progress, "  test");
+    at.history.push_back(epoch_record(epoch, at.step, totals, ev, monotonic_seconds() - t0));
+    at.epoch = epoch + 1;
+    at.train_seconds += at.history.back().seconds;
+    const bool best = ev.accuracy > at.best_test_acc || epoch == 0;
+    if (best) at.best_test_acc = std::max(at.best_test_acc, ev.accuracy);
+    if (o.verbose) print_epoch(at.history.back(), o.epochs, best);
+    run.save_epoch(model, opt, at, best);
+    if (o.stop_after_epochs > 0 && this_run >= o.stop_after_epochs && epoch + 1 < o.epochs) break;
   }
-  result.finished = true;
+  result.history = at.history;
+  result.train_seconds = at.train_seconds;
+  result.best_test_acc = at.best_test_acc;
+  result.finished = at.epoch == o.epochs;
   return result;
 }
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "vit/train/data.h"
 #include "vit/models/model.h"
+#include "vit/train/data.h"
 
 namespace vitpe {
 

@@ -1,0 +1,182 @@
+// The run directory: fingerprint, metrics.jsonl, checkpoints and resume (see run_dir.h).
+#include "vit/train/run_dir.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "ops/files.h"
+#include "vit/io/checkpoint.h"
+#include "vit/io/safetensors.h"
+
+namespace vitpe {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+json record_json(const EpochRecord& r) {
+  return {{"type", "epoch"},
+          {"epoch", r.epoch},
+          {"step", r.step},
+          {"lr", r.lr},
+          {"train_loss", r.train_loss},
+          {"train_acc", r.train_acc},
+          {"test_loss", r.test_loss},
+          {"test_acc", r.test_acc},
+          {"seconds", r.seconds},
+          {"img_per_s", r.img_per_s}};
+}
+
+EpochRecord record_from_json(const json& j) {
+  EpochRecord r;
+  r.epoch = j.at("epoch");
+  r.step = j.at("step");
+  r.lr = j.at("lr");
+  r.train_loss = j.at("train_loss");
+  r.train_acc = j.at("train_acc");
+  r.test_loss = j.at("test_loss");
+  r.test_acc = j.at("test_acc");
+  r.seconds = j.at("seconds");
+  r.img_per_s = j.at("img_per_s");
+  return r;
+}
+
+// What must match between a run and its resumption.
+json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
+  json j = {{"config", json::parse(c.to_json())},
+            {"dataset", o.data.name},
+            {"train_limit", o.data.limit},
+            {"test_limit", o.test_limit},
+            {"data_seed", o.data.seed},
+            {"epochs", o.epochs},
+            {"batch", o.batch},
+            {"lr", o.lr},
+            {"min_lr", o.min_lr},
+            {"warmup_epochs", o.warmup_epochs},
+            {"weight_decay", o.weight_decay},
+            {"smoothing", o.smoothing},
+            {"clip", o.clip},
+            {"augment", o.augment},
+            {"seed", o.seed}};
+  // Only recorded when off, so runs started before the option existed still resume.
+  if (o.augment && !o.flip) j["flip"] = false;
+  return j;
+}
+
+// "key (run: A, now: B), ..." for every setting that differs.
+std::string fingerprint_diff(const json& run, const json& now) {
+  std::string diff;
+  for (const auto& [k, v] : now.items()) {
+    if (!run.contains(k) || run[k] != v) {
+      diff += (diff.empty() ? "" : ", ") + k + " (run: " + (run.contains(k) ? run[k].dump() : "-") +
+              ", now: " + v.dump() + ")";
+    }
+  }
+  return diff;
+}
+
+void append_line(const std::string& path, const json& j) {
+  std::ofstream f(path, std::ios::app);
+  if (!f) throw std::runtime_error(path + ": cannot open for appending");
+  f << j.dump() << '\n';
+  if (!f) throw std::runtime_error(path + ": cannot append a metrics line");
+}
+
+// Keeps the metric lines of epochs <= `epoch` (drops what a killed run wrote after its last
+// checkpoint), so a resumed run's metrics equal an uninterrupted run's.
+void truncate_metrics(const std::string& path, int64_t epoch) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("epoch")) continue;
+    if (j["epoch"].get<int64_t>() <= epoch) kept += line + '\n';
+  }
+  in.close();
+  write_file_atomic(path, kept);
+}
+
+}  // namespace
+
+RunDirectory::RunDirectory(const TrainOptions& o, const ModelConfig& c)
+    : out_(o.out), fingerprint_(run_fingerprint(o, c).dump()) {
+  if (out_.empty()) return;
+  metrics_ = (fs::path(out_) / "metrics.jsonl").string();
+  last_ = (fs::path(out_) / "last.safetensors").string();
+}
+
+RunDirectory::~RunDirectory() = default;
+
+ResumePoint RunDirectory::open(Model& model, AdamW& opt, bool resume) {
+  ResumePoint at;
+  if (out_.empty()) return at;
+  fs::create_directories(out_);
+  if (!resume || !fs::exists(last_)) {
+    if (fs::exists(metrics_)) fs::remove(metrics_);  // a new run in an old directory: a new log
+    return at;
+  }
+  SafeTensorsFile f = SafeTensorsFile::open(last_);
+  auto it = f.metadata().find("vitpe.train");
+  if (it == f.metadata().end()) {
+    throw std::runtime_error(last_ +
+                             ": no \"vitpe.train\" metadata (not a checkpoint written by "
+                             "`vitpe train`)");
+  }
+  const json st = json::parse(it->second);
+  const json now = json::parse(fingerprint_);
+  if (st.at("fingerprint") != now) {
+    throw std::runtime_error(last_ + ": --resume with different settings: " +
+                             fingerprint_diff(st.at("fingerprint"), now));
+  }
+  std::map<std::string, Tensor> weights;
+  std::vector<std::pair<std::string, Tensor>> optim_state;
+  for (const std::string& name : f.names()) {
+    if (name.rfind("optim.", 0) == 0) {
+      optim_state.emplace_back(name.substr(6), f.get(name));
+    } else {
+      weights[name] = f.get(name);
+    }
+  }
+  load_params(model, weights, last_);
+  at.epoch = st.at("epoch");
+  at.step = st.at("step");
+  opt.load_state(optim_state, at.step);
+  at.train_seconds = st.at("train_seconds");
+  at.best_test_acc = st.at("best_test_acc");
+  for (const json& r : st.at("history")) at.history.push_back(record_from_json(r));
+  truncate_metrics(metrics_, at.epoch);
+  return at;
+}
+
+void RunDirectory::log_step(int64_t epoch, int64_t step, double lr, double loss) {
+  if (out_.empty()) return;
+  append_line(metrics_,
+              {{"type", "step"}, {"epoch", epoch}, {"step", step}, {"lr", lr}, {"loss", loss}});
+}
+
+void RunDirectory::save_epoch(Model& model, const AdamW& opt, const ResumePoint& state, bool best) {
+  if (out_.empty()) return;
+  append_line(metrics_, record_json(state.history.back()));
+  json hist = json::array();
+  for (const EpochRecord& r : state.history) hist.push_back(record_json(r));
+  std::map<std::string, std::string> meta;
+  meta["vitpe.train"] = json{{"epoch", state.epoch},
+                             {"step", state.step},
+                             {"train_seconds", state.train_seconds},
+                             {"best_test_acc", state.best_test_acc},
+                             {"history", hist},
+                             {"fingerprint", json::parse(fingerprint_)}}
+                            .dump();
+  std::vector<std::pair<std::string, Tensor>> optim;
+  for (auto& [name, t] : opt.state()) optim.emplace_back("optim." + name, t);
+  save_model(model, (fs::path(out_) / "model.safetensors").string());
+  if (best) save_model(model, (fs::path(out_) / "best.safetensors").string());
+  save_model(model, last_, meta, optim);
+}
+
+}  // namespace vitpe

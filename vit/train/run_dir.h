@@ -1,0 +1,51 @@
+// A run directory (the files are listed in train.h): the settings a resumption must match, the
+// metrics log, and the atomic checkpoints. Without a directory (TrainOptions::out empty) every
+// call does nothing, so the trainer never asks whether it has one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vit/models/model.h"
+#include "vit/train/optim.h"
+#include "vit/train/train.h"
+
+namespace vitpe {
+
+// Where a run continues: after `epoch` epochs and `step` optimizer steps (0, 0 for a new run).
+struct ResumePoint {
+  int64_t epoch = 0, step = 0;
+  double train_seconds = 0, best_test_acc = 0;
+  std::vector<EpochRecord> history;
+};
+
+class RunDirectory {
+ public:
+  // The fingerprint (model config, data, recipe, seed) is taken from `options` and `config`.
+  RunDirectory(const TrainOptions& options, const ModelConfig& config);
+  ~RunDirectory();
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  // Creates the directory. With `resume` and a last.safetensors there: checks that it was written
+  // with the same settings (else throws listing each difference), restores the weights and the
+  // optimizer, and drops metric lines written after that checkpoint. Otherwise a new run starts
+  // a new metrics log.
+  ResumePoint open(Model& model, AdamW& opt, bool resume);
+
+  // A {"type":"step"} metrics line.
+  void log_step(int64_t epoch, int64_t step, double lr, double loss);
+  // After an epoch: its {"type":"epoch"} line, then model.safetensors, best.safetensors (when
+  // `best`) and last.safetensors (weights, optimizer, trainer state), the resume point last so a
+  // kill between the writes loses nothing.
+  void save_epoch(Model& model, const AdamW& opt, const ResumePoint& state, bool best);
+
+  const std::string& path() const { return out_; }
+
+ private:
+  std::string out_, metrics_, last_;
+  std::string fingerprint_;  // JSON
+};
+
+}  // namespace vitpe
