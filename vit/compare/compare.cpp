@@ -3,7 +3,6 @@
 
 #include <dnnl.h>
 
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -58,6 +57,13 @@ std::vector<std::pair<std::string, std::string>> version_info() {
 
 namespace {
 
+template <class T>
+std::vector<std::string> to_strings(const std::vector<T>& numbers) {
+  std::vector<std::string> out;
+  for (T n : numbers) out.push_back(std::to_string(n));
+  return out;
+}
+
 json run_to_json(const RunResult& r) {
   CompareResults one;
   one.runs = {r};
@@ -73,48 +79,32 @@ RunResult run_from_json(const json& j) {
   return parse_results_json(wrap.dump()).runs.at(0);
 }
 
-}  // namespace
-
-CompareResults run_compare(const CompareOptions& opt) {
-  if (opt.out.empty()) throw std::invalid_argument("compare: an output directory is required");
-  if (opt.seeds.empty()) throw std::invalid_argument("compare: at least one seed is required");
-  fs::create_directories(opt.out);
-  const auto wall0 = std::chrono::steady_clock::now();
-
-  // Geometry and the model family come from the training set and the preset.
-  DatasetOptions probe = opt.train.data;
-  probe.limit = 1;
-  std::unique_ptr<Dataset> probe_data = make_dataset(probe);
-  ModelConfig base = make_train_config(opt.train, *probe_data);
-
-  CompareResults r;
-  r.encodings = opt.encodings.empty() ? default_encodings(base.kind) : opt.encodings;
-  r.seeds = opt.seeds;
-  r.train_size = base.img_rows;
-  r.sizes = opt.sizes;
-  if (r.sizes.empty()) {
-    // At least 8 px and a whole number of patches.
-    const int64_t step = base.patch * ((8 + base.patch - 1) / base.patch);
-    r.sizes = {r.train_size, r.train_size + step, r.train_size + 2 * step};
-  }
-  // Fail before hours of training, not after: every evaluation size must hold whole patches.
-  for (int64_t size : r.sizes) {
+// The evaluation sizes: given, or the training size and two larger ones of at least 8 px more
+// each. Checked before hours of training, not after: every size must hold whole patches.
+std::vector<int64_t> evaluation_sizes(const std::vector<int64_t>& given, const ModelConfig& base) {
+  const int64_t train = base.img_rows;
+  const int64_t step = base.patch * ((8 + base.patch - 1) / base.patch);
+  const std::vector<int64_t> fallback = {train, train + step, train + 2 * step};
+  for (int64_t size : given) {
     if (size <= 0 || size % base.patch != 0) {
-      const int64_t step = base.patch * ((8 + base.patch - 1) / base.patch);
       throw std::invalid_argument(
           "compare: evaluation size " + std::to_string(size) +
           " is not a positive multiple of the patch size " + std::to_string(base.patch) +
-          " of this model; for example --eval-sizes " + std::to_string(r.train_size) + "," +
-          std::to_string(r.train_size + step) + "," + std::to_string(r.train_size + 2 * step));
+          " of this model; for example --eval-sizes " + join(to_strings(fallback), ","));
     }
   }
-  r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
+  return given.empty() ? fallback : given;
+}
 
+// Every setting the study ran with, in the order the report prints them.
+std::vector<std::pair<std::string, std::string>> study_settings(const CompareOptions& opt,
+                                                                const ModelConfig& base,
+                                                                const CompareResults& r,
+                                                                const Dataset& probe) {
   ModelConfig none_cfg = base;
   none_cfg.encoding = "none";
-
   const TrainOptions& t = opt.train;
-  r.settings = {
+  std::vector<std::pair<std::string, std::string>> s = {
       {"model", t.model},
       {"model config (none)", none_cfg.to_json()},
       {"overrides", join(t.overrides, ",")},
@@ -134,103 +124,130 @@ CompareResults run_compare(const CompareOptions& opt) {
       {"augmentation", !t.augment ? "off"
                        : t.flip   ? "random crop + flips where the label allows"
                                   : "random crop, no flips"},
-      {"data seed (procedural)", std::to_string(t.data.seed)}};
-  std::string seeds, sizes;
-  for (uint64_t s : r.seeds) seeds += (seeds.empty() ? "" : ",") + std::to_string(s);
-  for (int64_t s : r.sizes) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
-  r.settings.emplace_back("seeds", seeds);
-  r.settings.emplace_back("evaluation sizes", sizes);
-  r.settings.emplace_back("evaluation at other sizes", probe_data->other_size_rule());
-  for (const auto& kv : opt.extra_settings) r.settings.push_back(kv);
-  r.versions = version_info();
+      {"data seed (procedural)", std::to_string(t.data.seed)},
+      {"seeds", join(to_strings(r.seeds), ",")},
+      {"evaluation sizes", join(to_strings(r.sizes), ",")},
+      {"evaluation at other sizes", probe.other_size_rule()}};
+  for (const auto& kv : opt.extra_settings) s.push_back(kv);
+  return s;
+}
 
-  // Test sets at each evaluation size (shared by all runs).
+// The test split rendered at each evaluation size (shared by all runs).
+std::vector<std::unique_ptr<Dataset>> test_sets(const TrainOptions& t,
+                                                const std::vector<int64_t>& sizes) {
   std::vector<std::unique_ptr<Dataset>> tests;
-  for (int64_t s : r.sizes) {
+  for (int64_t s : sizes) {
     DatasetOptions d = t.data;
     d.train = false;
     d.limit = t.test_limit;
     d.rows = d.cols = s;
     tests.push_back(make_dataset(d));
   }
+  return tests;
+}
+
+// One (encoding, seed) run: trained (or resumed) in its own directory, then evaluated at every
+// size; its result.json is written last, so a finished run is never redone.
+RunResult train_and_evaluate(const CompareOptions& opt, const std::string& enc, uint64_t seed,
+                             const fs::path& dir, const std::vector<int64_t>& sizes,
+                             const std::vector<std::unique_ptr<Dataset>>& tests) {
+  TrainOptions to = opt.train;
+  to.encoding = enc;
+  to.seed = seed;
+  to.out = dir.string();
+  to.resume = true;
+  TrainResult tr = train(to);
+  if (!tr.finished) throw std::runtime_error("compare: run " + dir.string() + " stopped early");
+  RunResult run;
+  run.encoding = enc;
+  run.seed = seed;
+  run.params = tr.params;
+  run.params_added = tr.model->num_encoding_params();
+  run.train_seconds = tr.train_seconds;
+  run.history = tr.history;
+  std::string accs;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    EvalResult ev = evaluate(*tr.model, *tests[s], to.eval_batch, to.progress,
+                             "  @" + std::to_string(sizes[s]));
+    run.accuracy.push_back(ev.accuracy);
+    run.loss.push_back(ev.loss);
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%s@%lld %.2f%%", s ? ", " : "",
+                  static_cast<long long>(sizes[s]), 100 * ev.accuracy);
+    accs += buf;
+  }
+  std::fprintf(stderr, "  %s seed %llu: %s\n", enc.c_str(), static_cast<unsigned long long>(seed),
+               accs.c_str());
+  write_file_atomic((dir / "result.json").string(), run_to_json(run).dump(2) + "\n");
+  return run;
+}
+
+// Pictures of every encoding: the trained weights of the first seed where its run has them.
+void add_pictures(CompareResults& r, const ModelConfig& base, const std::string& out) {
+  for (const std::string& enc : r.encodings) {
+    ModelConfig c = base;
+    c.encoding = enc;
+    const fs::path weights =
+        fs::path(out) / "runs" / (enc + "-s" + std::to_string(r.seeds[0])) / "model.safetensors";
+    std::unique_ptr<Model> trained;
+    if (fs::exists(weights)) trained = load_model(weights.string()).model;
+    std::vector<Picture> pics;
+    try {
+      pics = encoding_pictures(c, trained.get(), (fs::path(out) / "pictures").string());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "pictures of %s: %s (left out of the report)\n", enc.c_str(), e.what());
+    }
+    if (!pics.empty()) r.pictures.emplace_back(enc, std::move(pics));
+  }
+}
+
+}  // namespace
+
+CompareResults run_compare(const CompareOptions& opt) {
+  if (opt.out.empty()) throw std::invalid_argument("compare: an output directory is required");
+  if (opt.seeds.empty()) throw std::invalid_argument("compare: at least one seed is required");
+  fs::create_directories(opt.out);
+  const double wall0 = monotonic_seconds();
+
+  // Geometry and the model family come from the training set and the preset.
+  DatasetOptions probe = opt.train.data;
+  probe.limit = 1;
+  std::unique_ptr<Dataset> probe_data = make_dataset(probe);
+  const ModelConfig base = make_train_config(opt.train, *probe_data);
+
+  CompareResults r;
+  r.encodings = opt.encodings.empty() ? default_encodings(base.kind) : opt.encodings;
+  r.seeds = opt.seeds;
+  r.train_size = base.img_rows;
+  r.sizes = evaluation_sizes(opt.sizes, base);
+  r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
+  r.settings = study_settings(opt, base, r, *probe_data);
+  r.versions = version_info();
+  const std::vector<std::unique_ptr<Dataset>> tests = test_sets(opt.train, r.sizes);
 
   const size_t total = r.encodings.size() * r.seeds.size();
-  size_t k = 0;
   for (const std::string& enc : r.encodings) {
     for (uint64_t seed : r.seeds) {
-      ++k;
       const fs::path dir = fs::path(opt.out) / "runs" / (enc + "-s" + std::to_string(seed));
-      const fs::path result_path = dir / "result.json";
-      if (fs::exists(result_path)) {
-        std::ifstream f(result_path);
+      const fs::path done = dir / "result.json";
+      std::fprintf(stderr, "[%zu/%zu] %s seed %llu%s\n", r.runs.size() + 1, total, enc.c_str(),
+                   static_cast<unsigned long long>(seed),
+                   fs::exists(done) ? (": done before, reusing " + done.string()).c_str() : "");
+      if (fs::exists(done)) {
+        std::ifstream f(done);
         std::stringstream ss;
         ss << f.rdbuf();
         r.runs.push_back(run_from_json(json::parse(ss.str())));
-        std::fprintf(stderr, "[%zu/%zu] %s seed %llu: done before, reusing %s\n", k, total,
-                     enc.c_str(), static_cast<unsigned long long>(seed),
-                     result_path.string().c_str());
         continue;
       }
-      std::fprintf(stderr, "[%zu/%zu] %s seed %llu\n", k, total, enc.c_str(),
-                   static_cast<unsigned long long>(seed));
-      TrainOptions to = t;
-      to.encoding = enc;
-      to.seed = seed;
-      to.out = dir.string();
-      to.resume = true;
-      TrainResult tr = train(to);
-      if (!tr.finished) throw std::runtime_error("compare: run " + dir.string() + " stopped early");
-      RunResult run;
-      run.encoding = enc;
-      run.seed = seed;
-      run.params = tr.params;
-      run.params_added = tr.model->num_encoding_params();
-      run.train_seconds = tr.train_seconds;
-      run.history = tr.history;
-      for (size_t s = 0; s < r.sizes.size(); ++s) {
-        EvalResult ev = evaluate(*tr.model, *tests[s], t.eval_batch, t.progress,
-                                 "  @" + std::to_string(r.sizes[s]));
-        run.accuracy.push_back(ev.accuracy);
-        run.loss.push_back(ev.loss);
-      }
-      std::string accs;
-      for (size_t s = 0; s < r.sizes.size(); ++s) {
-        char buf[48];
-        std::snprintf(buf, sizeof buf, "%s@%lld %.2f%%", s ? ", " : "",
-                      static_cast<long long>(r.sizes[s]), 100 * run.accuracy[s]);
-        accs += buf;
-      }
-      std::fprintf(stderr, "  %s seed %llu: %s\n", enc.c_str(),
-                   static_cast<unsigned long long>(seed), accs.c_str());
-      write_file_atomic(result_path.string(), run_to_json(run).dump(2) + "\n");
-      r.runs.push_back(std::move(run));
+      r.runs.push_back(train_and_evaluate(opt, enc, seed, dir, r.sizes, tests));
       // Partial results after every run: a long comparison can be looked at while it runs.
-      r.wall_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+      r.wall_seconds = monotonic_seconds() - wall0;
       write_compare_outputs(r, opt.out);
     }
   }
-
-  if (opt.pictures) {
-    for (const std::string& enc : r.encodings) {
-      ModelConfig c = base;
-      c.encoding = enc;
-      // The trained weights of the first seed, when its run directory has them.
-      const fs::path weights = fs::path(opt.out) / "runs" /
-                               (enc + "-s" + std::to_string(r.seeds[0])) / "model.safetensors";
-      std::unique_ptr<Model> trained;
-      if (fs::exists(weights)) trained = load_model(weights.string()).model;
-      std::vector<Picture> pics;
-      try {
-        pics = encoding_pictures(c, trained.get(), (fs::path(opt.out) / "pictures").string());
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "pictures of %s: %s (left out of the report)\n", enc.c_str(),
-                     e.what());
-      }
-      if (!pics.empty()) r.pictures.emplace_back(enc, std::move(pics));
-    }
-  }
-  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  if (opt.pictures) add_pictures(r, base, opt.out);
+  r.wall_seconds = monotonic_seconds() - wall0;
   write_compare_outputs(r, opt.out);
   return r;
 }
