@@ -266,10 +266,21 @@ void TransformerBlock::collect(std::vector<Param*>& out) {
 }
 
 void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& geom,
-                               const Tensor& mask, bool training) {
+                               const Tensor& mask, bool training, const WindowLayout* windows) {
+  windows_ = windows;
   norm1_.forward(n1_, x, training);
   ensure_shape(x1_, x.shape());
-  attn_.forward(x1_, n1_, geom, mask, training, x);  // x1 = x + attn(norm1(x))
+  if (!windows) {
+    attn_.forward(x1_, n1_, geom, mask, training, x);  // x1 = x + attn(norm1(x))
+  } else {
+    const int64_t B = x.size(0), C = x.size(2);
+    ensure_shape(xw_, {B * windows->windows, windows->window.count(), C});
+    window_gather(xw_, n1_, *windows);
+    ensure_shape(aw_, xw_.shape());
+    attn_.forward(aw_, xw_, geom, windows->mask, training);
+    x1_.copy_from(x);
+    window_scatter_add(x1_, aw_, *windows);  // x1 = x + attn(windows(norm1(x)))
+  }
   norm2_.forward(n2_, x1_, training);
   ensure_shape(y, x.shape());
   mlp_.forward(y, n2_, training, x1_);  // y = x1 + mlp(norm2(x1))
@@ -282,7 +293,16 @@ void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
   mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
   norm2_.backward(dx1_, dn_);
   add_forward(dx, dx, dx1_);  // residual path of the attention
-  attn_.backward(dn_, dx1_, /*overwrite_dx=*/true);
+  if (!windows_) {
+    attn_.backward(dn_, dx1_, /*overwrite_dx=*/true);
+  } else {
+    ensure_shape(daw_, aw_.shape());
+    window_gather(daw_, dx1_, *windows_);
+    ensure_shape(dxw_, xw_.shape());
+    attn_.backward(dxw_, daw_, /*overwrite_dx=*/true);
+    dn_.zero();
+    window_scatter_add(dn_, dxw_, *windows_);
+  }
   norm1_.backward(dx, dn_);
 }
 

@@ -15,6 +15,7 @@
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/models/model.h"
+#include "vit/models/windows.h"
 
 namespace vitpe {
 
@@ -35,7 +36,10 @@ class LayerNormLayer {
   // x: [..., D] -> y: [..., D]
   void forward(Tensor& y, const Tensor& x, bool training);
   void backward(Tensor& dx, const Tensor& dy);
-  void collect(std::vector<Param*>& out) { out.push_back(&w_); out.push_back(&b_); }
+  void collect(std::vector<Param*>& out) {
+    out.push_back(&w_);
+    out.push_back(&b_);
+  }
 
  private:
   Param w_, b_;
@@ -128,15 +132,20 @@ class MlpLayer {
   Tensor pre_, h_, dh_, dpre_;
 };
 
-// Pre-norm transformer block (ViT): x + attn(norm1(x)), then + mlp(norm2(.)).
+// The pre-norm residual block of ViT and Swin: x + attn(norm1(x)), then + mlp(norm2(.)).
+// With a window layout (Swin) the attention runs inside windows:
+// x + scatter(attn(gather(norm1(x)))), with the layout's shift mask.
 class TransformerBlock {
  public:
   TransformerBlock() = default;
   TransformerBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
                    std::unique_ptr<AttentionEncoding> encoding, Rng& rng);
-  // x: [B, N, D] -> y: [B, N, D]; mask: [W, N, N] or undefined
+  // x: [B, L, D] -> y: [B, L, D]. Without `windows`: attention over all L tokens (geom.tokens()
+  // == L) with `mask` ([W, L, L] or undefined). With `windows`: over each window of the layout
+  // (geom.window == windows->window), with the layout's mask.
   void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
-               bool training);
+               bool training, const WindowLayout* windows = nullptr);
+  // For the last forward (training = true).
   void backward(Tensor& dx, const Tensor& dy);
   void collect(std::vector<Param*>& out);
   void collect_linears(std::vector<LinearLayer*>& out) {
@@ -149,7 +158,9 @@ class TransformerBlock {
   LayerNormLayer norm1_, norm2_;
   AttentionLayer attn_;
   MlpLayer mlp_;
+  const WindowLayout* windows_ = nullptr;  // of the last forward
   Tensor n1_, x1_, n2_, dn_, dx1_;
+  Tensor xw_, aw_, daw_, dxw_;  // windowed attention's input and output, and their gradients
 };
 
 }  // namespace vitpe

@@ -1,113 +1,17 @@
 #include "vit/models/swin.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
 
 namespace vitpe {
 
-namespace {
+// ---- block --------------------------------------------------------------------------------------
 
+namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Region of a padded coordinate for the shift mask: timm labels the slices [0, -M), [-M, -s),
-// [-s, end) of each axis; with shift 0 the whole axis is one region.
-int region(int64_t pos, int64_t padded, int64_t window, int64_t shift) {
-  if (shift == 0) return 0;
-  if (pos < padded - window) return 0;
-  if (pos < padded - shift) return 1;
-  return 2;
-}
-
-}  // namespace
-
-WindowLayout make_window_layout(Grid res, Grid window, int64_t shift_r, int64_t shift_c) {
-  WindowLayout l;
-  l.res = res;
-  l.window = window;
-  l.shift_r = shift_r;
-  l.shift_c = shift_c;
-  const int64_t Hp = ceil_div(res.rows, window.rows) * window.rows;
-  const int64_t Wp = ceil_div(res.cols, window.cols) * window.cols;
-  const int64_t nwr = Hp / window.rows, nwc = Wp / window.cols, N = window.count();
-  l.windows = nwr * nwc;
-  l.source.resize(l.windows * N);
-  std::vector<int> label(l.windows * N);
-  for (int64_t wr = 0; wr < nwr; ++wr) {
-    for (int64_t wc = 0; wc < nwc; ++wc) {
-      const int64_t w = wr * nwc + wc;
-      for (int64_t r = 0; r < window.rows; ++r) {
-        for (int64_t c = 0; c < window.cols; ++c) {
-          // Position in the rolled (by -shift) and then padded image.
-          const int64_t R = wr * window.rows + r, C = wc * window.cols + c;
-          const int64_t slot = w * N + r * window.cols + c;
-          l.source[slot] = (R < res.rows && C < res.cols)
-                               ? static_cast<int32_t>(((R + shift_r) % res.rows) * res.cols +
-                                                      (C + shift_c) % res.cols)
-                               : -1;
-          label[slot] =
-              region(R, Hp, window.rows, shift_r) * 3 + region(C, Wp, window.cols, shift_c);
-        }
-      }
-    }
-  }
-  if (shift_r || shift_c) {
-    l.mask = Tensor::empty({l.windows, N, N});
-    float* m = l.mask.f32();
-    for (int64_t w = 0; w < l.windows; ++w)
-      for (int64_t i = 0; i < N; ++i)
-        for (int64_t j = 0; j < N; ++j)
-          m[(w * N + i) * N + j] = label[w * N + i] == label[w * N + j] ? 0.0f : -100.0f;
-  }
-  return l;
-}
-
-void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& l) {
-  const int64_t B = x.size(0), L = x.size(1), C = x.size(2), N = l.window.count();
-  check_shape("window_gather", "xw", xw, {B * l.windows, N, C});
-  if (L != l.res.count()) {
-    throw ShapeError("window_gather: expected " + std::to_string(l.res.count()) +
-                     " tokens, found " + std::to_string(L));
-  }
-  const float* src = x.f32();
-  float* dst = xw.f32();
-  const int64_t slots = l.windows * N;
-#pragma omp parallel for collapse(2)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t s = 0; s < slots; ++s) {
-      float* out = dst + (b * slots + s) * C;
-      const int32_t t = l.source[s];
-      if (t < 0)
-        std::memset(out, 0, C * sizeof(float));
-      else
-        std::memcpy(out, src + (b * L + t) * C, C * sizeof(float));
-    }
-  }
-}
-
-void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& l) {
-  const int64_t B = dst.size(0), L = dst.size(1), C = dst.size(2), N = l.window.count();
-  check_shape("window_scatter_add", "xw", xw, {B * l.windows, N, C});
-  const float* src = xw.f32();
-  float* out = dst.f32();
-  const int64_t slots = l.windows * N;
-  // Each token has at most one slot, so slots write disjoint rows.
-#pragma omp parallel for collapse(2)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t s = 0; s < slots; ++s) {
-      const int32_t t = l.source[s];
-      if (t < 0) continue;
-      float* o = out + (b * L + t) * C;
-      const float* i = src + (b * slots + s) * C;
-      for (int64_t c = 0; c < C; ++c) o[c] += i[c];
-    }
-  }
-}
-
-// ---- block
-// ----------------------------------------------------------------------------------------
-
-namespace {
 // timm: a window axis larger than the resolution is clamped to it, and that axis is not shifted.
 Grid clamp_window(Grid window, Grid res) {
   return {std::min(window.rows, res.rows), std::min(window.cols, res.cols)};
@@ -118,18 +22,8 @@ SwinBlock::SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_
                      Grid window, bool shifted, const EncodingSpec& spec, Rng& rng)
     : window_(window),
       shifted_(shifted),
-      norm1_(name + ".norm1", dim, eps),
-      norm2_(name + ".norm2", dim, eps),
-      attn_(name + ".attn", dim, heads,
-            make_attention_encoding(spec, heads, dim / heads, window, 0, rng), rng),
-      mlp_(name + ".mlp", dim, hidden, rng) {}
-
-void SwinBlock::collect(std::vector<Param*>& out) {
-  norm1_.collect(out);
-  attn_.collect(out);
-  norm2_.collect(out);
-  mlp_.collect(out);
-}
+      block_(name, dim, heads, hidden, eps,
+             make_attention_encoding(spec, heads, dim / heads, window, 0, rng), rng) {}
 
 const WindowLayout& SwinBlock::layout(Grid res) {
   auto key = std::make_pair(res.rows, res.cols);
@@ -142,37 +36,11 @@ const WindowLayout& SwinBlock::layout(Grid res) {
 }
 
 void SwinBlock::forward(Tensor& y, const Tensor& x, Grid res, bool training) {
-  const int64_t B = x.size(0), C = x.size(2);
-  layout_ = &layout(res);
-  const int64_t N = layout_->window.count();
-  norm1_.forward(n1_, x, training);
-  ensure_shape(xw_, {B * layout_->windows, N, C});
-  window_gather(xw_, n1_, *layout_);
-  ensure_shape(aw_, xw_.shape());
-  attn_.forward(aw_, xw_, AttnGeometry{layout_->window, 0}, layout_->mask, training);
-  ensure_shape(x1_, x.shape());
-  x1_.copy_from(x);
-  window_scatter_add(x1_, aw_, *layout_);  // x1 = x + attn(windows(norm1(x)))
-  norm2_.forward(n2_, x1_, training);
-  ensure_shape(y, x.shape());
-  mlp_.forward(y, n2_, training, x1_);  // y = x1 + mlp(norm2(x1))
+  const WindowLayout& l = layout(res);
+  block_.forward(y, x, AttnGeometry{l.window, 0}, /*mask: the layout's*/ {}, training, &l);
 }
 
-void SwinBlock::backward(Tensor& dx, const Tensor& dy) {
-  ensure_shape(dx1_, dy.shape());
-  dx1_.copy_from(dy);
-  ensure_shape(dn_, dy.shape());
-  mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
-  norm2_.backward(dx1_, dn_);
-  add_forward(dx, dx, dx1_);
-  ensure_shape(daw_, aw_.shape());
-  window_gather(daw_, dx1_, *layout_);
-  ensure_shape(dxw_, xw_.shape());
-  attn_.backward(dxw_, daw_, /*overwrite_dx=*/true);
-  dn_.zero();
-  window_scatter_add(dn_, dxw_, *layout_);
-  norm1_.backward(dx, dn_);
-}
+void SwinBlock::backward(Tensor& dx, const Tensor& dy) { block_.backward(dx, dy); }
 
 // ---- patch merging ------------------------------------------------------------------------------
 

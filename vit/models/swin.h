@@ -20,23 +20,6 @@
 
 namespace vitpe {
 
-// Where each window slot's token comes from, for one (resolution, window, shift).
-struct WindowLayout {
-  Grid res, window;
-  int64_t shift_r = 0, shift_c = 0;
-  int64_t windows = 0;          // per image
-  std::vector<int32_t> source;  // [windows * window.count()]: token index in [0, L) or -1 (pad)
-  Tensor mask;                  // [windows, N, N] (-100 / 0), undefined without shift
-};
-
-// Builds the layout (tested against a direct roll/pad/partition of an index image).
-WindowLayout make_window_layout(Grid res, Grid window, int64_t shift_r, int64_t shift_c);
-
-// x: [B, L, C] -> xw: [B * windows, N, C] (pad slots zero)
-void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& layout);
-// dst: [B, L, C] += scatter of xw: [B * windows, N, C] (pad slots dropped)
-void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& layout);
-
 class SwinBlock {
  public:
   SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
@@ -44,25 +27,17 @@ class SwinBlock {
   // x: [B, L, C] on the grid `res` -> y: [B, L, C]
   void forward(Tensor& y, const Tensor& x, Grid res, bool training);
   void backward(Tensor& dx, const Tensor& dy);
-  void collect(std::vector<Param*>& out);
-  void collect_linears(std::vector<LinearLayer*>& out) {
-    attn_.collect_linears(out);
-    mlp_.collect_linears(out);
-  }
-  AttentionLayer& attention() { return attn_; }
+  void collect(std::vector<Param*>& out) { block_.collect(out); }
+  void collect_linears(std::vector<LinearLayer*>& out) { block_.collect_linears(out); }
+  AttentionLayer& attention() { return block_.attention(); }
 
  private:
   const WindowLayout& layout(Grid res);
 
   Grid window_;
   bool shifted_;
-  LayerNormLayer norm1_, norm2_;
-  AttentionLayer attn_;
-  MlpLayer mlp_;
-  std::map<std::pair<int64_t, int64_t>, WindowLayout> layouts_;
-  const WindowLayout* layout_ = nullptr;
-  Tensor n1_, xw_, aw_, x1_, n2_;
-  Tensor dn_, dx1_, daw_, dxw_;
+  TransformerBlock block_;
+  std::map<std::pair<int64_t, int64_t>, WindowLayout> layouts_;  // per resolution
 };
 
 class PatchMerging {
