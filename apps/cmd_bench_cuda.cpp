@@ -23,7 +23,7 @@
 #include "ops/files.h"
 #include "ops/random.h"
 #ifdef VITPE_WITH_CUDA
-#include "ops/cuda/attention_bias.h"
+#include "ops/attention_terms.h"
 #include "ops/cuda/cuda_ops.h"
 #endif
 
@@ -89,14 +89,16 @@ void bench_vit(const AttnBenchOptions& o, std::vector<Row>& rows) {
   const Grid win{14, 14};
   const int64_t N = P + win.count();
   const AttnGeometry geom{win, P};
+  // Each encoding's terms as the kernel reads them, and relbias as a dense bias for comparison.
   auto relbias = encoding("relbias", H, hd, win, P);
-  const Tensor table = relbias->params().at(0)->value.to(Device::cuda);
+  const AttentionTerms relbias_terms = relbias->terms(geom).to(Device::cuda);
   Tensor dense = Tensor::empty(Shape{H, N, N});
   relbias->bias(dense, geom);
   const Tensor dense_d = dense.to(Device::cuda);
-  auto mixed = encoding("rope-mixed", H, hd, win, P);
-  const Tensor freqs = cuda::rope_freqs_from_planes(mixed->params().at(0)->value).to(Device::cuda);
-  const Tensor slopes = cuda::alibi2d_slopes(H).to(Device::cuda);
+  const AttentionTerms mixed_terms =
+      encoding("rope-mixed", H, hd, win, P)->terms(geom).to(Device::cuda);
+  const AttentionTerms alibi_terms =
+      encoding("alibi2d", H, hd, win, P)->terms(geom).to(Device::cuda);
 
   for (DType t : {DType::bf16, DType::f32}) {
     Qkv x = make_qkv(Shape{B, H, N, hd}, t);
@@ -106,11 +108,8 @@ void bench_vit(const AttnBenchOptions& o, std::vector<Row>& rows) {
     };
     cuda::AttentionParams base;
     base.scale = 1.f / 8.f;
-    base.prefix = P;
-    base.window_rows = win.rows;
-    base.window_cols = win.cols;
     cuda::AttentionParams p = base;
-    p.relbias_table = table;
+    p.terms = relbias_terms;
     run("relbias (in-kernel table)", p);
     p = base;
     p.bias = dense_d;
@@ -118,10 +117,10 @@ void bench_vit(const AttnBenchOptions& o, std::vector<Row>& rows) {
     if (t == DType::f32) continue;  // the f32 path is for accuracy; one row of each is enough
     run("none", base);
     p = base;
-    p.rope_freqs = freqs;
+    p.terms = mixed_terms;
     run("rope-mixed (in-kernel)", p);
     p = base;
-    p.alibi_slopes = slopes;
+    p.terms = alibi_terms;
     run("alibi2d (in-kernel)", p);
   }
 }
@@ -131,11 +130,11 @@ void bench_swin(const AttnBenchOptions& o, std::vector<Row>& rows) {
   const int64_t nW = (R / M) * (C / M), B = o.swin_images * nW, N = M * M;
   const Grid win{M, M};
   auto relbias = encoding("relbias", H, hd, win, 0);
-  const Tensor table_h = relbias->params().at(0)->value;
+  const AttentionTerms terms = relbias->terms(AttnGeometry{win, 0}).to(Device::cuda);
   Tensor dense = Tensor::empty(Shape{H, N, N});
   relbias->bias(dense, AttnGeometry{win, 0});
   // The shift mask expanded on the host with the kernel's own (host-callable) function.
-  cuda::AttnBiasArgs a;
+  AttnBiasArgs a;
   a.B = static_cast<int>(nW), a.H = 1, a.N = static_cast<int>(N);
   a.Mh = a.Mw = static_cast<int>(M);
   a.shift = true, a.shift_r = a.shift_c = static_cast<int>(shift);
@@ -143,9 +142,8 @@ void bench_swin(const AttnBenchOptions& o, std::vector<Row>& rows) {
   Tensor mask = Tensor::empty(Shape{nW, N, N});
   for (int w = 0; w < nW; ++w)
     for (int i = 0; i < N; ++i)
-      for (int j = 0; j < N; ++j) mask.at((w * N + i) * N + j) = cuda::attn_bias_at(a, w, 0, i, j);
-  const Tensor table = table_h.to(Device::cuda), dense_d = dense.to(Device::cuda),
-               mask_d = mask.to(Device::cuda);
+      for (int j = 0; j < N; ++j) mask.at((w * N + i) * N + j) = attn_bias_at(a, w, 0, i, j);
+  const Tensor dense_d = dense.to(Device::cuda), mask_d = mask.to(Device::cuda);
 
   for (DType t : {DType::bf16, DType::f32}) {
     Qkv x = make_qkv(Shape{B, H, N, hd}, t);
@@ -155,8 +153,7 @@ void bench_swin(const AttnBenchOptions& o, std::vector<Row>& rows) {
     };
     cuda::AttentionParams p;
     p.scale = 1.f / std::sqrt(32.f);
-    p.window_rows = p.window_cols = M;
-    p.relbias_table = table;
+    p.terms = terms;
     p.shift_r = p.shift_c = shift;
     p.image_rows = R;
     p.image_cols = C;

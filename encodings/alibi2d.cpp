@@ -3,7 +3,6 @@
 // for heads h = 0..H-1 (ALiBi's geometric slopes 2^(-8/H), 2^(-16/H), ..., 2^(-8)).
 // Prefix tokens: fixed kind, bias 0 for every pair involving one. No parameters; any window
 // works (it extrapolates to any size), so it keeps the interface's resample() (a check only).
-#include <cmath>
 
 #include "encodings/kinds.h"
 #include "encodings/tables.h"
@@ -17,30 +16,25 @@ class Alibi2d final : public BiasAttentionEncoding {
   Alibi2d(int64_t heads, Grid window) : heads_(heads) {
     require(heads >= 1, "alibi2d", "heads must be >= 1, got " + std::to_string(heads));
     check_grid("alibi2d", window);
+    const std::vector<double> s = alibi2d_slopes(heads);
+    slopes_ = Tensor::empty({heads});
+    for (int64_t h = 0; h < heads; ++h) slopes_.at(h) = static_cast<float>(s[h]);
   }
 
   std::string kind() const override { return "alibi2d"; }
 
+  // The slopes; the distances come with the geometry.
+  AttentionTerms terms(const AttnGeometry& geom) override {
+    check_grid("alibi2d", geom.window);
+    AttentionTerms t = AttentionEncoding::terms(geom);
+    t.distance_slopes = slopes_;
+    return t;
+  }
+
   // bias: [H, N, N]
   void bias(Tensor& bias, const AttnGeometry& geom) override {
-    check_grid("alibi2d", geom.window);
-    const int64_t N = geom.tokens(), P = geom.prefix, C = geom.window.cols;
-    check_shape("alibi2d bias", "bias", bias, {heads_, N, N});
-    const std::vector<double> slopes = alibi2d_slopes(heads_);
-    for (int64_t h = 0; h < heads_; ++h) {
-      const double slope = slopes[h];
-      float* b = bias.f32() + h * N * N;
-      for (int64_t i = 0; i < N; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          if (i < P || j < P) {
-            b[i * N + j] = 0.f;
-            continue;
-          }
-          double dy = static_cast<double>(patch_row(i - P, C) - patch_row(j - P, C));
-          double dx = static_cast<double>(patch_col(i - P, C) - patch_col(j - P, C));
-          b[i * N + j] = static_cast<float>(-slope * std::sqrt(dy * dy + dx * dx));
-        }
-    }
+    check_shape("alibi2d bias", "bias", bias, {heads_, geom.tokens(), geom.tokens()});
+    attention_terms_bias(bias, terms(geom));
   }
   void bias_backward(const Tensor&, const AttnGeometry&) override {}
 
@@ -48,6 +42,7 @@ class Alibi2d final : public BiasAttentionEncoding {
 
  private:
   int64_t heads_;
+  Tensor slopes_;  // [H]
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention_terms.h"
 #include "ops/random.h"
 #include "ops/tensor.h"
 
@@ -95,6 +96,11 @@ class AttentionEncoding {
   // which need the unrotated q, k.
   virtual void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
                                const Tensor& q, const Tensor& k, const AttnGeometry& geom) = 0;
+
+  // The encoding's terms for one geometry as data (ops/attention_terms.h: relative table,
+  // distance slopes, rotation frequencies; CPU f32) for attention implementations that read
+  // them in place (the CUDA kernel). Kinds without such terms return the geometry alone.
+  virtual AttentionTerms terms(const AttnGeometry& geom);
 
   // Replace learned tables by their resampled versions for a new window (relbias). The default,
   // for kinds without tables, only checks the window: they take it from each call's geometry.

@@ -8,6 +8,14 @@ namespace vitpe {
 
 void AttentionEncoding::resample(Grid new_window) { enc::check_grid(kind(), new_window); }
 
+AttentionTerms AttentionEncoding::terms(const AttnGeometry& geom) {
+  AttentionTerms t;
+  t.prefix = geom.prefix;
+  t.window_rows = geom.window.rows;
+  t.window_cols = geom.window.cols;
+  return t;
+}
+
 }  // namespace vitpe
 
 namespace vitpe::enc {

@@ -37,34 +37,40 @@ class RelBias final : public BiasAttentionEncoding {
 
   std::string kind() const override { return "relbias"; }
 
-  // bias: [H, N, N], N = prefix + Mh*Mw
-  void bias(Tensor& bias, const AttnGeometry& geom) override {
+  // The table for the geometry's window (resampled and cached when it differs).
+  AttentionTerms terms(const AttnGeometry& geom) override {
     check(geom);
-    check_shape("relbias bias", "bias", bias, {heads_, geom.tokens(), geom.tokens()});
-    const Tensor& table = table_for(geom.window);
-    const float* t = table.f32();
-    const int64_t N = geom.tokens(), P = geom.prefix, L = main_rows(geom.window);
-    for (int64_t h = 0; h < heads_; ++h) {
-      float* b = bias.f32() + h * N * N;
-      for (int64_t i = 0; i < N; ++i)
-        for (int64_t j = 0; j < N; ++j)
-          b[i * N + j] = t[index(i, j, P, L, geom.window) * heads_ + h];
-    }
+    AttentionTerms t = AttentionEncoding::terms(geom);
+    t.relative_table = table_for(geom.window);
+    return t;
   }
 
-  // dbias: [H, N, N] -> table gradient (scatter-sum)
+  // bias: [H, N, N], N = prefix + Mh*Mw
+  void bias(Tensor& bias, const AttnGeometry& geom) override {
+    check_shape("relbias bias", "bias", bias, {heads_, geom.tokens(), geom.tokens()});
+    attention_terms_bias(bias, terms(geom));
+  }
+
+  // dbias: [H, N, N] -> table gradient (scatter-sum over the pairs that share a row)
   void bias_backward(const Tensor& dbias, const AttnGeometry& geom) override {
     check(geom);
     check_shape("relbias bias_backward", "dbias", dbias, {heads_, geom.tokens(), geom.tokens()});
-    const int64_t N = geom.tokens(), P = geom.prefix, L = main_rows(geom.window);
+    const int64_t N = geom.tokens(), L = main_rows(geom.window);
     const bool own = geom.window == window_;
     Tensor g = own ? param_.grad : Tensor::zeros({L + extra_, heads_});
+    AttnBiasArgs a;
+    a.N = static_cast<int>(N);
+    a.prefix = static_cast<int>(geom.prefix);
+    a.Mh = static_cast<int>(geom.window.rows);
+    a.Mw = static_cast<int>(geom.window.cols);
+    a.table_rows = static_cast<int>(L + extra_);
     float* gt = g.f32();
     for (int64_t h = 0; h < heads_; ++h) {
       const float* d = dbias.f32() + h * N * N;
       for (int64_t i = 0; i < N; ++i)
         for (int64_t j = 0; j < N; ++j)
-          gt[index(i, j, P, L, geom.window) * heads_ + h] += d[i * N + j];
+          gt[relative_index(a, static_cast<int>(i), static_cast<int>(j)) * heads_ + h] +=
+              d[i * N + j];
     }
     if (own) return;
     // Through the adjoint of the resampling of the main rows; extra rows map one to one.
@@ -90,16 +96,6 @@ class RelBias final : public BiasAttentionEncoding {
 
  private:
   static int64_t main_rows(Grid w) { return (2 * w.rows - 1) * (2 * w.cols - 1); }
-
-  // Table row of the pair (query i, key j), tokens counted with the prefix first.
-  static int64_t index(int64_t i, int64_t j, int64_t P, int64_t L, Grid w) {
-    if (i < P) return j < P ? L + 2 : L;
-    if (j < P) return L + 1;
-    i -= P;
-    j -= P;
-    return (patch_row(i, w.cols) - patch_row(j, w.cols) + w.rows - 1) * (2 * w.cols - 1) +
-           (patch_col(i, w.cols) - patch_col(j, w.cols) + w.cols - 1);
-  }
 
   void check(const AttnGeometry& geom) const {
     check_grid("relbias", geom.window);

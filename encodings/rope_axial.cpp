@@ -46,6 +46,13 @@ class RopeAxial final : public RotationAttentionEncoding {
     rope_rotate_backward(dk, none, dk_out, k, t.cos, t.sin, geom.prefix);
   }
 
+  AttentionTerms terms(const AttnGeometry& geom) override {
+    check_grid("rope-axial", geom.window);
+    AttentionTerms t = AttentionEncoding::terms(geom);
+    t.rotation_freqs = rope_axial_freqs(heads_, hd_, theta_);
+    return t;
+  }
+
   std::vector<Param*> params() override { return {}; }
 
  private:

@@ -15,6 +15,7 @@
 #include <numbers>
 
 #include "encodings/kinds.h"
+#include "encodings/tables.h"
 
 namespace vitpe::enc {
 
@@ -79,6 +80,13 @@ class RopeMixed final : public RotationAttentionEncoding {
           gy[h * half + p] += y * da[p];
         }
       }
+  }
+
+  AttentionTerms terms(const AttnGeometry& geom) override {
+    check_grid("rope-mixed", geom.window);
+    AttentionTerms t = AttentionEncoding::terms(geom);
+    t.rotation_freqs = rope_freqs_from_planes(param_.value);
+    return t;
   }
 
   std::vector<Param*> params() override { return {&param_}; }

@@ -78,4 +78,36 @@ void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim, do
   }
 }
 
+Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, double theta) {
+  require(heads >= 1, "rope-axial: heads must be >= 1", std::to_string(heads));
+  require(head_dim > 0 && head_dim % 4 == 0,
+          "rope-axial: head_dim must be a positive multiple of 4", std::to_string(head_dim));
+  const int64_t half = head_dim / 2, quarter = head_dim / 4;
+  Tensor f = Tensor::zeros({heads, half, 2});
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t k = 0; k < quarter; ++k) {
+      const float w = static_cast<float>(std::pow(theta, -4.0 * k / head_dim));
+      f.f32()[(h * half + k) * 2 + 0] = w;            // x turns the first half of the pairs
+      f.f32()[(h * half + quarter + k) * 2 + 1] = w;  // y the second half
+    }
+  }
+  return f;
+}
+
+Tensor rope_freqs_from_planes(const Tensor& planes) {
+  check_cpu_f32("rope_freqs_from_planes", "planes", planes);
+  if (planes.ndim() != 3 || planes.size(0) != 2) {
+    throw ShapeError("rope_freqs_from_planes: expected planes [2, H, hd/2], found " +
+                     planes.shape().str());
+  }
+  const int64_t H = planes.size(1), half = planes.size(2);
+  Tensor f = Tensor::empty({H, half, 2});
+  const float* p = planes.f32();
+  for (int64_t i = 0; i < H * half; ++i) {
+    f.f32()[2 * i] = p[i];
+    f.f32()[2 * i + 1] = p[H * half + i];
+  }
+  return f;
+}
+
 }  // namespace vitpe

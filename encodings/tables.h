@@ -32,4 +32,11 @@ std::vector<double> alibi2d_slopes(int64_t heads);
 // x * theta^(-4k/hd), pair hd/4 + k by y * theta^(-4k/hd) (k = p mod hd/4). hd % 4 == 0.
 void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim, double theta);
 
+// The same angles as frequencies for AttentionTerms::rotation_freqs -> [H, hd/2, 2]: pair
+// k < hd/4 has (theta^(-4k/hd), 0), pair hd/4 + k has (0, theta^(-4k/hd)), for every head.
+Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, double theta);
+
+// rope-mixed's parameter planes [2, H, hd/2] = (fx, fy) -> frequencies [H, hd/2, 2].
+Tensor rope_freqs_from_planes(const Tensor& planes);
+
 }  // namespace vitpe

@@ -1,7 +1,7 @@
 // Fused attention on the device: softmax(rope(q) rope(k)^T * scale + bias) v for q, k, v
 // [B, H, N, hd], tiled over queries and keys with an online softmax (no N x N matrix in global
 // memory). The positional encodings are evaluated inside the kernel from their small
-// parameters (attention_bias.h): the relative-position table (staged per head in shared
+// parameters (ops/attention_terms.h): the relative-position table (staged per head in shared
 // memory), ALiBi-2D slopes, Swin's shift mask from region ids, RoPE applied to q and k as the
 // tiles are loaded. A dense [H, N, N] bias and a [W, N, N] mask are also accepted, for any
 // other encoding and as the FasterTransformer-style baseline.
@@ -23,7 +23,7 @@
 
 #include <cmath>
 
-#include "ops/cuda/attention_bias.h"
+#include "ops/attention_terms.h"
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 
@@ -520,39 +520,40 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
     ba.mask_windows = static_cast<int>(W);
   }
   const bool shift = p.shift_r != 0 || p.shift_c != 0;
-  const bool positional =
-      p.relbias_table.defined() || p.alibi_slopes.defined() || p.rope_freqs.defined() || shift;
-  const int64_t Mh = p.window_rows, Mw = p.window_cols;
+  const AttentionTerms& t = p.terms;
+  const bool positional = t.relative_table.defined() || t.distance_slopes.defined() ||
+                          t.rotation_freqs.defined() || shift;
+  const int64_t Mh = t.window_rows, Mw = t.window_cols;
   if (positional) {
-    if (Mh <= 0 || Mw <= 0 || p.prefix < 0 || p.prefix + Mh * Mw != N) {
+    if (Mh <= 0 || Mw <= 0 || t.prefix < 0 || t.prefix + Mh * Mw != N) {
       throw ShapeError(std::string(op) + ": window " + str(Mh) + "x" + str(Mw) + " with " +
-                       str(p.prefix) + " prefix tokens does not give the N = " + str(N) +
+                       str(t.prefix) + " prefix tokens does not give the N = " + str(N) +
                        " tokens of q " + q.shape().str());
     }
-    ba.prefix = static_cast<int>(p.prefix);
+    ba.prefix = static_cast<int>(t.prefix);
     ba.Mh = static_cast<int>(Mh);
     ba.Mw = static_cast<int>(Mw);
   }
-  if (p.relbias_table.defined()) {
-    const int64_t rows = (2 * Mh - 1) * (2 * Mw - 1) + (p.prefix > 0 ? 3 : 0);
-    check_param(op, "relbias_table", p.relbias_table, Shape{rows, H});
-    ba.table = p.relbias_table.f32();
+  if (t.relative_table.defined()) {
+    const int64_t rows = (2 * Mh - 1) * (2 * Mw - 1) + (t.prefix > 0 ? 3 : 0);
+    check_param(op, "relative_table", t.relative_table, Shape{rows, H});
+    ba.table = t.relative_table.f32();
     ba.table_rows = static_cast<int>(rows);
     args.stage_table = rows <= kMaxStagedRows ? 1 : 0;
   }
-  if (p.alibi_slopes.defined()) {
-    check_param(op, "alibi_slopes", p.alibi_slopes, Shape{H});
-    ba.slopes = p.alibi_slopes.f32();
+  if (t.distance_slopes.defined()) {
+    check_param(op, "distance_slopes", t.distance_slopes, Shape{H});
+    ba.slopes = t.distance_slopes.f32();
   }
-  if (p.rope_freqs.defined()) {
-    check_param(op, "rope_freqs", p.rope_freqs, Shape{H, hd / 2, 2});
-    ba.rope = p.rope_freqs.f32();
+  if (t.rotation_freqs.defined()) {
+    check_param(op, "rotation_freqs", t.rotation_freqs, Shape{H, hd / 2, 2});
+    ba.rope = t.rotation_freqs.f32();
   }
   if (shift) {
     const int64_t R = p.image_rows, C = p.image_cols;
-    if (p.prefix != 0) {
+    if (t.prefix != 0) {
       throw std::invalid_argument(std::string(op) + ": the shift mask needs prefix 0, found " +
-                                  str(p.prefix));
+                                  str(t.prefix));
     }
     if (R <= 0 || C <= 0 || R % Mh != 0 || C % Mw != 0) {
       throw ShapeError(std::string(op) + ": image " + str(R) + "x" + str(C) +
@@ -598,48 +599,6 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
     launch(attention_bf16_kernel<64, 64>, "attention_bf16_kernel<64, 64>", grid, dyn, args);
   if (hd == 128)
     launch(attention_bf16_kernel<128, 32>, "attention_bf16_kernel<128, 32>", grid, dyn, args);
-}
-
-Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, double base) {
-  if (heads <= 0 || head_dim <= 0 || head_dim % 4 != 0) {
-    throw std::invalid_argument(
-        "rope_axial_freqs: head_dim must be a positive multiple of 4, "
-        "found " +
-        str(head_dim));
-  }
-  const int64_t quarter = head_dim / 4;
-  Tensor f = Tensor::zeros(Shape{heads, head_dim / 2, 2});
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t k = 0; k < quarter; ++k) {
-      const float theta = static_cast<float>(std::pow(base, -4.0 * k / head_dim));
-      f.at((h * (head_dim / 2) + k) * 2 + 0) = theta;            // x rotates the first half
-      f.at((h * (head_dim / 2) + quarter + k) * 2 + 1) = theta;  // y rotates the second half
-    }
-  }
-  return f;
-}
-
-Tensor alibi2d_slopes(int64_t heads) {
-  if (heads <= 0) throw std::invalid_argument("alibi2d_slopes: heads must be positive");
-  Tensor s = Tensor::empty(Shape{heads});
-  for (int64_t h = 0; h < heads; ++h)
-    s.at(h) = static_cast<float>(std::pow(2.0, -8.0 * (h + 1) / heads));
-  return s;
-}
-
-Tensor rope_freqs_from_planes(const Tensor& planes) {
-  check_cpu_f32("rope_freqs_from_planes", "planes", planes);
-  if (planes.ndim() != 3 || planes.size(0) != 2) {
-    throw ShapeError("rope_freqs_from_planes: expected planes [2, H, hd/2], found " +
-                     planes.shape().str());
-  }
-  const int64_t H = planes.size(1), half = planes.size(2);
-  Tensor f = Tensor::empty(Shape{H, half, 2});
-  for (int64_t i = 0; i < H * half; ++i) {
-    f.at(2 * i) = planes.at(i);
-    f.at(2 * i + 1) = planes.at(H * half + i);
-  }
-  return f;
 }
 
 }  // namespace vitpe::cuda

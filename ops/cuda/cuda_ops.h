@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/attention_terms.h"
 #include "ops/ops.h"
 #include "ops/tensor.h"
 
@@ -84,44 +85,27 @@ void window_merge_forward(Tensor& x, const Tensor& windows, int64_t rows, int64_
 // (row1,col1) (timm's x0, x1, x2, x3). LayerNorm(4D) and the reduction linear follow.
 void patch_merge_forward(Tensor& y, const Tensor& x, int64_t rows, int64_t cols);
 
-// ---- fused attention
-// ------------------------------------------------------------------------------- What the
-// attention kernel adds to the logits and how it rotates q and k. All tensors are f32 on the
-// device. Any combination may be given; each present term is added.
+// ---- fused attention -------------------------------------------------------------------------
+// What the attention kernel adds to the logits and how it rotates q and k. All tensors are f32
+// on the device. Any combination may be given; each present term is added.
 struct AttentionParams {
   float scale = 1.0f;  // logits = q k^T * scale + bias terms
-
-  // Geometry of the N tokens: `prefix` tokens without a 2D position (class token, registers)
-  // followed by a window_rows x window_cols grid in row-major order (N = prefix + Mh*Mw).
-  // Needed by relbias_table, alibi_slopes, rope_freqs and the shift mask.
-  int64_t prefix = 0;
-  int64_t window_rows = 0, window_cols = 0;
 
   // Dense additive bias [H, N, N], the same for every batch entry (any encoding).
   Tensor bias;
   // Dense mask [W, N, N]; batch entry b uses mask[b % W] (as ops.h attention_forward).
   Tensor mask;
 
-  // Relative-position bias table [(2Mh-1)(2Mw-1) (+3 when prefix > 0), H] (timm layout:
-  // bias[h, i, j] = table[idx(i, j), h]). Window tokens: idx = (y_i - y_j + Mh - 1)(2Mw - 1)
-  // + (x_i - x_j + Mw - 1). With prefix tokens (BEiT): the last three rows hold
-  // prefix->grid (rows-3), grid->prefix (rows-2) and prefix->prefix (rows-1).
-  Tensor relbias_table;
-
-  // ALiBi-2D: slopes [H]; bias = -slope_h * sqrt(dy^2 + dx^2) between window tokens, 0 for
-  // pairs involving a prefix token.
-  Tensor alibi_slopes;
-
-  // RoPE on q and k before the logits: freqs [H, hd/2, 2]; channel pair (2k, 2k+1) of head h
-  // of a window token at (y, x) rotates by angle x*freqs[h,k,0] + y*freqs[h,k,1]
-  // ((a, b) -> (a cos - b sin, a sin + b cos)). Prefix tokens are not rotated. Axial RoPE is
-  // the special case made by rope_axial_freqs, mixed RoPE passes its learned frequencies.
-  Tensor rope_freqs;
+  // An attention encoding's terms (AttentionEncoding::terms(geom).to(Device::cuda)): the
+  // geometry (prefix tokens, then a window_rows x window_cols grid; N = prefix + Mh*Mw), the
+  // relative-position table, ALiBi-2D slopes and RoPE frequencies, read inside the kernel
+  // with the functions of ops/attention_terms.h.
+  AttentionTerms terms;
 
   // Swin's shift mask, computed in the kernel: batch entry b is window b % nW of an image of
   // image_rows x image_cols tokens (in the rolled frame, nW = (R/Mh)(C/Mw)); tokens in different
   // regions of the slices [0, R-Mh), [R-Mh, R-shift), [R-shift, R) (per axis) get -100.
-  // Active when shift_r or shift_c is non-zero; needs prefix 0.
+  // Active when shift_r or shift_c is non-zero; needs prefix 0 and the terms' window.
   int64_t shift_r = 0, shift_c = 0;
   int64_t image_rows = 0, image_cols = 0;
 };
@@ -133,15 +117,5 @@ struct AttentionParams {
 // out must not overlap q, k or v.
 void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
                        const AttentionParams& params);
-
-// Host helpers (CPU f32 tensors; upload with .to(Device::cuda)):
-// Axial RoPE frequencies [H, hd/2, 2]: pair k < hd/4 rotates by x*theta_k, pair hd/4 + k by
-// y*theta_k, theta_k = base^(-4k/hd) (RoPE-ViT, base 100).
-Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, double base = 100.0);
-// ALiBi-2D slopes [H]: 2^(-8(h+1)/H) (encodings/alibi2d.cpp).
-Tensor alibi2d_slopes(int64_t heads);
-// Mixed RoPE's parameter "attn.rope.freqs" [2, H, hd/2] = (fx, fy) planes
-// (encodings/rope_mixed.cpp) -> rope_freqs [H, hd/2, 2].
-Tensor rope_freqs_from_planes(const Tensor& planes);
 
 }  // namespace vitpe::cuda

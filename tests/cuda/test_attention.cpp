@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "encodings/tables.h"
 #include "tests/cuda/cuda_testing.h"
 
 namespace vitpe {
@@ -36,9 +37,9 @@ double run_case(const Case& c, DType t, uint64_t seed) {
 
   cuda::AttentionParams p;
   p.scale = static_cast<float>(scale);
-  p.prefix = c.prefix;
-  p.window_rows = c.Mh;
-  p.window_cols = c.Mw;
+  p.terms.prefix = c.prefix;
+  p.terms.window_rows = c.Mh;
+  p.terms.window_cols = c.Mw;
   Tensor bias, mask;  // what the reference adds
   if (c.dense_bias) {
     Tensor d = testing::random_tensor(Shape{H, N, N}, seed + 3);
@@ -54,11 +55,14 @@ double run_case(const Case& c, DType t, uint64_t seed) {
   if (c.relbias) {
     const int64_t rows = (2 * c.Mh - 1) * (2 * c.Mw - 1) + (c.prefix > 0 ? 3 : 0);
     Tensor table = testing::random_tensor(Shape{rows, H}, seed + 5);
-    p.relbias_table = table.to(Device::cuda);
+    p.terms.relative_table = table.to(Device::cuda);
     bias = add_tensors(bias, relbias_dense(table, H, c.prefix, c.Mh, c.Mw));
   }
   if (c.alibi) {
-    p.alibi_slopes = cuda::alibi2d_slopes(H).to(Device::cuda);
+    Tensor slopes = Tensor::empty(Shape{H});
+    for (int64_t h = 0; h < H; ++h)
+      slopes.at(h) = static_cast<float>(std::pow(2.0, -8.0 * (h + 1) / H));
+    p.terms.distance_slopes = slopes.to(Device::cuda);
     bias = add_tensors(bias, alibi_dense(H, c.prefix, c.Mh, c.Mw));
   }
   if (c.shift > 0) {
@@ -68,9 +72,9 @@ double run_case(const Case& c, DType t, uint64_t seed) {
   }
   Tensor qr = q, kr = k;
   if (c.rope) {
-    Tensor f = c.rope == 1 ? cuda::rope_axial_freqs(H, hd)
+    Tensor f = c.rope == 1 ? rope_axial_freqs(H, hd, 100.0)
                            : testing::random_tensor(Shape{H, hd / 2, 2}, seed + 6, 0.5);
-    p.rope_freqs = f.to(Device::cuda);
+    p.terms.rotation_freqs = f.to(Device::cuda);
     qr = rope_ref(q, f, c.prefix, c.Mw);
     kr = rope_ref(k, f, c.prefix, c.Mw);
   }
@@ -193,10 +197,10 @@ TEST(CudaAttention, RejectsBadArguments) {
   Tensor q48 = Tensor::empty(Shape{2, 2, 10, 48}, DType::f32, Device::cuda);
   EXPECT_THROW(cuda::attention_forward(q48, q48.clone(), q48.clone(), q48.clone(), p), ShapeError);
   // relbias without a geometry
-  p.relbias_table = Tensor::zeros(Shape{9, 2}, DType::f32, Device::cuda);
+  p.terms.relative_table = Tensor::zeros(Shape{9, 2}, DType::f32, Device::cuda);
   EXPECT_THROW(cuda::attention_forward(out, q, q, q, p), ShapeError);
   // wrong table size for a 3x3 window + 1 prefix (needs 25 + 3 rows)
-  p.prefix = 1, p.window_rows = 3, p.window_cols = 3;
+  p.terms.prefix = 1, p.terms.window_rows = 3, p.terms.window_cols = 3;
   EXPECT_THROW(cuda::attention_forward(out, q, q, q, p), ShapeError);
   // out overlapping q
   cuda::AttentionParams plain;

@@ -1,23 +1,24 @@
-// Host-side checks of ops/cuda/attention_bias.h, the index arithmetic the attention kernels run
-// for relbias, ALiBi-2D, the Swin shift mask and RoPE. These need no GPU (the functions are
-// __host__ __device__), so they run on every CI machine: each in-kernel term is compared with
-// a dense tensor built independently (timm's construction, FACTS.md) and with the project's own
-// encodings (encodings/*.cpp), so the kernels and the CPU path agree by construction.
+// ops/attention_terms.h on the CPU: the index arithmetic the attention kernels run (and the CPU
+// path's dense bias) for relbias, ALiBi-2D, the Swin shift mask and RoPE. Plain C++ here
+// (__host__ __device__ under nvcc), so these run in every build: each term is compared with a
+// dense tensor built independently (timm's construction, tests/attention_reference.h) and with
+// the terms the project's encodings report.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "encodings/encoding.h"
-#include "ops/cuda/attention_bias.h"
-#include "tests/cuda/cuda_testing.h"
+#include "encodings/tables.h"
+#include "ops/attention_terms.h"
+#include "tests/attention_reference.h"
+#include "tests/testing.h"
 
 namespace vitpe {
 namespace {
 
-using cuda::AttnBiasArgs;
-using cudatest::alibi_dense;
-using cudatest::relbias_dense;
-using cudatest::shift_mask_dense;
+using testing::alibi_dense;
+using testing::relbias_dense;
+using testing::shift_mask_dense;
 
 // attn_bias_at over all (b, h, i, j) -> [B, H, N, N]
 Tensor in_kernel_bias(const AttnBiasArgs& a) {
@@ -27,7 +28,7 @@ Tensor in_kernel_bias(const AttnBiasArgs& a) {
       for (int i = 0; i < a.N; ++i)
         for (int j = 0; j < a.N; ++j)
           out.at(((static_cast<int64_t>(b) * a.H + h) * a.N + i) * a.N + j) =
-              cuda::attn_bias_at(a, b, h, i, j);
+              attn_bias_at(a, b, h, i, j);
   return out;
 }
 
@@ -46,7 +47,7 @@ double max_diff(const Tensor& got, const Tensor& dense, const Tensor& mask) {
   return d;
 }
 
-TEST(CudaAttentionBias, RelbiasMatchesTimmIndexWithoutPrefix) {
+TEST(AttentionTerms, RelbiasMatchesTimmIndexWithoutPrefix) {
   const int H = 3, Mh = 7, Mw = 7;
   Tensor table = testing::random_tensor(Shape{(2 * Mh - 1) * (2 * Mw - 1), H}, 1);
   AttnBiasArgs a;
@@ -56,7 +57,7 @@ TEST(CudaAttentionBias, RelbiasMatchesTimmIndexWithoutPrefix) {
   EXPECT_EQ(max_diff(in_kernel_bias(a), relbias_dense(table, H, 0, Mh, Mw), {}), 0.0);
 }
 
-TEST(CudaAttentionBias, RelbiasWithClassTokenAndNonSquareWindow) {
+TEST(AttentionTerms, RelbiasWithClassTokenAndNonSquareWindow) {
   const int H = 2, Mh = 3, Mw = 5, P = 1;
   Tensor table = testing::random_tensor(Shape{(2 * Mh - 1) * (2 * Mw - 1) + 3, H}, 2);
   AttnBiasArgs a;
@@ -66,7 +67,7 @@ TEST(CudaAttentionBias, RelbiasWithClassTokenAndNonSquareWindow) {
   EXPECT_EQ(max_diff(in_kernel_bias(a), relbias_dense(table, H, P, Mh, Mw), {}), 0.0);
 }
 
-TEST(CudaAttentionBias, RelbiasMatchesTheEncoding) {
+TEST(AttentionTerms, RelbiasMatchesTheEncoding) {
   // The project's relbias encoding (with a class token) gives the same bias from its table.
   for (int64_t prefix : {0, 1}) {
     const int64_t H = 4, Mh = 4, Mw = 6;
@@ -86,9 +87,13 @@ TEST(CudaAttentionBias, RelbiasMatchesTheEncoding) {
   }
 }
 
-TEST(CudaAttentionBias, AlibiMatchesDenseAndTheEncoding) {
+TEST(AttentionTerms, AlibiMatchesDenseAndTheEncoding) {
   const int64_t H = 6, Mh = 5, Mw = 4, P = 1;
-  Tensor slopes = cuda::alibi2d_slopes(H);
+  Rng rng(4);
+  auto enc = make_attention_encoding(parse_encoding("alibi2d"), H, 32, Grid{Mh, Mw}, P, rng);
+  ASSERT_TRUE(enc);
+  Tensor slopes = enc->terms(AttnGeometry{Grid{Mh, Mw}, P}).distance_slopes;
+  ASSERT_EQ(slopes.shape(), Shape({H}));
   for (int64_t h = 0; h < H; ++h)
     EXPECT_FLOAT_EQ(slopes.at(h), static_cast<float>(std::pow(2.0, -8.0 * (h + 1) / H)));
   AttnBiasArgs a;
@@ -97,15 +102,12 @@ TEST(CudaAttentionBias, AlibiMatchesDenseAndTheEncoding) {
   Tensor got = in_kernel_bias(a);
   EXPECT_LT(max_diff(got, alibi_dense(H, P, Mh, Mw), {}), 1e-5);
 
-  Rng rng(4);
-  auto enc = make_attention_encoding(parse_encoding("alibi2d"), H, 32, Grid{Mh, Mw}, P, rng);
-  ASSERT_TRUE(enc);
   Tensor dense = Tensor::empty(Shape{H, a.N, a.N});
   enc->bias(dense, AttnGeometry{Grid{Mh, Mw}, P});
   EXPECT_LT(max_diff(got, dense, {}), 1e-5);
 }
 
-TEST(CudaAttentionBias, ShiftMaskMatchesTimmConstruction) {
+TEST(AttentionTerms, ShiftMaskMatchesTimmConstruction) {
   // Swin-T stage 1 at 224: 56x56 tokens, window 7, shift 3 (64 windows), and a non-square
   // image with a rectangular window; 2 images each so b % nW is exercised.
   struct Case {
@@ -125,14 +127,15 @@ TEST(CudaAttentionBias, ShiftMaskMatchesTimmConstruction) {
   }
 }
 
-TEST(CudaAttentionBias, TermsAddUp) {
+TEST(AttentionTerms, TermsAddUp) {
   // dense bias + dense mask + relbias + alibi + shift mask all at once.
   const int H = 2, Mh = 4, Mw = 4, R = 8, C = 8, nW = 4;
   const int N = Mh * Mw;
   Tensor table = testing::random_tensor(Shape{(2 * Mh - 1) * (2 * Mw - 1), H}, 5);
   Tensor dense = testing::random_tensor(Shape{H, N, N}, 6);
   Tensor mask = testing::random_tensor(Shape{nW, N, N}, 7);
-  Tensor slopes = cuda::alibi2d_slopes(H);
+  Tensor slopes = Tensor::empty(Shape{H});
+  for (int h = 0; h < H; ++h) slopes.at(h) = static_cast<float>(std::pow(2.0, -8.0 * (h + 1) / H));
   AttnBiasArgs a;
   a.B = 3 * nW, a.H = H, a.N = N, a.Mh = Mh, a.Mw = Mw;
   a.dense = dense.f32();
@@ -142,21 +145,23 @@ TEST(CudaAttentionBias, TermsAddUp) {
   a.table_rows = static_cast<int>(table.size(0));
   a.slopes = slopes.f32();
   a.shift = true, a.shift_r = 2, a.shift_c = 2, a.image_rows = R, a.image_cols = C;
-  Tensor want_h = cudatest::add_tensors(
-      cudatest::add_tensors(dense, relbias_dense(table, H, 0, Mh, Mw)), alibi_dense(H, 0, Mh, Mw));
-  Tensor want_w = cudatest::add_tensors(mask, shift_mask_dense(R, C, Mh, Mw, 2, 2));
+  Tensor want_h = testing::add_tensors(
+      testing::add_tensors(dense, relbias_dense(table, H, 0, Mh, Mw)), alibi_dense(H, 0, Mh, Mw));
+  Tensor want_w = testing::add_tensors(mask, shift_mask_dense(R, C, Mh, Mw, 2, 2));
   EXPECT_LT(max_diff(in_kernel_bias(a), want_h, want_w), 1e-5);
 }
 
-TEST(CudaAttentionBias, RopeAxialFreqsMatchTheEncoding) {
-  // Rotating with rope_axial_freqs (through rope_angle) equals encodings' rope-axial rotate().
+TEST(AttentionTerms, RopeAxialFreqsMatchTheEncoding) {
+  // Rotating with the encoding's terms (through rope_angle) equals its own rotate().
   const int64_t B = 2, H = 3, hd = 32, Mh = 3, Mw = 4, P = 1, N = P + Mh * Mw;
-  Tensor freqs = cuda::rope_axial_freqs(H, hd);
+  Tensor freqs = rope_axial_freqs(H, hd, 100.0);
   Tensor q = testing::random_tensor(Shape{B, H, N, hd}, 8);
   Tensor k = testing::random_tensor(Shape{B, H, N, hd}, 9);
   Rng rng(10);
   auto enc = make_attention_encoding(parse_encoding("rope-axial"), H, hd, Grid{Mh, Mw}, P, rng);
   ASSERT_TRUE(enc);
+  EXPECT_EQ(testing::max_rel_error(enc->terms(AttnGeometry{Grid{Mh, Mw}, P}).rotation_freqs, freqs),
+            0.0);
   Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(k.shape());
   enc->rotate(qo, ko, q, k, AttnGeometry{Grid{Mh, Mw}, P});
 
@@ -168,8 +173,8 @@ TEST(CudaAttentionBias, RopeAxialFreqsMatchTheEncoding) {
     for (int64_t h = 0; h < H; ++h)
       for (int64_t n = 0; n < N; ++n)
         for (int64_t p = 0; p < hd / 2; ++p) {
-          const cuda::TokenPos pos = cuda::token_pos(a, static_cast<int>(b), static_cast<int>(n));
-          const double ang = cuda::rope_angle(a, hd, static_cast<int>(h), static_cast<int>(p), pos);
+          const TokenPos pos = token_pos(a, static_cast<int>(b), static_cast<int>(n));
+          const double ang = rope_angle(a, hd, static_cast<int>(h), static_cast<int>(p), pos);
           const int64_t i = ((b * H + h) * N + n) * hd + 2 * p;
           mine.at(i) = static_cast<float>(q.at(i) * std::cos(ang) - q.at(i + 1) * std::sin(ang));
           mine.at(i + 1) =
@@ -177,20 +182,20 @@ TEST(CudaAttentionBias, RopeAxialFreqsMatchTheEncoding) {
         }
   EXPECT_LT(testing::max_rel_error(mine, qo), 1e-5);
   // The test reference agrees too (it is what the GPU tests use).
-  EXPECT_LT(testing::max_rel_error(cudatest::rope_ref(q, freqs, P, Mw), qo), 1e-5);
+  EXPECT_LT(testing::max_rel_error(testing::rope_ref(q, freqs, P, Mw), qo), 1e-5);
 }
 
-TEST(CudaAttentionBias, RopeMixedPlanesMatchTheEncoding) {
+TEST(AttentionTerms, RopeMixedPlanesMatchTheEncoding) {
   const int64_t B = 1, H = 2, hd = 64, Mh = 4, Mw = 3, P = 0, N = Mh * Mw;
   Rng rng(11);
   auto enc = make_attention_encoding(parse_encoding("rope-mixed"), H, hd, Grid{Mh, Mw}, P, rng);
   ASSERT_TRUE(enc);
-  Tensor freqs = cuda::rope_freqs_from_planes(enc->params().at(0)->value);
+  Tensor freqs = enc->terms(AttnGeometry{Grid{Mh, Mw}, P}).rotation_freqs;
   ASSERT_EQ(freqs.shape(), (Shape{H, hd / 2, 2}));
   Tensor q = testing::random_tensor(Shape{B, H, N, hd}, 12);
   Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(q.shape());
   enc->rotate(qo, ko, q, q, AttnGeometry{Grid{Mh, Mw}, P});
-  EXPECT_LT(testing::max_rel_error(cudatest::rope_ref(q, freqs, P, Mw), qo), 1e-5);
+  EXPECT_LT(testing::max_rel_error(testing::rope_ref(q, freqs, P, Mw), qo), 1e-5);
 }
 
 }  // namespace
