@@ -15,8 +15,7 @@
 
 namespace vitpe::cuda {
 
-// ---- host checks
-// ----------------------------------------------------------------------------------
+// ---- host checks --------------------------------------------------------------------------------
 inline void require_cuda(const char* op) {
   if (!cuda_available()) {
     throw std::runtime_error(std::string(op) + ": no CUDA device is available");
@@ -79,8 +78,7 @@ void dispatch_dtype(DType t, F&& f) {
     f(__nv_bfloat16{});
 }
 
-// ---- device load/store
-// ----------------------------------------------------------------------------
+// ---- device load/store --------------------------------------------------------------------------
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 

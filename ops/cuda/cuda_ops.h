@@ -43,9 +43,8 @@ void convert(Tensor& dst, const Tensor& src);
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                     Act act = Act::none, const Tensor& residual = {});
 
-// ---- patch embedding (im2col kernel + GEMM)
-// ------------------------------------------------------- x: [B, C, H, W] (H, W multiples of p), w:
-// [D, C, p, p], b: [D] or undefined
+// ---- patch embedding (im2col kernel + GEMM) -----------------------------------------------------
+// x: [B, C, H, W] (H, W multiples of p), w: [D, C, p, p], b: [D] or undefined
 // -> y: [B, (H/p)*(W/p), D], tokens in row-major grid order.
 void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b);
 
@@ -60,19 +59,17 @@ void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
 // x: [B, N, D] -> y: [B, D] = mean of x[:, start:, :].
 void mean_tokens_forward(Tensor& y, const Tensor& x, int64_t start = 0);
 
-// ---- head layout
-// ---------------------------------------------------------------------------------- qkv: [B, N,
-// 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].
+// ---- head layout --------------------------------------------------------------------------------
+// qkv: [B, N, 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].
 void split_heads_forward(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t heads);
 // o: [B, H, N, hd] -> y: [B, N, H*hd].
 void merge_heads_forward(Tensor& y, const Tensor& o);
 
-// ---- Swin windows
-// ------------------------------------------------------------------------------------ x: [B, R*C,
-// D] (an R x C token grid, row-major) -> windows: [B*(R/Mh)*(C/Mw), Mh*Mw, D]. The grid is first
-// rolled by (-shift_r, -shift_c) as torch.roll(x, -s): window token (r, c) of the rolled grid is
-// x[(r + shift_r) mod R, (c + shift_c) mod C]. Windows are ordered image-major, then window row,
-// then window column (timm's window_partition).
+// ---- Swin windows -------------------------------------------------------------------------------
+// x: [B, R*C, D] (an R x C token grid, row-major) -> windows: [B*(R/Mh)*(C/Mw), Mh*Mw, D]. The
+// grid is first rolled by (-shift_r, -shift_c) as torch.roll(x, -s): window token (r, c) of the
+// rolled grid is x[(r + shift_r) mod R, (c + shift_c) mod C]. Windows are ordered image-major, then
+// window row, then window column (timm's window_partition).
 void window_partition_forward(Tensor& windows, const Tensor& x, int64_t rows, int64_t cols,
                               int64_t win_rows, int64_t win_cols, int64_t shift_r = 0,
                               int64_t shift_c = 0);

@@ -1,6 +1,6 @@
 // Swin patch merging's gather on the device: each 2x2 neighbourhood of the token grid becomes
 // one token of 4x the channels, concatenated as (row0,col0), (row1,col0), (row0,col1),
-// (row1,col1) (timm's x0..x3; see FACTS.md). LayerNorm and the reduction run after it.
+// (row1,col1) (timm's x0..x3 in PatchMerging). LayerNorm and the reduction run after it.
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
 

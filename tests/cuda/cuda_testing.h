@@ -1,7 +1,7 @@
 // Helpers for the CUDA tests: the skip when no device is present, device upload/download in f32
 // or bf16, output poisoning, and the CPU builders of what the attention kernel computes in
 // place: dense biases from a relbias table, ALiBi-2D slopes and Swin's shift mask, and RoPE
-// (written here from FACTS.md and timm's construction, independent of the CUDA code). The
+// (written here from timm's construction, independent of the CUDA code). The
 // attention itself is checked against ref::attention (ops/reference.h) with these dense terms.
 #pragma once
 

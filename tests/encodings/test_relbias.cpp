@@ -1,4 +1,4 @@
-// relbias: the index equals FACTS.md's formula on non-square windows (naive loop), BEiT's class
+// relbias: the index equals timm's formula on non-square windows (naive loop), BEiT's class
 // entries, the table gradient equals the scatter-sum of dbias (naive), bias_backward at another
 // window against finite differences, resampling against the PyTorch golden, identity at the
 // same window, and the prefix error.
@@ -14,7 +14,8 @@ std::unique_ptr<AttentionEncoding> make(int64_t heads, Grid w, int64_t prefix) {
   return make_attention_encoding(parse_encoding("relbias"), heads, 8, w, prefix, rng);
 }
 
-// The formula of FACTS.md, written out independently.
+// timm's formula (idx = (y_i - y_j + Mh - 1)(2Mw - 1) + x_i - x_j + Mw - 1), written out
+// independently.
 int64_t facts_index(int64_t i, int64_t j, Grid w) {
   int64_t yi = i / w.cols, xi = i % w.cols, yj = j / w.cols, xj = j % w.cols;
   return (yi - yj + w.rows - 1) * (2 * w.cols - 1) + (xi - xj + w.cols - 1);

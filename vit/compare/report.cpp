@@ -266,8 +266,7 @@ std::string terminal_table(const CompareResults& r) {
   return o.str();
 }
 
-// ---- JSON / CSV
-// -----------------------------------------------------------------------------------
+// ---- JSON / CSV ---------------------------------------------------------------------------------
 
 std::string results_json(const CompareResults& r) {
   json j;
@@ -372,8 +371,7 @@ std::string results_csv(const CompareResults& r) {
   return o.str();
 }
 
-// ---- HTML
-// -------------------------------------------------------------------------------------------
+// ---- HTML ---------------------------------------------------------------------------------------
 
 std::string base64_encode(const std::vector<uint8_t>& b) {
   static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

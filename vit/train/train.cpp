@@ -25,8 +25,7 @@ namespace vitpe {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// ---- progress bar
-// --------------------------------------------------------------------------------
+// ---- progress bar -------------------------------------------------------------------------------
 
 Progress::Progress(std::string label, int64_t total, FILE* out, bool enabled)
     : label_(std::move(label)),
@@ -92,8 +91,7 @@ void Progress::finish(const std::string& text, double rate) {
   std::fflush(out_);
 }
 
-// ---- evaluation
-// ----------------------------------------------------------------------------------
+// ---- evaluation ---------------------------------------------------------------------------------
 
 namespace {
 
@@ -150,8 +148,7 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
   return r;
 }
 
-// ---- configuration
-// -------------------------------------------------------------------------------
+// ---- configuration ------------------------------------------------------------------------------
 
 ModelConfig apply_overrides(const ModelConfig& config, const std::vector<std::string>& overrides) {
   if (overrides.empty()) return config;

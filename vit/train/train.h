@@ -27,8 +27,7 @@
 
 namespace vitpe {
 
-// ---- progress bar
-// --------------------------------------------------------------------------------
+// ---- progress bar -------------------------------------------------------------------------------
 
 // "label [=====>    ] 45% 123/270 loss 0.512 acc 81.2% 412 img/s ETA 0:37" on stderr. On a TTY it
 // redraws the line in place with \r (at most 10 times a second); otherwise (logs, pipes) it
@@ -54,8 +53,7 @@ class Progress {
   int last_decile_ = -1;
 };
 
-// ---- evaluation
-// ----------------------------------------------------------------------------------
+// ---- evaluation ---------------------------------------------------------------------------------
 
 struct EvalResult {
   double loss = 0;      // mean cross entropy (no smoothing)

@@ -116,8 +116,7 @@ TEST(Preprocess, MatchesPilGrayscaleOneChannel) {
   }
 }
 
-// ---- sizes and crop
-// ------------------------------------------------------------------------------
+// ---- sizes and crop -----------------------------------------------------------------------------
 
 TEST(Preprocess, ResizedSizeFollowsTorchvisionAndTimm) {
   // Square: shorter side floor(32 / 0.875) = 36, longer int(36 * 67 / 45) = 53.
@@ -251,8 +250,7 @@ TEST(Preprocess, InvalidConfigIsAnError) {
   EXPECT_EQ(parse_interpolation("bilinear"), Interpolation::bilinear);
 }
 
-// ---- batch
-// ---------------------------------------------------------------------------------------
+// ---- batch --------------------------------------------------------------------------------------
 
 TEST(Preprocess, BatchFillsEachImageAndReportsFailuresByName) {
   const Preprocess cfg = config(32, 32, Interpolation::bicubic);
