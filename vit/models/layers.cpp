@@ -33,6 +33,22 @@ std::pair<Param, Param> make_patch_embed_params(int64_t dim, int64_t channels, i
           make_param("patch_embed.proj.bias", b, true)};
 }
 
+Grid check_images(const char* op, const Tensor& images, const ModelConfig& c) {
+  check_cpu_f32(op, "images", images);
+  if (images.ndim() != 4 || images.size(1) != c.channels) {
+    throw ShapeError(std::string(op) + ": expected images [B, " + std::to_string(c.channels) +
+                     ", H, W], found " + images.shape().str());
+  }
+  const int64_t H = images.size(2), W = images.size(3), p = c.patch;
+  if (H % p || W % p || H == 0 || W == 0) {
+    throw ShapeError(std::string(op) + ": image size " + std::to_string(H) + "x" +
+                     std::to_string(W) + " is not a multiple of the patch size " +
+                     std::to_string(p) + " (configured size " + std::to_string(c.img_rows) + "x" +
+                     std::to_string(c.img_cols) + ")");
+  }
+  return {H / p, W / p};
+}
+
 // ---- LayerNorm ----------------------------------------------------------------------------------
 
 LayerNormLayer::LayerNormLayer(const std::string& name, int64_t dim, float eps) : eps_(eps) {

@@ -19,6 +19,11 @@
 
 namespace vitpe {
 
+// The input check of every model's forward: images [B, C, H, W] (CPU f32) with C = config's
+// channels and H, W positive multiples of the patch -> the patch grid H/p x W/p. Throws
+// ShapeError naming `op`, the expected layout and the configured size.
+Grid check_images(const char* op, const Tensor& images, const ModelConfig& config);
+
 // Makes `t` a tensor of `shape` (reusing its storage when the shape is unchanged).
 void ensure_shape(Tensor& t, const Shape& shape);
 // A parameter with a zero gradient of the same shape.

@@ -181,20 +181,9 @@ std::vector<Param*> SwinTransformer::encoding_params() {
 }
 
 const Tensor& SwinTransformer::forward(const Tensor& images, bool training) {
-  const char* op = "SwinTransformer::forward";
-  check_cpu_f32(op, "images", images);
-  if (images.ndim() != 4 || images.size(1) != cfg_.channels) {
-    throw ShapeError(std::string(op) + ": expected images [B, " + std::to_string(cfg_.channels) +
-                     ", H, W], found " + images.shape().str());
-  }
-  const int64_t B = images.size(0), H = images.size(2), W = images.size(3), p = cfg_.patch;
-  if (H % p || W % p || H == 0 || W == 0) {
-    throw ShapeError(std::string(op) + ": image size " + std::to_string(H) + "x" +
-                     std::to_string(W) + " is not a multiple of the patch size " +
-                     std::to_string(p));
-  }
+  Grid res = check_images("SwinTransformer::forward", images, cfg_);
+  const int64_t B = images.size(0);
   if (training) images_ = images;
-  Grid res{H / p, W / p};
   ensure_shape(patches_, {B, res.count(), cfg_.dim});
   patch_embed_forward(patches_, images, patch_w_.value, patch_b_.value);
   patch_norm_.forward(embedded_, patches_, training);

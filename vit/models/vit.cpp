@@ -61,21 +61,8 @@ std::vector<Param*> VisionTransformer::encoding_params() {
 }
 
 const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
-  const char* op = "VisionTransformer::forward";
-  check_cpu_f32(op, "images", images);
-  if (images.ndim() != 4 || images.size(1) != cfg_.channels) {
-    throw ShapeError(std::string(op) + ": expected images [B, " + std::to_string(cfg_.channels) +
-                     ", H, W], found " + images.shape().str());
-  }
-  const int64_t B = images.size(0), H = images.size(2), W = images.size(3);
-  const int64_t D = cfg_.dim, p = cfg_.patch, P = prefix();
-  if (H % p || W % p || H == 0 || W == 0) {
-    throw ShapeError(std::string(op) + ": image size " + std::to_string(H) + "x" +
-                     std::to_string(W) + " is not a multiple of the patch size " +
-                     std::to_string(p) + " (configured size " + std::to_string(cfg_.img_rows) +
-                     "x" + std::to_string(cfg_.img_cols) + ")");
-  }
-  grid_ = {H / p, W / p};
+  grid_ = check_images("VisionTransformer::forward", images, cfg_);
+  const int64_t B = images.size(0), D = cfg_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
   if (training) images_ = images;
 
