@@ -400,9 +400,9 @@ std::string base64_encode(const std::vector<uint8_t>& b) {
   return o;
 }
 
-std::string report_html(const CompareResults& r) {
-  std::vector<SummaryRow> rows = summarize(r);
-  std::ostringstream o;
+namespace {
+
+void html_head(std::ostream& o, const CompareResults& r) {
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
     << "<title>" << html_escape(r.title) << "</title>\n<style>\n"
@@ -432,8 +432,10 @@ std::string report_html(const CompareResults& r) {
     << r.train_size << ", evaluated at ";
   for (size_t s = 0; s < r.sizes.size(); ++s) o << (s ? ", " : "") << r.sizes[s];
   o << "; total wall time " << Progress::format_duration(r.wall_seconds) << ".</p>\n";
+}
 
-  // Summary table; the best mean per size in bold.
+// The summary table; the best mean per size in bold.
+void html_summary(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
   o << "<h2>Summary</h2>\n<table id=\"summary\">\n<thead><tr><th>encoding</th>";
   for (int64_t s : r.sizes) {
     o << "<th>accuracy @" << s << (s == r.train_size ? " (train size)" : "") << "</th>";
@@ -454,11 +456,11 @@ std::string report_html(const CompareResults& r) {
       << Progress::format_duration(row.train_seconds) << "</td></tr>\n";
   }
   o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy in % on the test split, mean &plusmn; "
-       "standard deviation over seeds. Params added: parameters of the model minus those of "
-       "the same model without a positional encoding. Train time: mean per run (training and "
-       "per-epoch evaluation).</p>\n";
+       "standard deviation over seeds. Params added: the parameters the positional encoding "
+       "owns. Train time: mean per run (training and per-epoch evaluation).</p>\n";
+}
 
-  // Accuracy versus resolution.
+void html_charts(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
   o << "<h2>Accuracy versus resolution</h2>\n<div class=\"charts\">\n";
   std::vector<Series> res;
   std::vector<double> xt;
@@ -476,40 +478,50 @@ std::string report_html(const CompareResults& r) {
                   "accuracy (%)", res, xt);
   o << "</div>\n";
 
-  // Training curves.
   o << "<h2>Training curves</h2>\n<div class=\"charts\">\n";
   o << line_chart("Test accuracy during training", "epoch", "accuracy (%)",
                   curves(r, &EpochRecord::test_acc, 100.0), {});
   o << line_chart("Training loss", "epoch", "loss (label-smoothed)",
                   curves(r, &EpochRecord::train_loss, 1.0), {});
   o << "</div>\n";
+}
 
-  // Pictures.
-  if (!r.pictures.empty()) {
-    o << "<h2>The encodings</h2>\n";
-    for (const auto& [enc, pics] : r.pictures) {
-      o << "<h3>" << html_escape(enc) << "</h3>\n<div class=\"pics\">\n";
-      for (const Picture& p : pics) {
-        o << "<figure><img alt=\"" << html_escape(enc + ": " + p.caption)
-          << "\" src=\"data:image/png;base64," << base64_encode(p.png) << "\"><figcaption>"
-          << html_escape(p.caption) << "</figcaption></figure>\n";
-      }
-      o << "</div>\n";
+void html_pictures(std::ostream& o, const CompareResults& r) {
+  if (r.pictures.empty()) return;
+  o << "<h2>The encodings</h2>\n";
+  for (const auto& [enc, pics] : r.pictures) {
+    o << "<h3>" << html_escape(enc) << "</h3>\n<div class=\"pics\">\n";
+    for (const Picture& p : pics) {
+      o << "<figure><img alt=\"" << html_escape(enc + ": " + p.caption)
+        << "\" src=\"data:image/png;base64," << base64_encode(p.png) << "\"><figcaption>"
+        << html_escape(p.caption) << "</figcaption></figure>\n";
     }
+    o << "</div>\n";
   }
+}
 
-  // Settings and versions.
-  o << "<h2>Settings</h2>\n<table id=\"settings\">\n<tbody>\n";
-  for (const auto& [k, v] : r.settings) {
+void html_key_values(std::ostream& o, const std::string& id, const std::string& title,
+                     const std::vector<std::pair<std::string, std::string>>& pairs) {
+  o << "<h2>" << title << "</h2>\n<table id=\"" << id << "\">\n<tbody>\n";
+  for (const auto& [k, v] : pairs) {
     o << "<tr><td>" << html_escape(k) << "</td><td><code>" << html_escape(v)
       << "</code></td></tr>\n";
   }
-  o << "</tbody>\n</table>\n<h2>Versions</h2>\n<table id=\"versions\">\n<tbody>\n";
-  for (const auto& [k, v] : r.versions) {
-    o << "<tr><td>" << html_escape(k) << "</td><td><code>" << html_escape(v)
-      << "</code></td></tr>\n";
-  }
-  o << "</tbody>\n</table>\n</body>\n</html>\n";
+  o << "</tbody>\n</table>\n";
+}
+
+}  // namespace
+
+std::string report_html(const CompareResults& r) {
+  const std::vector<SummaryRow> rows = summarize(r);
+  std::ostringstream o;
+  html_head(o, r);
+  html_summary(o, r, rows);
+  html_charts(o, r, rows);
+  html_pictures(o, r);
+  html_key_values(o, "settings", "Settings", r.settings);
+  html_key_values(o, "versions", "Versions", r.versions);
+  o << "</body>\n</html>\n";
   return o.str();
 }
 
