@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "ops/files.h"
 
@@ -162,10 +163,10 @@ float f16_to_float(uint16_t h) {
 // ---------------------------------------------------------------------------------------------
 // Reader
 
-SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
-  SafeTensorsFile f;
-  f.path_ = path;
+namespace {
 
+// The whole file mapped read-only (the mapping keeps the file alive after close); size >= 8.
+std::pair<void*, size_t> map_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, "cannot open: " + errno_text());
   struct stat st;
@@ -188,27 +189,11 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   std::string map_err = map == MAP_FAILED ? errno_text() : "";
   ::close(fd);  // the mapping keeps the file alive
   if (map == MAP_FAILED) fail(path, "cannot mmap: " + map_err);
-  f.map_ = map;
-  f.map_size_ = size;
-  // From here on `f` owns the mapping: a throw unmaps it in the destructor.
+  return {map, size};
+}
 
-  const auto* bytes = static_cast<const std::byte*>(map);
-  uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes, 8);
-  if (header_len > kMaxHeaderBytes) {
-    fail(path, "header length " + std::to_string(header_len) + " is absurd (expected at most " +
-                   std::to_string(kMaxHeaderBytes) + " bytes)");
-  }
-  if (header_len > size - 8) {
-    fail(path, "header length " + std::to_string(header_len) + " exceeds the file: only " +
-                   std::to_string(size - 8) + " bytes follow the length (file truncated?)");
-  }
-  f.data_ = bytes + 8 + header_len;
-  f.data_size_ = size - 8 - static_cast<size_t>(header_len);
-
-  // Parse the JSON; the callback records duplicate top-level keys, which nlohmann would
-  // otherwise silently resolve to the last one.
-  const char* hb = reinterpret_cast<const char*>(bytes + 8);
+// The JSON header; duplicate top-level keys are an error (nlohmann would silently keep the last).
+json parse_header(const std::string& path, const char* hb, uint64_t header_len) {
   std::set<std::string> seen;
   std::string duplicate;
   json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -228,6 +213,54 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   if (!header.is_object()) fail(path, "expected a JSON object as header, found " + show(header));
   if (!duplicate.empty()) fail_tensor(path, duplicate, "appears more than once in the header");
 
+  return header;
+}
+
+// Tensors' data ranges must be disjoint: sorted by start, each begins at or after the previous
+// end (empty tensors excepted).
+void check_disjoint(const std::string& path, const std::map<std::string, TensorInfo>& infos) {
+  std::vector<std::pair<const std::string*, const TensorInfo*>> ranges;
+  for (const auto& [name, info] : infos) {
+    if (info.end > info.begin) ranges.push_back({&name, &info});
+  }
+  std::sort(ranges.begin(), ranges.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const TensorInfo& prev = *ranges[i - 1].second;
+    const TensorInfo& cur = *ranges[i].second;
+    if (cur.begin < prev.end) {
+      fail_tensor(path, *ranges[i].first,
+                  "data_offsets [" + std::to_string(cur.begin) + ", " + std::to_string(cur.end) +
+                      "] overlap tensor '" + *ranges[i - 1].first + "' at [" +
+                      std::to_string(prev.begin) + ", " + std::to_string(prev.end) +
+                      "] (expected disjoint ranges)");
+    }
+  }
+}
+
+}  // namespace
+
+SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
+  SafeTensorsFile f;
+  f.path_ = path;
+  std::tie(f.map_, f.map_size_) = map_file(path);
+  // From here on `f` owns the mapping: a throw unmaps it in the destructor.
+  const size_t size = f.map_size_;
+  const auto* bytes = static_cast<const std::byte*>(f.map_);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes, 8);
+  if (header_len > kMaxHeaderBytes) {
+    fail(path, "header length " + std::to_string(header_len) + " is absurd (expected at most " +
+                   std::to_string(kMaxHeaderBytes) + " bytes)");
+  }
+  if (header_len > size - 8) {
+    fail(path, "header length " + std::to_string(header_len) + " exceeds the file: only " +
+                   std::to_string(size - 8) + " bytes follow the length (file truncated?)");
+  }
+  f.data_ = bytes + 8 + header_len;
+  f.data_size_ = size - 8 - static_cast<size_t>(header_len);
+
+  const json header = parse_header(path, reinterpret_cast<const char*>(bytes + 8), header_len);
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     if (name == "__metadata__") {
@@ -245,25 +278,7 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
     }
     f.infos_[name] = parse_entry(path, name, *it, f.data_size_);
   }
-
-  // Overlaps: sort the non-empty ranges by start; each must begin at or after the previous end.
-  std::vector<std::pair<const std::string*, const TensorInfo*>> ranges;
-  for (const auto& [name, info] : f.infos_) {
-    if (info.end > info.begin) ranges.push_back({&name, &info});
-  }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    const TensorInfo& prev = *ranges[i - 1].second;
-    const TensorInfo& cur = *ranges[i].second;
-    if (cur.begin < prev.end) {
-      fail_tensor(path, *ranges[i].first,
-                  "data_offsets [" + std::to_string(cur.begin) + ", " + std::to_string(cur.end) +
-                      "] overlap tensor '" + *ranges[i - 1].first + "' at [" +
-                      std::to_string(prev.begin) + ", " + std::to_string(prev.end) +
-                      "] (expected disjoint ranges)");
-    }
-  }
+  check_disjoint(path, f.infos_);
   return f;
 }
 
