@@ -223,26 +223,98 @@ int64_t count_indexed(const std::vector<std::string>& names, const std::string& 
   return n;
 }
 
-// Config of a foreign checkpoint from its (mapped) tensors.
-ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointFormat format,
-                         const LoadOptions& opts, std::vector<std::string>& notes,
-                         const std::string& path) {
-  auto need = [&](const std::string& name) -> const Tensor& {
+// A foreign checkpoint's tensors (mapped to our names), with errors that name the file.
+struct TensorSet {
+  const std::map<std::string, Tensor>& t;
+  const std::string& path;
+  std::vector<std::string> names;
+
+  TensorSet(const std::map<std::string, Tensor>& tensors, const std::string& p)
+      : t(tensors), path(p) {
+    for (const auto& [n, v] : t) names.push_back(n);
+  }
+  bool has(const std::string& name) const { return t.count(name) > 0; }
+  const Tensor& need(const std::string& name) const {
     auto it = t.find(name);
     if (it == t.end()) {
       throw std::runtime_error(path + ": cannot infer the model: tensor '" + name + "' is missing");
     }
     return it->second;
-  };
-  std::vector<std::string> names;
-  for (const auto& [n, v] : t) names.push_back(n);
+  }
+};
+
+// Swin: depths from the blocks present, heads and window from the bias tables.
+void infer_swin(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
+                std::vector<std::string>& notes) {
+  c.eps = 1e-5f;
+  c.pool = Pool::avg;
+  c.class_token = false;
+  c.encoding = "relbias";
+  for (int64_t s = 0;; ++s) {
+    const std::string prefix = "layers." + std::to_string(s) + ".blocks.";
+    int64_t n = count_indexed(ts.names, prefix);
+    if (n == 0) break;
+    c.depths.push_back(n);
+    const Tensor& table = ts.need(prefix + "0.attn.relative_position_bias_table");
+    c.stage_heads.push_back(table.size(1));
+    const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(table.size(0))));
+    if (s == 0) c.window = (side + 1) / 2;
+  }
+  if (c.depths.empty()) throw std::runtime_error(ts.path + ": no Swin blocks found");
+  c.heads = c.stage_heads[0];
+  c.mlp_dim = ts.need("layers.0.blocks.0.mlp.fc1.weight").size(0);
+  c.mlp_ratio = static_cast<float>(c.mlp_dim) / c.dim;
+  notes.push_back(
+      "config inferred from tensor shapes (Swin: depths, heads and window from "
+      "the bias tables)");
+  if (!opts.img_rows) notes.push_back("image size not stored in the file: assumed 224x224");
+}
+
+// ViT: depth from the blocks, class token, pooling and encoding from the tensors present, the
+// image size from pos_embed's rows (a square grid) unless given.
+void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
+               std::vector<std::string>& notes) {
+  c.eps = 1e-6f;
+  c.depth = count_indexed(ts.names, "blocks.");
+  c.mlp_dim = ts.need("blocks.0.mlp.fc1.weight").size(0);
+  c.class_token = ts.has("cls_token");
+  c.pool = ts.has("fc_norm.weight") ? Pool::avg : Pool::cls;
+  const bool abs = ts.has("pos_embed");
+  const bool rel = ts.has("blocks.0.attn.relative_position_bias_table");
+  c.encoding = abs && rel ? "learned1d+relbias" : abs ? "learned1d" : rel ? "relbias" : "none";
+  if (opts.heads) {
+    c.heads = opts.heads;
+  } else {
+    c.heads = c.dim % 64 == 0 ? c.dim / 64 : 1;
+    notes.push_back("heads not stored in the file: assumed head dim 64 (" +
+                    std::to_string(c.heads) + " heads); pass --heads to override");
+  }
+  if (abs && !opts.img_rows) {
+    const int64_t n = squeeze_leading(ts.need("pos_embed").shape())[0] - (c.class_token ? 1 : 0);
+    const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
+    if (side * side != n) {
+      throw std::runtime_error(ts.path + ": pos_embed has " + std::to_string(n) +
+                               " patch rows, not a square grid: pass the image size");
+    }
+    c.img_rows = c.img_cols = side * c.patch;
+    notes.push_back("image size " + std::to_string(c.img_rows) + " inferred from pos_embed");
+  }
+  notes.push_back("config inferred from tensor shapes");
+}
+
+// Config of a foreign checkpoint from its (mapped) tensors: what every family shares (patch
+// embedding, classes, statistics, size), then the family's own.
+ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointFormat format,
+                         const LoadOptions& opts, std::vector<std::string>& notes,
+                         const std::string& path) {
+  const TensorSet ts(t, path);
   const bool swin = format == CheckpointFormat::timm_swin ||
                     format == CheckpointFormat::timm_swin_old ||
                     format == CheckpointFormat::torchvision_swin;
   ModelConfig c;
   c.name = "custom";
   c.kind = swin ? ModelKind::swin : ModelKind::vit;
-  const Tensor& pw = need("patch_embed.proj.weight");  // [D, C, p, p]
+  const Tensor& pw = ts.need("patch_embed.proj.weight");  // [D, C, p, p]
   if (pw.ndim() != 4 || pw.size(2) != pw.size(3)) {
     throw std::runtime_error(path + ": patch_embed.proj.weight: expected [D, C, p, p], found " +
                              pw.shape().str());
@@ -253,62 +325,14 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
   // ImageNet's statistics for RGB (timm's and torchvision's default), 0.5 otherwise.
   c.mean = c.channels == 3 ? kImageNetMean : std::vector<float>(c.channels, 0.5f);
   c.std_dev = c.channels == 3 ? kImageNetStd : std::vector<float>(c.channels, 0.5f);
-  const Tensor& head = need(swin ? "head.fc.weight" : "head.weight");
-  c.classes = head.size(0);
+  c.classes = ts.need(swin ? "head.fc.weight" : "head.weight").size(0);
   c.img_rows = opts.img_rows ? opts.img_rows : 224;
   c.img_cols = opts.img_cols ? opts.img_cols : c.img_rows;
-
   if (swin) {
-    c.eps = 1e-5f;
-    c.pool = Pool::avg;
-    c.class_token = false;
-    c.encoding = "relbias";
-    for (int64_t s = 0;; ++s) {
-      const std::string prefix = "layers." + std::to_string(s) + ".blocks.";
-      int64_t n = count_indexed(names, prefix);
-      if (n == 0) break;
-      c.depths.push_back(n);
-      const Tensor& table = need(prefix + "0.attn.relative_position_bias_table");
-      c.stage_heads.push_back(table.size(1));
-      const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(table.size(0))));
-      if (s == 0) c.window = (side + 1) / 2;
-    }
-    if (c.depths.empty()) throw std::runtime_error(path + ": no Swin blocks found");
-    c.heads = c.stage_heads[0];
-    c.mlp_dim = need("layers.0.blocks.0.mlp.fc1.weight").size(0);
-    c.mlp_ratio = static_cast<float>(c.mlp_dim) / c.dim;
-    notes.push_back(
-        "config inferred from tensor shapes (Swin: depths, heads and window from "
-        "the bias tables)");
-    if (!opts.img_rows) notes.push_back("image size not stored in the file: assumed 224x224");
-    return c;
-  }
-  c.eps = 1e-6f;
-  c.depth = count_indexed(names, "blocks.");
-  c.mlp_dim = need("blocks.0.mlp.fc1.weight").size(0);
-  c.class_token = t.count("cls_token") > 0;
-  c.pool = t.count("fc_norm.weight") ? Pool::avg : Pool::cls;
-  const bool abs = t.count("pos_embed") > 0;
-  const bool rel = t.count("blocks.0.attn.relative_position_bias_table") > 0;
-  c.encoding = abs && rel ? "learned1d+relbias" : abs ? "learned1d" : rel ? "relbias" : "none";
-  if (opts.heads) {
-    c.heads = opts.heads;
+    infer_swin(c, ts, opts, notes);
   } else {
-    c.heads = c.dim % 64 == 0 ? c.dim / 64 : 1;
-    notes.push_back("heads not stored in the file: assumed head dim 64 (" +
-                    std::to_string(c.heads) + " heads); pass --heads to override");
+    infer_vit(c, ts, opts, notes);
   }
-  if (abs && !opts.img_rows) {
-    const int64_t n = squeeze_leading(t.at("pos_embed").shape())[0] - (c.class_token ? 1 : 0);
-    const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
-    if (side * side != n) {
-      throw std::runtime_error(path + ": pos_embed has " + std::to_string(n) +
-                               " patch rows, not a square grid: pass the image size");
-    }
-    c.img_rows = c.img_cols = side * c.patch;
-    notes.push_back("image size " + std::to_string(c.img_rows) + " inferred from pos_embed");
-  }
-  notes.push_back("config inferred from tensor shapes");
   return c;
 }
 
