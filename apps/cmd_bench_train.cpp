@@ -76,29 +76,27 @@ bool torch_peer_shape(const ModelConfig& c) {
          c.class_token == (c.pool == Pool::cls);
 }
 
-void run_bench_train(const BenchTrainOptions& o) {
-  ModelConfig config = apply_overrides(preset(o.model), o.overrides);
-  if (!o.encoding.empty()) config.encoding = o.encoding;
-  std::unique_ptr<Model> model = make_model(config, 0);
-  std::vector<Param*> params = model->params();
-  AdamW opt(params);
-  const int threads = num_threads();
-  const int64_t B = o.batch;
-  std::printf("training step: %s (encoding %s), %.2fM parameters, batch %lld, %d threads\n",
-              o.model.c_str(), config.encoding.c_str(), model->num_params() / 1e6,
-              static_cast<long long>(B), threads);
+// Medians of the timed training steps by phase, and of the eval forward.
+struct StepTimes {
+  double forward = 0, backward = 0, update = 0, step = 0, eval = 0;
+  double cpu_use = 0;  // process CPU time / (wall time x threads) over the steps
+};
 
+// Times `reps` training steps (after 3 warm-up steps: primitives, buffers, optimizer state) of
+// `model` on a fixed batch, then `reps` eval forwards.
+StepTimes time_steps(Model& model, const ModelConfig& config, int64_t B, int reps) {
+  std::vector<Param*> params = model.params();
+  AdamW opt(params);
   Rng rng(0);
   Tensor x = Tensor::empty({B, config.channels, config.img_rows, config.img_cols});
   rng.fill_normal(x, 1.0);
   std::vector<int32_t> labels(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) labels[i] = static_cast<int32_t>(i % config.classes);
   Tensor probs, dlogits;
-
-  // One step, phase times added to t[0..3].
+  // One step, phase times in t[0..2].
   auto step = [&](double* t) {
-    double t0 = monotonic_seconds();
-    const Tensor& logits = model->forward(x, true);
+    const double t0 = monotonic_seconds();
+    const Tensor& logits = model.forward(x, true);
     if (!probs.defined()) {
       probs = Tensor::empty(logits.shape());
       dlogits = Tensor::empty(logits.shape());
@@ -106,52 +104,58 @@ void run_bench_train(const BenchTrainOptions& o) {
     cross_entropy_forward(probs, logits, labels.data(), 0.1f);
     dlogits.zero();
     cross_entropy_backward(dlogits, probs, labels.data(), 0.1f);
-    double t1 = monotonic_seconds();
-    model->zero_grad();
-    model->backward(dlogits);
-    double t2 = monotonic_seconds();
+    const double t1 = monotonic_seconds();
+    model.zero_grad();
+    model.backward(dlogits);
+    const double t2 = monotonic_seconds();
     clip_grad_norm(params, 1.0);
     opt.step(1e-4f);
-    double t3 = monotonic_seconds();
     t[0] = t1 - t0;
     t[1] = t2 - t1;
-    t[2] = t3 - t2;
+    t[2] = monotonic_seconds() - t2;
   };
   double t[3];
-  for (int i = 0; i < 3; ++i) step(t);  // warm-up: primitives, buffers, optimizer state
-  std::vector<double> fwd, bwd, upd, total;
+  for (int i = 0; i < 3; ++i) step(t);
+  std::vector<double> fwd, bwd, upd, total, ev;
   const double cpu0 = process_cpu_seconds(), wall0 = monotonic_seconds();
-  for (int i = 0; i < o.reps; ++i) {
+  for (int i = 0; i < reps; ++i) {
     step(t);
     fwd.push_back(t[0]);
     bwd.push_back(t[1]);
     upd.push_back(t[2]);
     total.push_back(t[0] + t[1] + t[2]);
   }
-  const double cpu_use = (process_cpu_seconds() - cpu0) / ((monotonic_seconds() - wall0) * threads);
-  const double step_s = median(total);
-  const double flops = 3.0 * model->flops_per_image() * static_cast<double>(B);
-
-  model->forward(x, false);
-  std::vector<double> ev;
-  for (int i = 0; i < o.reps; ++i) {
+  StepTimes r;
+  r.cpu_use = (process_cpu_seconds() - cpu0) / ((monotonic_seconds() - wall0) * num_threads());
+  model.forward(x, false);
+  for (int i = 0; i < reps; ++i) {
     const double e0 = monotonic_seconds();
-    model->forward(x, false);
+    model.forward(x, false);
     ev.push_back(monotonic_seconds() - e0);
   }
-  const double eval_s = median(ev);
+  r.forward = median(fwd);
+  r.backward = median(bwd);
+  r.update = median(upd);
+  r.step = median(total);
+  r.eval = median(ev);
+  return r;
+}
 
+void print_phases(const StepTimes& t, int64_t B, double flops, int threads) {
   std::printf("%-28s %10s\n", "phase (median of steps)", "ms");
-  std::printf("%-28s %10.1f\n", "forward + loss", median(fwd) * 1e3);
-  std::printf("%-28s %10.1f\n", "backward", median(bwd) * 1e3);
-  std::printf("%-28s %10.1f\n", "clip + AdamW", median(upd) * 1e3);
-  std::printf("%-28s %10.1f   %.0f img/s, %.1f GFLOP/s (3x forward FLOPs)\n", "step", step_s * 1e3,
-              B / step_s, flops / step_s / 1e9);
-  std::printf("%-28s %10.1f   %.0f img/s\n", "eval forward (no grad)", eval_s * 1e3, B / eval_s);
+  std::printf("%-28s %10.1f\n", "forward + loss", t.forward * 1e3);
+  std::printf("%-28s %10.1f\n", "backward", t.backward * 1e3);
+  std::printf("%-28s %10.1f\n", "clip + AdamW", t.update * 1e3);
+  std::printf("%-28s %10.1f   %.0f img/s, %.1f GFLOP/s (3x forward FLOPs)\n", "step", t.step * 1e3,
+              B / t.step, flops / t.step / 1e9);
+  std::printf("%-28s %10.1f   %.0f img/s\n", "eval forward (no grad)", t.eval * 1e3, B / t.eval);
   std::printf(
-      "cpu use during the steps: %.0f%% of %d threads%s\n", 100 * cpu_use, threads,
-      cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)" : "");
-  if (!o.vs_torch) return;
+      "cpu use during the steps: %.0f%% of %d threads%s\n", 100 * t.cpu_use, threads,
+      t.cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)" : "");
+}
+
+void print_vs_torch(const BenchTrainOptions& o, const ModelConfig& config, const StepTimes& t,
+                    int threads) {
   if (!torch_peer_shape(config)) {
     std::printf(
         "--vs-torch: the PyTorch peer trains the vit-fmnist shape only (pooling and "
@@ -160,17 +164,31 @@ void run_bench_train(const BenchTrainOptions& o) {
   }
   const TorchTrain torch = run_torch_peer(o, config, threads);
   if (torch.train_ms <= 0) return;
+  const int64_t B = o.batch;
   std::printf("\nPyTorch peer: torchvision ViT, %s, learned 1D positions\n",
               config.class_token ? "class token (50 tokens)" : "mean pooling (49 tokens)");
   std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
-  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / step_s, B / (torch.train_ms / 1e3),
-              (torch.train_ms / 1e3) / step_s);
-  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "eval img/s", B / eval_s, torch.eval_img_s,
-              (B / eval_s) / torch.eval_img_s);
+  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / t.step, B / (torch.train_ms / 1e3),
+              (torch.train_ms / 1e3) / t.step);
+  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "eval img/s", B / t.eval, torch.eval_img_s,
+              (B / t.eval) / torch.eval_img_s);
   if (config.encoding != "learned1d") {
     std::printf("note: the peer uses learned 1D positions; this run used %s\n",
                 config.encoding.c_str());
   }
+}
+
+void run_bench_train(const BenchTrainOptions& o) {
+  ModelConfig config = apply_overrides(preset(o.model), o.overrides);
+  if (!o.encoding.empty()) config.encoding = o.encoding;
+  std::unique_ptr<Model> model = make_model(config, 0);
+  const int threads = num_threads();
+  std::printf("training step: %s (encoding %s), %.2fM parameters, batch %lld, %d threads\n",
+              o.model.c_str(), config.encoding.c_str(), model->num_params() / 1e6,
+              static_cast<long long>(o.batch), threads);
+  const StepTimes t = time_steps(*model, config, o.batch, o.reps);
+  print_phases(t, o.batch, 3.0 * model->flops_per_image() * static_cast<double>(o.batch), threads);
+  if (o.vs_torch) print_vs_torch(o, config, t, threads);
 }
 
 void setup(CLI::App& root) {
