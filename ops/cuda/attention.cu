@@ -454,12 +454,10 @@ void launch(Kernel kernel, const char* name, dim3 grid, size_t dyn_smem, const A
   if (e != cudaSuccess) throw_cuda_error(e, name, __FILE__, __LINE__);
 }
 
-}  // namespace
-
-void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const AttentionParams& p) {
-  const char* op = "cuda::attention_forward";
-  // ---- tensors
+// q, k, v, out: same shape [B, H, N, hd] and dtype on the device, a supported head dim, no
+// overlap of out with the inputs, 16-byte alignment.
+void check_qkv(const char* op, const Tensor& out, const Tensor& q, const Tensor& k,
+               const Tensor& v) {
   check_device(op, "q", q);
   check_device(op, "k", k);
   check_device(op, "v", v);
@@ -487,21 +485,11 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
     if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0)
       throw std::invalid_argument(std::string(op) + ": q, k, v, out must be 16-byte aligned");
   }
+}
 
-  // ---- bias terms
-  AttnArgs args{};
-  args.q = q.raw();
-  args.k = k.raw();
-  args.v = v.raw();
-  args.out = out.raw();
-  args.B = static_cast<int>(B);
-  args.H = static_cast<int>(H);
-  args.N = static_cast<int>(N);
-  args.scale = p.scale;
-  AttnBiasArgs& ba = args.bias;
-  ba.B = args.B;
-  ba.H = args.H;
-  ba.N = args.N;
+// The dense bias [H, N, N] and mask [W, N, N] of the call.
+void set_dense_terms(const char* op, AttnBiasArgs& ba, const AttentionParams& p, int64_t B,
+                     int64_t H, int64_t N) {
   if (p.bias.defined()) {
     check_param(op, "bias", p.bias, Shape{H, N, N});
     ba.dense = p.bias.f32();
@@ -519,6 +507,14 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
     ba.mask = p.mask.f32();
     ba.mask_windows = static_cast<int>(W);
   }
+}
+
+// The encoding's terms (relative table, ALiBi slopes, RoPE frequencies) and Swin's shift mask,
+// checked against the geometry.
+void set_positional_terms(const char* op, AttnArgs& args, const AttentionParams& p,
+                          const Tensor& q) {
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), hd = q.size(3);
+  AttnBiasArgs& ba = args.bias;
   const bool shift = p.shift_r != 0 || p.shift_c != 0;
   const AttentionTerms& t = p.terms;
   const bool positional = t.relative_table.defined() || t.distance_slopes.defined() ||
@@ -574,8 +570,32 @@ void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tens
     ba.image_rows = static_cast<int>(R);
     ba.image_cols = static_cast<int>(C);
   }
+}
+
+}  // namespace
+
+void attention_forward(Tensor& out, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const AttentionParams& p) {
+  const char* op = "cuda::attention_forward";
+  check_qkv(op, out, q, k, v);
+  const int64_t B = q.size(0), H = q.size(1), N = q.size(2), hd = q.size(3);
+  AttnArgs args{};
+  args.q = q.raw();
+  args.k = k.raw();
+  args.v = v.raw();
+  args.out = out.raw();
+  args.B = static_cast<int>(B);
+  args.H = static_cast<int>(H);
+  args.N = static_cast<int>(N);
+  args.scale = p.scale;
+  args.bias.B = args.B;
+  args.bias.H = args.H;
+  args.bias.N = args.N;
+  set_dense_terms(op, args.bias, p, B, H, N);
+  set_positional_terms(op, args, p, q);
   require_cuda(op);
   if (B * H == 0 || N == 0) return;
+  const AttnBiasArgs& ba = args.bias;
 
   // ---- launch
   const size_t dyn = args.stage_table ? static_cast<size_t>(ba.table_rows) * sizeof(float) : 0;
