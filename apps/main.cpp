@@ -46,10 +46,13 @@ std::string shell_quote(const std::string& arg) {
 const std::string& invocation() { return invocation_storage(); }
 
 void add_threads_option(CLI::App* cmd) {
+  // OpenMP's runtime crashes creating tens of thousands of threads; no machine vitpe runs on
+  // needs more than this.
+  constexpr int kMaxThreads = 1024;
   cmd->add_option_function<int>(
          "--threads", [](const int& n) { vitpe::set_num_threads(n); },
-         "Compute threads (0: OMP_NUM_THREADS, else all cores)")
-      ->check(CLI::NonNegativeNumber);
+         "Compute threads, at most 1024 (0: OMP_NUM_THREADS, else all cores)")
+      ->check(CLI::Range(0, kMaxThreads));
 }
 
 std::string preset_help() {

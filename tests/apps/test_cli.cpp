@@ -55,6 +55,18 @@ TEST(Cli, ModelHelpNamesThePresets) {
   }
 }
 
+// --threads is bounded (100000 once crashed OpenMP's runtime) and says what it accepts.
+TEST(Cli, ThreadsAreBounded) {
+  for (const char* args : {"--threads 100000 info vit-fmnist", "train --threads 100000 --epochs 1",
+                           "--threads -1 info vit-fmnist"}) {
+    CmdResult r = vitpe(args);
+    EXPECT_NE(r.code, 0) << args << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "--threads")) << args << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "1024")) << args << "\n" << r.out;
+  }
+  EXPECT_EQ(vitpe("--threads 2 info vit-fmnist").code, 0);
+}
+
 TEST(Cli, BadFlagSaysWhat) {
   CmdResult r = vitpe("classify --model vit-fmnist --topk zero x.png");
   EXPECT_NE(r.code, 0);

@@ -30,6 +30,8 @@ using nlohmann::json;
 
 // Headers of real checkpoints are a few hundred KB; anything past this is hostile or corrupt.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+// JSON nesting a header may have (it needs 3: the object, an entry, its shape).
+constexpr int kMaxHeaderDepth = 8;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw std::runtime_error("safetensors file '" + path + "': " + what);
@@ -167,7 +169,9 @@ namespace {
 
 // The whole file mapped read-only (the mapping keeps the file alive after close); size >= 8.
 std::pair<void*, size_t> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or device) must reach the regular-file check below instead of blocking
+  // open() until a writer appears; regular files ignore the flag.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(path, "cannot open: " + errno_text());
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -197,6 +201,12 @@ json parse_header(const std::string& path, const char* hb, uint64_t header_len) 
   std::set<std::string> seen;
   std::string duplicate;
   json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    // A header is an object of entries holding a shape array: 3 levels. Deeper nesting is
+    // refused while parsing, before anything recursive (dump for a message) can see it.
+    if (depth > kMaxHeaderDepth) {
+      fail(path, "the JSON header nests deeper than " + std::to_string(kMaxHeaderDepth) +
+                     " levels (expected an object of tensor entries)");
+    }
     if (depth == 1 && event == json::parse_event_t::key && parsed.is_string()) {
       if (!seen.insert(parsed.get<std::string>()).second && duplicate.empty()) {
         duplicate = parsed.get<std::string>();

@@ -2,6 +2,7 @@
 // per way a hostile file can be wrong (each checks that the message names the file and the
 // tensor), atomic writes, and the golden files written by tests/golden/make_goldens.py.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -393,6 +394,27 @@ TEST_F(SafeTensorsTest, FailedRenameRemovesTheTemporaryFile) {
   }
   EXPECT_EQ(dir_entries(), std::vector<std::string>{"taken"});
   EXPECT_TRUE(fs::is_directory(target + "/inside"));
+}
+
+// JSON nested 100k deep (once a stack overflow in the error message's rendering) is refused
+// while parsing, in a tensor entry, a metadata value or at the top.
+TEST_F(SafeTensorsTest, DeeplyNestedHeaderIsAnErrorNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& header :
+       {"{\"a\":" + deep + "}", "{\"__metadata__\":{\"k\":" + deep + "}}", deep}) {
+    expect_open_error(craft("deep.safetensors", header), {"deep.safetensors", "nests deeper"});
+  }
+  // The deepest valid header (object -> entry -> shape) still opens.
+  const std::string ok = "{" + entry("a", "F32", "[2]", "[0,8]") + "}";
+  EXPECT_EQ(SafeTensorsFile::open(craft("ok.safetensors", ok, std::vector<uint8_t>(8))).names(),
+            std::vector<std::string>{"a"});
+}
+
+// A FIFO (no writer) is reported as not a regular file instead of blocking in open().
+TEST_F(SafeTensorsTest, FifoIsRefusedWithoutBlocking) {
+  const std::string p = path("pipe.safetensors");
+  ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0);
+  expect_open_error(p, {"pipe.safetensors", "regular file"});
 }
 
 TEST_F(SafeTensorsTest, WriteIntoMissingDirectoryNamesThePath) {
