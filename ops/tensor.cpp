@@ -38,7 +38,11 @@ int64_t Shape::dim(int i) const {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < n_; ++i) n *= d_[i];
+  for (int i = 0; i < n_; ++i) {
+    if (__builtin_mul_overflow(n, d_[i], &n)) {
+      throw ShapeError("Shape " + str() + ": the number of elements does not fit in 64 bits");
+    }
+  }
   return n;
 }
 

@@ -26,6 +26,14 @@ TEST(Shape, DimNumelAndString) {
   EXPECT_THROW((Shape{1, 2, 3, 4, 5, 6, 7}), ShapeError);
 }
 
+// A shape whose element count overflows int64 (once signed-overflow UB) is a ShapeError.
+TEST(Shape, NumelOverflowIsAnError) {
+  const Shape s{int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_THROW(s.numel(), ShapeError);
+  EXPECT_THROW(Tensor::empty(s), ShapeError);
+  EXPECT_EQ(Shape({int64_t{1} << 31, int64_t{1} << 31}).numel(), int64_t{1} << 62);
+}
+
 TEST(Shape, WithLastReplacesTheLastDimension) {
   EXPECT_EQ(Shape({2, 3, 4}).with_last(7), Shape({2, 3, 7}));
   EXPECT_EQ(Shape({5}).with_last(1), Shape({1}));

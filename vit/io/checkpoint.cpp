@@ -291,8 +291,9 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   }
   if (abs && !opts.img_rows) {
     const int64_t n = squeeze_leading(ts.need("pos_embed").shape())[0] - (c.class_token ? 1 : 0);
-    const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
-    if (side * side != n) {
+    const int64_t side =
+        n > 0 ? static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n)))) : 0;
+    if (n <= 0 || side * side != n) {
       throw std::runtime_error(ts.path + ": pos_embed has " + std::to_string(n) +
                                " patch rows, not a square grid: pass the image size");
     }
@@ -300,6 +301,42 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
     notes.push_back("image size " + std::to_string(c.img_rows) + " inferred from pos_embed");
   }
   notes.push_back("config inferred from tensor shapes");
+}
+
+// Before a model is built from a config that came with the file (our metadata, or a preset),
+// the config's size must be the tensors' size: the patch embedding, the classes and the number
+// of blocks per stage are read off the file, so no config can make the model allocate more than
+// the file holds. Throws naming the file, the field, the config's value and the file's.
+void check_config_against_tensors(const ModelConfig& c, const TensorSet& ts) {
+  auto mismatch = [&](const std::string& what, int64_t config, int64_t file) {
+    if (config != file) {
+      throw std::runtime_error(ts.path + ": the model config says " + what + " " +
+                               std::to_string(config) + ", the tensors say " +
+                               std::to_string(file));
+    }
+  };
+  const Tensor& pw = ts.need("patch_embed.proj.weight");
+  if (pw.ndim() != 4) {
+    throw std::runtime_error(ts.path + ": patch_embed.proj.weight: expected [D, C, p, p], found " +
+                             pw.shape().str());
+  }
+  mismatch("dim", c.dim, pw.size(0));
+  mismatch("channels", c.channels, pw.size(1));
+  mismatch("patch", c.patch, pw.size(2));
+  const bool swin = c.kind == ModelKind::swin;
+  mismatch("classes", c.classes, ts.need(swin ? "head.fc.weight" : "head.weight").size(0));
+  if (!swin) {
+    mismatch("depth", c.depth, count_indexed(ts.names, "blocks."));
+    mismatch("mlp_dim", c.mlp_dim, ts.need("blocks.0.mlp.fc1.weight").size(0));
+    return;
+  }
+  int64_t stages = 0;
+  while (count_indexed(ts.names, "layers." + std::to_string(stages) + ".blocks.") > 0) ++stages;
+  mismatch("Swin stages", static_cast<int64_t>(c.depths.size()), stages);
+  for (int64_t s = 0; s < stages; ++s) {
+    mismatch("blocks in stage " + std::to_string(s), c.depths[s],
+             count_indexed(ts.names, "layers." + std::to_string(s) + ".blocks."));
+  }
 }
 
 // Config of a foreign checkpoint from its (mapped) tensors: what every family shares (patch
@@ -385,6 +422,10 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
   if (!c.labels.empty() && static_cast<int64_t>(c.labels.size()) != c.classes) {
     throw std::runtime_error("labels: the model has " + std::to_string(c.classes) +
                              " classes, the labels file names " + std::to_string(c.labels.size()));
+  }
+  c.validate();
+  if (out.format == CheckpointFormat::vitpe || !opts.preset.empty()) {
+    check_config_against_tensors(c, TensorSet(tensors, path_or_preset));
   }
   out.model = make_model(c, 0);
   load_params(*out.model, tensors, path_or_preset);

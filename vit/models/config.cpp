@@ -1,4 +1,5 @@
 // ModelConfig: presets by name, validation, JSON round trip (stored in our checkpoints).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -104,15 +105,20 @@ void ModelConfig::validate() const {
     throw std::invalid_argument("model config" + (name.empty() ? "" : " '" + name + "'") + ": " +
                                 what);
   };
-  auto positive = [&](int64_t v, const char* field) {
-    if (v <= 0) fail(std::string(field) + " must be positive, found " + std::to_string(v));
+  // Sizes are bounded so that a config (from a file's metadata or --set) cannot make the model
+  // allocate without limit before any tensor is checked; the bounds are far past any real model.
+  auto in_range = [&](int64_t v, int64_t most, const char* field) {
+    if (v <= 0 || v > most) {
+      fail(std::string(field) + " must be in 1.." + std::to_string(most) + ", found " +
+           std::to_string(v));
+    }
   };
-  positive(img_rows, "img_rows");
-  positive(img_cols, "img_cols");
-  positive(channels, "channels");
-  positive(patch, "patch");
-  positive(classes, "classes");
-  positive(dim, "dim");
+  in_range(img_rows, 16384, "img_rows");
+  in_range(img_cols, 16384, "img_cols");
+  in_range(channels, 64, "channels");
+  in_range(patch, 1024, "patch");
+  in_range(classes, 1 << 24, "classes");
+  in_range(dim, 1 << 16, "dim");
   if (img_rows % patch || img_cols % patch) {
     fail("image size " + std::to_string(img_rows) + "x" + std::to_string(img_cols) +
          " is not a multiple of the patch size " + std::to_string(patch));
@@ -128,21 +134,23 @@ void ModelConfig::validate() const {
   }
   parse_encoding(encoding);  // throws with the list of known kinds
   if (kind == ModelKind::vit) {
-    positive(depth, "depth");
-    positive(heads, "heads");
-    positive(mlp_dim, "mlp_dim");
+    in_range(depth, 1024, "depth");
+    in_range(heads, dim, "heads");
+    in_range(mlp_dim, 1 << 20, "mlp_dim");
     if (dim % heads) {
       fail("dim " + std::to_string(dim) + " is not divisible by heads " + std::to_string(heads));
     }
     if (!class_token && pool == Pool::cls) fail("pool 'cls' needs a class token");
   } else {
-    if (depths.empty() || depths.size() != stage_heads.size()) {
-      fail("depths and stage_heads need one entry per stage, found " +
+    if (depths.empty() || depths.size() != stage_heads.size() || depths.size() > 8) {
+      fail("depths and stage_heads need one entry per stage (1 to 8 stages), found " +
            std::to_string(depths.size()) + " and " + std::to_string(stage_heads.size()));
     }
-    positive(window, "window");
+    // A window larger than the patch grid is clamped to it, so a larger one is a mistake.
+    in_range(window, std::max(img_rows, img_cols) / patch, "window");
     for (size_t s = 0; s < depths.size(); ++s) {
-      int64_t d = dim << s;
+      in_range(depths[s], 1024, "depths[stage]");
+      const int64_t d = dim << s;
       if (stage_heads[s] <= 0 || d % stage_heads[s]) {
         fail("stage " + std::to_string(s) + ": dim " + std::to_string(d) +
              " is not divisible by heads " + std::to_string(stage_heads[s]));

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "tests/golden/synthetic_weights.h"
 #include "tests/testing.h"
@@ -72,7 +74,8 @@ TEST(Parity, TimmVitSmall224Synthetic) {
   c.depth = 2;
   c.classes = 10;
   auto model = make_model(c, 0);
-  for (Param* p : model->params()) p->value.copy_from(testing::synthetic_tensor(p->name, p->value.shape()));
+  for (Param* p : model->params())
+    p->value.copy_from(testing::synthetic_tensor(p->name, p->value.shape()));
   // The generator must be the one Python used.
   for (const char* name : {"cls_token", "blocks.0.norm1.weight", "blocks.0.attn.qkv.bias"}) {
     Tensor want = io.get(std::string("check/") + name);
@@ -177,6 +180,67 @@ TEST(Checkpoint, OurFormatRoundTripRebuildsTheModel) {
   Tensor x = testing::random_tensor({2, 1, 28, 28}, 1);
   Tensor a = model->forward(x).clone();
   EXPECT_EQ(testing::max_rel_error(loaded.model->forward(x), a), 0.0);
+  std::filesystem::remove(path);
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+// Our checkpoint's tensors under a metadata config edited by `edit`, written to `name`.
+std::string with_edited_config(const std::string& name,
+                               const std::function<void(nlohmann::json&)>& edit) {
+  auto model = make_model(preset("vit-fmnist"), 1);
+  nlohmann::json j = nlohmann::json::parse(model->config().to_json());
+  edit(j);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Param* p : model->params()) tensors.emplace_back(p->name, p->value);
+  const std::string path = std::string(VITPE_BINARY_DIR) + "/" + name;
+  save_safetensors(path, tensors, {{"vitpe.config", j.dump()}, {"format", "pt"}});
+  return path;
+}
+
+// A config in the metadata that does not fit the tensors (here: depth 1000 over 6 blocks) is
+// refused before the model is built, naming the field; absurd sizes (depth 1e6, 66 Swin stages,
+// once unbounded allocation and a shift by 64) are refused by the config's own bounds.
+TEST(Checkpoint, ConfigMustFitTheTensorsBeforeAnythingIsAllocated) {
+  std::string p = with_edited_config("deep_config.safetensors", [](auto& j) { j["depth"] = 1000; });
+  std::string m = message_of([&] { load_model(p); });
+  EXPECT_NE(m.find("depth 1000, the tensors say 6"), std::string::npos) << m;
+  EXPECT_NE(m.find("deep_config.safetensors"), std::string::npos) << m;
+  p = with_edited_config("huge_config.safetensors", [](auto& j) { j["depth"] = 1000000; });
+  m = message_of([&] { load_model(p); });
+  EXPECT_NE(m.find("depth must be in 1..1024, found 1000000"), std::string::npos) << m;
+  p = with_edited_config("wide_config.safetensors", [](auto& j) { j["mlp_dim"] = 4096; });
+  m = message_of([&] { load_model(p); });
+  EXPECT_NE(m.find("mlp_dim 4096, the tensors say 512"), std::string::npos) << m;
+  std::filesystem::remove(std::string(VITPE_BINARY_DIR) + "/deep_config.safetensors");
+  std::filesystem::remove(std::string(VITPE_BINARY_DIR) + "/huge_config.safetensors");
+  std::filesystem::remove(p);
+
+  ModelConfig swin = preset("swin-fmnist");
+  swin.depths.assign(66, 1);
+  swin.stage_heads.assign(66, 2);
+  m = message_of([&] { swin.validate(); });
+  EXPECT_NE(m.find("1 to 8 stages"), std::string::npos) << m;
+}
+
+// A timm pos_embed without patch rows ([1, 0, D]) is an error, not a square root of -1.
+TEST(Checkpoint, EmptyPosEmbedIsAnError) {
+  auto model = make_model(preset("vit-tiny-patch16-224"), 1);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Param* p : model->params()) {
+    tensors.emplace_back(p->name, p->name == "pos_embed" ? Tensor::zeros({1, 0, 192}) : p->value);
+  }
+  const std::string path = std::string(VITPE_BINARY_DIR) + "/empty_pos_embed.safetensors";
+  save_safetensors(path, tensors);
+  const std::string m = message_of([&] { load_model(path); });
+  EXPECT_NE(m.find("pos_embed has -1 patch rows"), std::string::npos) << m;
   std::filesystem::remove(path);
 }
 
