@@ -285,6 +285,17 @@ cv::Mat resize_and_crop(const cv::Mat& img, const Preprocess& cfg) {
     throw std::invalid_argument("preprocess: a " + std::to_string(img.cols) + "x" +
                                 std::to_string(img.rows) + " image resizes to nothing");
   }
+  // The pixel budget: timm scales the short side to the target, so a thin image (a 97-byte
+  // 1x8192 PNG) would become a gigapixel strip before its centre crop.
+  constexpr double kMaxResizedPixels = 1 << 24;
+  if (static_cast<double>(size.width) * size.height > kMaxResizedPixels) {
+    throw std::invalid_argument(
+        "preprocess: a " + std::to_string(img.cols) + "x" + std::to_string(img.rows) +
+        " image would be resized to " + std::to_string(size.width) + "x" +
+        std::to_string(size.height) + " before the centre crop, past the budget of " +
+        std::to_string(static_cast<int64_t>(kMaxResizedPixels)) +
+        " pixels: its aspect ratio is too extreme for timm's resize-then-crop");
+  }
   cv::Mat resized =
       size == img.size() ? img : pil_resize(img, size.width, size.height, cfg.interpolation);
 

@@ -240,6 +240,24 @@ TEST(Preprocess, UnreadableFilesAreErrorsNamingTheFile) {
   fs::remove_all(dir);
 }
 
+// A thin image (65535x1 once took 13 GB and 87 s for ViT-S) is refused by the pixel budget
+// before anything is resized; a wide but ordinary one still goes through.
+TEST(Preprocess, ExtremeAspectRatiosStayWithinThePixelBudget) {
+  Preprocess p = config(224, 224, Interpolation::bicubic);
+  for (cv::Size s : {cv::Size(65535, 1), cv::Size(1, 8192)}) {
+    cv::Mat thin(s, CV_8UC3, cv::Scalar::all(128));
+    try {
+      resize_and_crop(thin, p);
+      ADD_FAILURE() << s.width << "x" << s.height << ": expected an error";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("aspect ratio is too extreme"), std::string::npos)
+          << e.what();
+    }
+  }
+  cv::Mat wide(500, 4000, CV_8UC3, cv::Scalar::all(128));
+  EXPECT_EQ(resize_and_crop(wide, p).size(), cv::Size(224, 224));
+}
+
 TEST(Preprocess, InvalidConfigIsAnError) {
   Preprocess cfg = config(32, 32, Interpolation::bicubic);
   cfg.channels = 1;  // mean/std still have 3 values
