@@ -74,7 +74,18 @@ void run_classify(const ClassifyOptions& o) {
         results.push_back(r);
         continue;
       }
-      auto top = top_k(logits.f32() + i * c.classes, c.classes, o.topk);
+      const float* row = logits.f32() + i * c.classes;
+      if (!std::all_of(row, row + c.classes, [](float v) { return std::isfinite(v); })) {
+        ++failures;
+        r["error"] = paths[i] +
+                     ": the model's logits are not finite (NaN or Inf weights, or a bad "
+                     "config such as a negative eps)";
+        if (!o.json)
+          std::fprintf(stderr, "vitpe: error: %s\n", r["error"].get<std::string>().c_str());
+        results.push_back(r);
+        continue;
+      }
+      auto top = top_k(row, c.classes, o.topk);
       if (!o.json) std::printf("%s\n", paths[i].c_str());
       int rank = 0;
       for (const Top& t : top) {

@@ -2,12 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+
+#include "vit/io/checkpoint.h"
 
 namespace {
 
@@ -65,6 +68,21 @@ TEST(Cli, ThreadsAreBounded) {
     EXPECT_TRUE(contains(r.out, "1024")) << args << "\n" << r.out;
   }
   EXPECT_EQ(vitpe("--threads 2 info vit-fmnist").code, 0);
+}
+
+// NaN weights once printed "-nan%" with exit 0: now each such image is an error.
+TEST(Cli, NonFiniteLogitsAreAnErrorPerImage) {
+  auto model = vitpe::make_model(vitpe::preset("vit-fmnist"), 1);
+  for (vitpe::Param* p : model->params()) {
+    if (p->name == "head.weight") p->value.fill(std::nanf(""));
+  }
+  const std::string path = std::string(VITPE_BINARY_DIR) + "/cli_nan.safetensors";
+  vitpe::save_model(*model, path);
+  CmdResult r = vitpe("classify --model " + path + " " + data("images/gray_40x52.png"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "logits are not finite")) << r.out;
+  EXPECT_FALSE(contains(r.out, "nan%")) << r.out;
+  std::filesystem::remove(path);
 }
 
 TEST(Cli, BadFlagSaysWhat) {

@@ -1,5 +1,6 @@
 // ModelConfig: presets by name, validation, JSON round trip (stored in our checkpoints).
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -131,6 +132,16 @@ void ModelConfig::validate() const {
   if (!labels.empty() && static_cast<int64_t>(labels.size()) != classes) {
     fail("labels: expected " + std::to_string(classes) + " names, found " +
          std::to_string(labels.size()));
+  }
+  if (!(eps > 0 && eps < 1)) fail("eps must be in (0, 1), found " + std::to_string(eps));
+  if (!(crop_pct > 0 && crop_pct <= 4)) {
+    fail("crop_pct must be in (0, 4], found " + std::to_string(crop_pct));
+  }
+  for (size_t i = 0; i < mean.size(); ++i) {
+    if (!std::isfinite(mean[i]) || !(std_dev[i] > 0) || !std::isfinite(std_dev[i])) {
+      fail("channel " + std::to_string(i) + ": mean must be finite and std positive, found " +
+           std::to_string(mean[i]) + " and " + std::to_string(std_dev[i]));
+    }
   }
   parse_encoding(encoding);  // throws with the list of known kinds
   if (kind == ModelKind::vit) {

@@ -127,11 +127,22 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
   int64_t correct = 0, count = 0, done = 0;
   const double t0 = monotonic_seconds();
   char text[64];
+  if (data.size() == 0) {
+    throw std::invalid_argument(label + ": the evaluation set (" + data.name() +
+                                ") has no samples; an accuracy of nothing would read as 0 %");
+  }
   while (loader.next(images, labels)) {
     const Tensor& logits = model.forward(images, false);
     if (!probs.defined() || probs.shape() != logits.shape()) probs = Tensor::empty(logits.shape());
     const auto B = static_cast<int64_t>(labels.size());
-    loss_sum += cross_entropy_forward(probs, logits, labels.data(), 0.0f) * static_cast<double>(B);
+    const float loss = cross_entropy_forward(probs, logits, labels.data(), 0.0f);
+    if (!std::isfinite(loss)) {
+      throw std::runtime_error(label + ": the loss is " + std::to_string(loss) + " at batch " +
+                               std::to_string(done + 1) +
+                               " (the model's logits are not finite: NaN or Inf weights, or a bad "
+                               "config such as a negative eps)");
+    }
+    loss_sum += loss * static_cast<double>(B);
     correct += count_correct(logits, labels);
     count += B;
     ++done;
@@ -331,9 +342,29 @@ LoaderOptions loader_options(const TrainOptions& o) {
 
 }  // namespace
 
+// Every numeric setting finite and in range, before any data is read (a NaN warmup or a
+// negative lr once trained and exited 0).
+void check_options(const TrainOptions& o) {
+  auto require = [](bool ok, const std::string& what, double found) {
+    if (!ok) throw std::invalid_argument("train: " + what + ", found " + std::to_string(found));
+  };
+  require(o.epochs > 0, "epochs must be positive", static_cast<double>(o.epochs));
+  require(o.batch > 0, "batch must be positive", static_cast<double>(o.batch));
+  require(std::isfinite(o.lr) && o.lr > 0, "--lr must be a positive number", o.lr);
+  require(std::isfinite(o.min_lr) && o.min_lr >= 0, "--min-lr must be >= 0", o.min_lr);
+  require(std::isfinite(o.warmup_epochs) && o.warmup_epochs >= 0 && o.warmup_epochs <= o.epochs,
+          "--warmup must be between 0 and the number of epochs", o.warmup_epochs);
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "--wd must be >= 0",
+          o.weight_decay);
+  require(std::isfinite(o.smoothing) && o.smoothing >= 0 && o.smoothing < 1,
+          "--smoothing must be in [0, 1)", o.smoothing);
+  require(!std::isnan(o.clip), "--clip must be a number (<= 0: no clipping)", o.clip);
+  require(o.eval_batch > 0, "the evaluation batch must be positive",
+          static_cast<double>(o.eval_batch));
+}
+
 TrainResult train(const TrainOptions& o) {
-  if (o.epochs <= 0) throw std::invalid_argument("train: epochs must be positive");
-  if (o.batch <= 0) throw std::invalid_argument("train: batch must be positive");
+  check_options(o);
   const Splits data = open_splits(o);
 
   TrainResult result;

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "vit/io/checkpoint.h"
@@ -157,6 +159,72 @@ TEST(Train, EvaluateCountsEverySampleAndOverridesApply) {
   EXPECT_GT(r.loss, 0.0);
   EXPECT_THROW(apply_overrides(c, {"depht=2"}), std::invalid_argument);
   EXPECT_THROW(apply_overrides(c, {"depth"}), std::invalid_argument);
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+// Numeric settings that once trained and exited 0 (a negative lr, a NaN warmup or clip) are
+// refused before any data is read, naming the flag and the value.
+TEST(Train, NonFiniteOrOutOfRangeSettingsAreRefused) {
+  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases = {
+      {[](TrainOptions& o) { o.lr = -1; }, "--lr"},
+      {[](TrainOptions& o) { o.lr = std::nan(""); }, "--lr"},
+      {[](TrainOptions& o) { o.warmup_epochs = std::nan(""); }, "--warmup"},
+      {[](TrainOptions& o) { o.warmup_epochs = -5; }, "--warmup"},
+      {[](TrainOptions& o) { o.clip = std::nan(""); }, "--clip"},
+      {[](TrainOptions& o) { o.smoothing = 1.5f; }, "--smoothing"},
+      {[](TrainOptions& o) { o.weight_decay = -0.1; }, "--wd"}};
+  for (const auto& [edit, flag] : cases) {
+    TrainOptions o = tiny_options();
+    o.data.name = "no-such-dataset";  // proves the check comes before the data
+    edit(o);
+    const std::string m = message_of([&] { train(o); });
+    EXPECT_NE(m.find(flag), std::string::npos) << flag << ": " << m;
+  }
+}
+
+// NaN weights (or a bad eps) give non-finite logits: evaluation says so instead of reporting an
+// accuracy; an empty evaluation set is an error, not 0 %.
+TEST(Train, EvaluationRefusesNonFiniteLogitsAndEmptySets) {
+  TrainOptions o = tiny_options();
+  DatasetOptions d = o.data;
+  d.train = false;
+  d.limit = 40;
+  auto data = make_dataset(d);
+  auto model = make_model(make_train_config(o, *data), 1);
+  for (Param* p : model->params()) {
+    if (p->name == "head.weight") p->value.fill(std::nan(""));
+  }
+  std::string m = message_of([&] { evaluate(*model, *data, 16, false, "test"); });
+  EXPECT_NE(m.find("not finite"), std::string::npos) << m;
+
+  // A dataset without samples (whatever made it empty).
+  struct Empty : Dataset {
+    std::string name() const override { return "empty"; }
+    int64_t size() const override { return 0; }
+    int64_t classes() const override { return 4; }
+    int64_t channels() const override { return 1; }
+    int64_t rows() const override { return 16; }
+    int64_t cols() const override { return 16; }
+    int32_t get(int64_t, float*) const override { return 0; }
+    std::vector<float> mean() const override { return {0.0f}; }
+    std::vector<float> std_dev() const override { return {1.0f}; }
+    std::string other_size_rule() const override { return "-"; }
+  };
+  m = message_of([&] { evaluate(*model, Empty(), 16, false, "test"); });
+  EXPECT_NE(m.find("has no samples"), std::string::npos) << m;
+
+  ModelConfig bad = model->config();
+  bad.eps = -1;
+  m = message_of([&] { bad.validate(); });
+  EXPECT_NE(m.find("eps must be in (0, 1)"), std::string::npos) << m;
 }
 
 TEST(Progress, LineShowsPercentRateAndEta) {
