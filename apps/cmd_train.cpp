@@ -21,6 +21,8 @@ void setup(CLI::App& root) {
   cmd->add_option("--out", o->out, "Run directory (metrics.jsonl, *.safetensors)")->required();
   cmd->add_flag("--resume", o->resume,
                 "Continue the run in --out from its last finished epoch (same settings)");
+  cmd->add_flag("--force", o->force, "Replace a run already in --out (else that is an error)")
+      ->excludes("--resume");
   cmd->add_option("--stop-after", o->stop_after_epochs,
                   "Stop after this many epochs of this invocation (continue with --resume)");
   cmd->callback([o, cli] {

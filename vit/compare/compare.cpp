@@ -17,6 +17,7 @@
 #include "ops/util.h"
 #include "vit/compare/compare_pictures.h"
 #include "vit/io/checkpoint.h"
+#include "vit/train/run_dir.h"
 #include "vitpe_version.h"
 
 namespace vitpe {
@@ -146,29 +147,28 @@ std::vector<std::unique_ptr<Dataset>> test_sets(const TrainOptions& t,
   return tests;
 }
 
-// One (encoding, seed) run: trained (or resumed) in its own directory, then evaluated at every
-// size; its result.json is written last, so a finished run is never redone.
-RunResult train_and_evaluate(const CompareOptions& opt, const std::string& enc, uint64_t seed,
-                             const fs::path& dir, const std::vector<int64_t>& sizes,
-                             const std::vector<std::unique_ptr<Dataset>>& tests) {
+// The training options of one (encoding, seed) run in its own directory.
+TrainOptions run_options(const CompareOptions& opt, const std::string& enc, uint64_t seed,
+                         const fs::path& dir) {
   TrainOptions to = opt.train;
   to.encoding = enc;
   to.seed = seed;
   to.out = dir.string();
   to.resume = true;
-  TrainResult tr = train(to);
-  if (!tr.finished) throw std::runtime_error("compare: run " + dir.string() + " stopped early");
-  RunResult run;
-  run.encoding = enc;
-  run.seed = seed;
-  run.params = tr.params;
-  run.params_added = tr.model->num_encoding_params();
-  run.train_seconds = tr.train_seconds;
-  run.history = tr.history;
+  return to;
+}
+
+// Accuracy and loss of a trained model at every evaluation size (the stored ones are never
+// reused: the sizes may have changed since), printed on one line.
+void evaluate_run(RunResult& run, Model& model, const TrainOptions& to,
+                  const std::vector<int64_t>& sizes,
+                  const std::vector<std::unique_ptr<Dataset>>& tests) {
+  run.accuracy.clear();
+  run.loss.clear();
   std::string accs;
   for (size_t s = 0; s < sizes.size(); ++s) {
-    EvalResult ev = evaluate(*tr.model, *tests[s], to.eval_batch, to.progress,
-                             "  @" + std::to_string(sizes[s]));
+    EvalResult ev =
+        evaluate(model, *tests[s], to.eval_batch, to.progress, "  @" + std::to_string(sizes[s]));
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
     char buf[48];
@@ -176,9 +176,45 @@ RunResult train_and_evaluate(const CompareOptions& opt, const std::string& enc, 
                   static_cast<long long>(sizes[s]), 100 * ev.accuracy);
     accs += buf;
   }
-  std::fprintf(stderr, "  %s seed %llu: %s\n", enc.c_str(), static_cast<unsigned long long>(seed),
-               accs.c_str());
-  write_file_atomic((dir / "result.json").string(), run_to_json(run).dump(2) + "\n");
+  std::fprintf(stderr, "  %s seed %llu: %s\n", run.encoding.c_str(),
+               static_cast<unsigned long long>(run.seed), accs.c_str());
+}
+
+// One (encoding, seed) run: trained (or resumed) in its own directory, then evaluated at every
+// size; its result.json is written last, so a finished run is not trained again.
+RunResult train_and_evaluate(const TrainOptions& to, const std::string& enc, uint64_t seed,
+                             const std::vector<int64_t>& sizes,
+                             const std::vector<std::unique_ptr<Dataset>>& tests) {
+  TrainResult tr = train(to);
+  if (!tr.finished) throw std::runtime_error("compare: run " + to.out + " stopped early");
+  RunResult run;
+  run.encoding = enc;
+  run.seed = seed;
+  run.params = tr.params;
+  run.params_added = tr.model->num_encoding_params();
+  run.train_seconds = tr.train_seconds;
+  run.history = tr.history;
+  evaluate_run(run, *tr.model, to, sizes, tests);
+  write_file_atomic((fs::path(to.out) / "result.json").string(), run_to_json(run).dump(2) + "\n");
+  return run;
+}
+
+// A finished run, reused only when it was trained with this study's settings (else an error
+// naming what differs), and evaluated again at this study's sizes from its final weights.
+RunResult reuse_finished(const TrainOptions& to, const Dataset& probe,
+                         const std::vector<int64_t>& sizes,
+                         const std::vector<std::unique_ptr<Dataset>>& tests) {
+  const std::string diff = run_settings_diff(to.out, to, make_train_config(to, probe));
+  if (!diff.empty()) {
+    throw std::runtime_error("compare: " + to.out + " was trained with other settings: " + diff +
+                             "; use a new --out, or remove that run to train it again");
+  }
+  std::ifstream f(fs::path(to.out) / "result.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  RunResult run = run_from_json(json::parse(ss.str()));
+  LoadedModel trained = load_model((fs::path(to.out) / "model.safetensors").string());
+  evaluate_run(run, *trained.model, to, sizes, tests);
   return run;
 }
 
@@ -232,15 +268,13 @@ CompareResults run_compare(const CompareOptions& opt) {
       const fs::path done = dir / "result.json";
       std::fprintf(stderr, "[%zu/%zu] %s seed %llu%s\n", r.runs.size() + 1, total, enc.c_str(),
                    static_cast<unsigned long long>(seed),
-                   fs::exists(done) ? (": done before, reusing " + done.string()).c_str() : "");
-      if (fs::exists(done)) {
-        std::ifstream f(done);
-        std::stringstream ss;
-        ss << f.rdbuf();
-        r.runs.push_back(run_from_json(json::parse(ss.str())));
-        continue;
-      }
-      r.runs.push_back(train_and_evaluate(opt, enc, seed, dir, r.sizes, tests));
+                   fs::exists(done) ? (": trained before (" + done.string() +
+                                       "), checking its settings and evaluating it again")
+                                          .c_str()
+                                    : "");
+      const TrainOptions to = run_options(opt, enc, seed, dir);
+      r.runs.push_back(fs::exists(done) ? reuse_finished(to, *probe_data, r.sizes, tests)
+                                        : train_and_evaluate(to, enc, seed, r.sizes, tests));
       // Partial results after every run: a long comparison can be looked at while it runs.
       r.wall_seconds = monotonic_seconds() - wall0;
       write_compare_outputs(r, opt.out);

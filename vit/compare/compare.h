@@ -3,7 +3,9 @@
 // evaluates each at several image sizes, and writes results.json, results.csv and report.html.
 //
 // Each run lives in OUT/runs/<encoding>-s<seed>/ (a normal training run directory); a run whose
-// result.json exists is reused, so an interrupted comparison continues where it stopped.
+// result.json exists is not trained again, so an interrupted comparison continues where it
+// stopped, but only when it was trained with the same settings (else an error naming what
+// differs), and it is evaluated again at this comparison's sizes.
 #pragma once
 
 #include <cstdint>

@@ -224,6 +224,7 @@ std::vector<SummaryRow> summarize(const CompareResults& r) {
       for (size_t s = 0; s < r.sizes.size() && s < run.accuracy.size(); ++s)
         acc[s].push_back(run.accuracy[s]);
     }
+    if (row.runs == 0) continue;  // not finished yet: no row, rather than a row of zeros
     row.train_seconds = mean_of(times);
     for (const auto& a : acc) {
       row.mean.push_back(mean_of(a));

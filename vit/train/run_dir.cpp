@@ -1,6 +1,12 @@
 // The run directory: fingerprint, metrics.jsonl, checkpoints and resume (see run_dir.h).
 #include "vit/train/run_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -8,6 +14,7 @@
 #include <stdexcept>
 
 #include "ops/files.h"
+#include "ops/util.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
 
@@ -110,24 +117,80 @@ RunDirectory::RunDirectory(const TrainOptions& o, const ModelConfig& c)
   last_ = (fs::path(out_) / "last.safetensors").string();
 }
 
-RunDirectory::~RunDirectory() = default;
+RunDirectory::~RunDirectory() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
-ResumePoint RunDirectory::open(Model& model, AdamW& opt, bool resume) {
-  ResumePoint at;
-  if (out_.empty()) return at;
-  fs::create_directories(out_);
-  if (!resume || !fs::exists(last_)) {
-    if (fs::exists(metrics_)) fs::remove(metrics_);  // a new run in an old directory: a new log
-    return at;
+namespace {
+
+// The lock file of a run directory, flock()ed: proves the directory writable and keeps a second
+// writer out; the kernel drops the lock when the holder dies (no stale locks after kill -9).
+int lock_directory(const std::string& out) {
+  const std::string path = (fs::path(out) / ".vitpe.lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw std::runtime_error(out + ": cannot write to the run directory (" + std::strerror(errno) +
+                             ")");
   }
-  SafeTensorsFile f = SafeTensorsFile::open(last_);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    throw std::runtime_error(out + ": another vitpe process is writing to this run directory (" +
+                             path + " is locked); wait for it or choose another --out");
+  }
+  return fd;
+}
+
+// Files a killed writer left half-written (NAME.tmp.PID); safe to remove under the lock.
+void remove_stale_temporaries(const std::string& out) {
+  for (const auto& e : fs::directory_iterator(out)) {
+    if (e.is_regular_file() && e.path().filename().string().find(".tmp.") != std::string::npos) {
+      fs::remove(e.path());
+    }
+  }
+}
+
+// The trainer state in last.safetensors ("vitpe.train" metadata).
+json trainer_state(const SafeTensorsFile& f) {
   auto it = f.metadata().find("vitpe.train");
   if (it == f.metadata().end()) {
-    throw std::runtime_error(last_ +
+    throw std::runtime_error(f.path() +
                              ": no \"vitpe.train\" metadata (not a checkpoint written by "
                              "`vitpe train`)");
   }
-  const json st = json::parse(it->second);
+  return json::parse(it->second);
+}
+
+}  // namespace
+
+std::string run_settings_diff(const std::string& out, const TrainOptions& o, const ModelConfig& c) {
+  const fs::path last = fs::path(out) / "last.safetensors";
+  if (!fs::exists(last)) return "no " + last.string() + " to tell its settings";
+  const json st = trainer_state(SafeTensorsFile::open(last.string()));
+  return fingerprint_diff(st.at("fingerprint"), run_fingerprint(o, c));
+}
+
+ResumePoint RunDirectory::open(Model& model, AdamW& opt, bool resume, bool force) {
+  ResumePoint at;
+  if (out_.empty()) return at;
+  fs::create_directories(out_);
+  lock_fd_ = lock_directory(out_);
+  remove_stale_temporaries(out_);
+  if (!resume || !fs::exists(last_)) {
+    std::vector<std::string> found;
+    for (const char* name :
+         {"metrics.jsonl", "last.safetensors", "model.safetensors", "best.safetensors"}) {
+      if (fs::exists(fs::path(out_) / name)) found.push_back(name);
+    }
+    if (!found.empty() && !resume && !force) {
+      throw std::runtime_error(out_ + " already holds a run (" + join(found, ", ") +
+                               "): pass --resume to continue it, --force to replace it, or "
+                               "choose a new --out");
+    }
+    for (const std::string& name : found) fs::remove(fs::path(out_) / name);
+    return at;
+  }
+  SafeTensorsFile f = SafeTensorsFile::open(last_);
+  const json st = trainer_state(f);
   const json now = json::parse(fingerprint_);
   if (st.at("fingerprint") != now) {
     throw std::runtime_error(last_ + ": --resume with different settings: " +

@@ -28,11 +28,13 @@ class RunDirectory {
   RunDirectory(const RunDirectory&) = delete;
   RunDirectory& operator=(const RunDirectory&) = delete;
 
-  // Creates the directory. With `resume` and a last.safetensors there: checks that it was written
+  // Creates the directory and takes its lock (another process writing there is an error, and so
+  // is a directory that cannot be written: both before any training), removes temporary files a
+  // killed writer left. With `resume` and a last.safetensors there: checks that it was written
   // with the same settings (else throws listing each difference), restores the weights and the
-  // optimizer, and drops metric lines written after that checkpoint. Otherwise a new run starts
-  // a new metrics log.
-  ResumePoint open(Model& model, AdamW& opt, bool resume);
+  // optimizer, and drops metric lines written after that checkpoint. Without `resume`, a run
+  // already there is an error unless `force` (then its files are replaced).
+  ResumePoint open(Model& model, AdamW& opt, bool resume, bool force);
 
   // A {"type":"step"} metrics line.
   void log_step(int64_t epoch, int64_t step, double lr, double loss);
@@ -46,6 +48,14 @@ class RunDirectory {
  private:
   std::string out_, metrics_, last_;
   std::string fingerprint_;  // JSON
+  int lock_fd_ = -1;         // flock()ed while the directory is open; released by the kernel
+                             // if the process dies
 };
+
+// "" when the run in `out` (its last.safetensors) was made with the settings of `options` and
+// `config`; otherwise which settings differ ("key (run: A, now: B), ...") or why it cannot be
+// told (no checkpoint). For reusing finished runs (compare).
+std::string run_settings_diff(const std::string& out, const TrainOptions& options,
+                              const ModelConfig& config);
 
 }  // namespace vitpe

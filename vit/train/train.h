@@ -92,6 +92,7 @@ struct TrainOptions {
 
   std::string out;         // run directory; empty = no files
   bool resume = false;     // continue from out/last.safetensors when it exists
+  bool force = false;      // without resume: replace a run already in `out` (else an error)
   int64_t log_every = 50;  // steps between "step" metric lines
   bool progress = true;    // progress bars on stderr
   bool verbose = true;     // one summary line per epoch on stderr

@@ -181,5 +181,23 @@ TEST(Report, RendersInHeadlessChromium) {
   fs::remove_all(dir);
 }
 
+// A report written while a study runs shows finished encodings only, not zeros for the others.
+TEST(Compare, PartialResultsLeaveOutUnfinishedEncodings) {
+  CompareResults r;
+  r.encodings = {"none", "sincos2d"};
+  r.seeds = {1};
+  r.sizes = {16};
+  r.train_size = 16;
+  RunResult run;
+  run.encoding = "none";
+  run.seed = 1;
+  run.accuracy = {0.5};
+  run.loss = {1.0};
+  r.runs = {run};
+  const std::vector<SummaryRow> rows = summarize(r);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].encoding, "none");
+}
+
 }  // namespace
 }  // namespace vitpe

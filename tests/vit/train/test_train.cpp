@@ -1,6 +1,8 @@
 // Tests of vit/train/train.cpp: a tiny model learns, a resumed run equals an uninterrupted one
 // bitwise, the run directory's files, config overrides and the progress line.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -168,6 +170,33 @@ std::string message_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no exception)";
+}
+
+// A run directory cannot lie: a run already there is not silently replaced (--resume or --force
+// say what to do with it), two writers cannot share one, and half-written files a killed writer
+// left are removed on the next start.
+TEST(Train, RunDirectoryRefusesOverwritesAndSecondWriters) {
+  const fs::path dir = temp_dir("guarded");
+  TrainOptions o = tiny_options();
+  o.epochs = 1;
+  o.out = dir.string();
+  ASSERT_TRUE(train(o).finished);
+  std::string m = message_of([&] { train(o); });
+  EXPECT_NE(m.find("already holds a run"), std::string::npos) << m;
+  EXPECT_NE(m.find("--resume"), std::string::npos) << m;
+
+  { std::ofstream(dir / "model.safetensors.tmp.99999") << "half a checkpoint"; }
+  o.force = true;
+  ASSERT_TRUE(train(o).finished);
+  EXPECT_FALSE(fs::exists(dir / "model.safetensors.tmp.99999"));
+
+  const int fd = ::open((dir / ".vitpe.lock").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // another writer holds the directory
+  m = message_of([&] { train(o); });
+  EXPECT_NE(m.find("another vitpe process is writing"), std::string::npos) << m;
+  ::close(fd);
+  fs::remove_all(dir);
 }
 
 // Numeric settings that once trained and exited 0 (a negative lr, a NaN warmup or clip) are

@@ -1,0 +1,69 @@
+// run_compare's reuse of finished runs: only under the same training settings (a rerun with
+// other epochs once reused 1-epoch runs under a report saying 3), and always evaluated again at
+// the current sizes (an added size once showed 0.00).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "vit/compare/compare.h"
+
+namespace vitpe {
+namespace {
+
+namespace fs = std::filesystem;
+
+CompareOptions tiny_study(const fs::path& out) {
+  CompareOptions o;
+  TrainOptions& t = o.train;
+  t.model = "vit-fmnist";
+  t.overrides = {"depth=1", "dim=32", "heads=2", "mlp_dim=64"};
+  t.data.name = "procedural";
+  t.data.rows = t.data.cols = 16;
+  t.data.limit = 128;
+  t.test_limit = 32;
+  t.epochs = 1;
+  t.batch = 32;
+  t.progress = false;
+  t.verbose = false;
+  o.encodings = {"none", "sincos2d"};
+  o.seeds = {1};
+  o.sizes = {16, 20};
+  o.out = out.string();
+  o.pictures = false;
+  return o;
+}
+
+TEST(Compare, ReusesFinishedRunsOnlyUnderTheSameSettingsAndEvaluatesThemAgain) {
+  const fs::path out = fs::temp_directory_path() / ("vitpe_compare_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CompareOptions o = tiny_study(out);
+  CompareResults first = run_compare(o);
+  ASSERT_EQ(first.runs.size(), 2u);
+
+  o.train.epochs = 2;
+  try {
+    run_compare(o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("trained with other settings"), std::string::npos) << m;
+    EXPECT_NE(m.find("epochs (run: 1, now: 2)"), std::string::npos) << m;
+  }
+
+  o.train.epochs = 1;
+  o.sizes = {16, 20, 24};
+  CompareResults again = run_compare(o);
+  ASSERT_EQ(again.runs.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(again.runs[r].accuracy.size(), 3u);
+    EXPECT_EQ(again.runs[r].history.size(), first.runs[r].history.size());  // not retrained
+    EXPECT_EQ(again.runs[r].accuracy[0], first.runs[r].accuracy[0]);        // same weights
+    EXPECT_GT(again.runs[r].loss[2], 0.0);                                  // really evaluated
+  }
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace vitpe
