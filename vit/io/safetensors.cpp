@@ -198,8 +198,11 @@ std::pair<void*, size_t> map_file(const std::string& path) {
 
 // The JSON header; duplicate top-level keys are an error (nlohmann would silently keep the last).
 json parse_header(const std::string& path, const char* hb, uint64_t header_len) {
-  std::set<std::string> seen;
-  std::string duplicate;
+  // keys[d]: the keys seen so far in the object whose keys arrive at depth d; last[d]: the key
+  // last seen there (to name the object a duplicate is in).
+  std::vector<std::set<std::string>> keys(kMaxHeaderDepth + 2);
+  std::vector<std::string> last(kMaxHeaderDepth + 2);
+  std::string duplicate, duplicate_in;
   json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
     // A header is an object of entries holding a shape array: 3 levels. Deeper nesting is
     // refused while parsing, before anything recursive (dump for a message) can see it.
@@ -207,10 +210,15 @@ json parse_header(const std::string& path, const char* hb, uint64_t header_len) 
       fail(path, "the JSON header nests deeper than " + std::to_string(kMaxHeaderDepth) +
                      " levels (expected an object of tensor entries)");
     }
-    if (depth == 1 && event == json::parse_event_t::key && parsed.is_string()) {
-      if (!seen.insert(parsed.get<std::string>()).second && duplicate.empty()) {
-        duplicate = parsed.get<std::string>();
+    // Duplicate keys at any level (nlohmann would silently keep the last one).
+    if (event == json::parse_event_t::object_start) keys[depth + 1].clear();
+    if (event == json::parse_event_t::key && parsed.is_string()) {
+      const std::string k = parsed.get<std::string>();
+      if (!keys[depth].insert(k).second && duplicate.empty()) {
+        duplicate = k;
+        duplicate_in = depth >= 2 ? last[depth - 1] : "";
       }
+      last[depth] = k;
     }
     return true;
   };
@@ -221,7 +229,12 @@ json parse_header(const std::string& path, const char* hb, uint64_t header_len) 
     fail(path, std::string("expected a JSON header, found invalid JSON: ") + e.what());
   }
   if (!header.is_object()) fail(path, "expected a JSON object as header, found " + show(header));
-  if (!duplicate.empty()) fail_tensor(path, duplicate, "appears more than once in the header");
+  if (!duplicate.empty() && duplicate_in.empty()) {
+    fail_tensor(path, duplicate, "appears more than once in the header");
+  }
+  if (!duplicate.empty()) {
+    fail(path, "key '" + duplicate + "' appears more than once in '" + duplicate_in + "'");
+  }
 
   return header;
 }

@@ -410,6 +410,23 @@ TEST_F(SafeTensorsTest, DeeplyNestedHeaderIsAnErrorNotACrash) {
             std::vector<std::string>{"a"});
 }
 
+// Duplicate keys inside __metadata__ or an entry (once: the last one silently won) are errors
+// naming the key and where it is.
+TEST_F(SafeTensorsTest, DuplicateKeysAtAnyLevelAreErrors) {
+  expect_open_error(craft("meta.safetensors", R"({"__metadata__":{"a":"1","a":"2"}})"),
+                    {"meta.safetensors", "'a' appears more than once in '__metadata__'"});
+  const std::string twice =
+      R"({"w":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})";
+  expect_open_error(craft("entry.safetensors", twice, std::vector<uint8_t>(4)),
+                    {"entry.safetensors", "'dtype' appears more than once in 'w'"});
+  // The same key in two different objects is fine.
+  const std::string ok =
+      "{" + entry("a", "F32", "[1]", "[0,4]") + "," + entry("b", "F32", "[1]", "[4,8]") + "}";
+  EXPECT_EQ(
+      SafeTensorsFile::open(craft("ok.safetensors", ok, std::vector<uint8_t>(8))).names().size(),
+      2u);
+}
+
 // A FIFO (no writer) is reported as not a regular file instead of blocking in open().
 TEST_F(SafeTensorsTest, FifoIsRefusedWithoutBlocking) {
   const std::string p = path("pipe.safetensors");
