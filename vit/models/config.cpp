@@ -1,6 +1,7 @@
 // ModelConfig: presets by name, validation, JSON round trip (stored in our checkpoints).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -201,6 +202,31 @@ std::string ModelConfig::to_json() const {
   return j.dump();
 }
 
+namespace {
+
+// A JSON integer that fits int64 (a float such as 1e300 was once cast with undefined behaviour).
+int64_t integer(const nlohmann::json& v, const std::string& field) {
+  if (v.is_number_integer() &&
+      !(v.is_number_unsigned() &&
+        v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+    return v.get<int64_t>();
+  }
+  throw std::invalid_argument("model config: " + field + " must be an integer, found " +
+                              v.dump().substr(0, 40));
+}
+
+std::vector<int64_t> integers(const nlohmann::json& v, const std::string& field) {
+  if (!v.is_array()) {
+    throw std::invalid_argument("model config: " + field + " must be a list of integers, found " +
+                                v.dump().substr(0, 40));
+  }
+  std::vector<int64_t> out;
+  for (const auto& x : v) out.push_back(integer(x, field));
+  return out;
+}
+
+}  // namespace
+
 ModelConfig ModelConfig::from_json(const std::string& text) {
   nlohmann::json j;
   try {
@@ -217,25 +243,34 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
     }
     c.kind = kind == "vit" ? ModelKind::vit : ModelKind::swin;
     c.name = j.value("name", "custom");
-    c.img_rows = j.at("img_size").at(0);
-    c.img_cols = j.at("img_size").at(1);
-    c.channels = j.at("channels");
-    c.patch = j.at("patch");
-    c.classes = j.at("classes");
+    c.img_rows = integer(j.at("img_size").at(0), "img_size");
+    c.img_cols = integer(j.at("img_size").at(1), "img_size");
+    c.channels = integer(j.at("channels"), "channels");
+    c.patch = integer(j.at("patch"), "patch");
+    c.classes = integer(j.at("classes"), "classes");
     c.encoding = j.at("encoding");
-    c.dim = j.at("dim");
+    c.dim = integer(j.at("dim"), "dim");
     c.eps = j.at("eps");
-    c.pool = j.at("pool") == "cls" ? Pool::cls : Pool::avg;
+    const std::string pool = j.at("pool");
+    if (pool != "cls" && pool != "avg") {
+      throw std::invalid_argument("model config: pool must be 'cls' or 'avg', found '" + pool +
+                                  "'");
+    }
+    c.pool = pool == "cls" ? Pool::cls : Pool::avg;
     if (c.kind == ModelKind::vit) {
-      c.depth = j.at("depth");
-      c.heads = j.at("heads");
-      c.mlp_dim = j.at("mlp_dim");
+      c.depth = integer(j.at("depth"), "depth");
+      c.heads = integer(j.at("heads"), "heads");
+      c.mlp_dim = integer(j.at("mlp_dim"), "mlp_dim");
       c.class_token = j.value("class_token", true);
     } else {
-      c.depths = j.at("depths").get<std::vector<int64_t>>();
-      c.stage_heads = j.at("stage_heads").get<std::vector<int64_t>>();
-      c.window = j.at("window");
+      c.depths = integers(j.at("depths"), "depths");
+      c.stage_heads = integers(j.at("stage_heads"), "stage_heads");
+      c.window = integer(j.at("window"), "window");
       c.mlp_ratio = j.value("mlp_ratio", 4.0f);
+      if (!(c.mlp_ratio > 0 && c.mlp_ratio <= 64)) {
+        throw std::invalid_argument("model config: mlp_ratio must be in (0, 64], found " +
+                                    std::to_string(c.mlp_ratio));
+      }
       c.class_token = false;
       c.depth = 0;
       c.heads = c.stage_heads.empty() ? 0 : c.stage_heads[0];

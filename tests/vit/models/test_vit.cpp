@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/testing.h"
@@ -202,6 +203,28 @@ TEST(Vit, ConfigJsonRoundTrip) {
   EXPECT_EQ(d.to_json(), c.to_json());
   EXPECT_THROW(ModelConfig::from_json("{\"kind\": \"vit\"}"), std::invalid_argument);
   EXPECT_THROW(ModelConfig::from_json("not json"), std::invalid_argument);
+}
+
+// Numbers in a config must be integers that fit (a float channels of 1e300 was once cast with
+// undefined behaviour, found by the fuzzer) and enumerations must be spelt right.
+TEST(Vit, ConfigJsonRefusesNonIntegersAndUnknownValues) {
+  const nlohmann::json good = nlohmann::json::parse(preset("vit-fmnist").to_json());
+  auto message = [&](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json j = good;
+    j[key] = value;
+    try {
+      ModelConfig::from_json(j.dump());
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no exception)");
+  };
+  EXPECT_NE(message("channels", 1e300).find("channels must be an integer"), std::string::npos);
+  EXPECT_NE(message("depth", 2.5).find("depth must be an integer"), std::string::npos);
+  EXPECT_NE(message("dim", 18446744073709551615ull).find("dim must be an integer"),
+            std::string::npos);
+  EXPECT_NE(message("pool", "max").find("pool must be 'cls' or 'avg'"), std::string::npos);
+  EXPECT_NE(message("eps", -1.0).find("eps must be in (0, 1)"), std::string::npos);
 }
 
 }  // namespace
