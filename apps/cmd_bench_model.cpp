@@ -3,15 +3,15 @@
 // (scripts/torch_peer_bench.py, eager and TorchScript-frozen) runs on the same threads in the
 // same run and the ratios are printed.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -63,8 +63,8 @@ std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
   if (const char* env = std::getenv("VITPE_TORCH_PEER")) script = env;
   std::string batches;
   for (int b : o.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
-  const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' {} {} {} 2>&1", script,
-                                      o.model, threads, batches, std::max(o.reps, 3));
+  const std::string cmd = fmt::format("/usr/bin/python3 '{}' '{}' {} {} {} 2>&1", script, o.model,
+                                      threads, batches, std::max(o.reps, 3));
   std::map<int, TorchResult> out;
   const bool ok = run_json_peer(cmd, [&](const nlohmann::json& j) {
     auto& r = out[j.at("batch").get<int>()];
@@ -76,8 +76,9 @@ std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
 
 void run_bench(const BenchOptions& o) {
   if (o.device != "cpu") {
-    throw ExitError{2, "bench: whole-model benchmarks run on the CPU in this version; "
-                       "`vitpe bench attention --device cuda` benchmarks the CUDA kernels"};
+    throw ExitError{2,
+                    "bench: whole-model benchmarks run on the CPU in this version; "
+                    "`vitpe bench attention --device cuda` benchmarks the CUDA kernels"};
   }
   LoadedModel loaded = load_model(o.model);
   Model& model = *loaded.model;
@@ -110,8 +111,8 @@ void run_bench(const BenchOptions& o) {
     for (int i = 0; i < reps; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       model.forward(x);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                       .count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
@@ -120,13 +121,12 @@ void run_bench(const BenchOptions& o) {
                 model.flops_per_image() * B / (med * 1e6), peak_rss_mib());
     std::fflush(stdout);
   }
-  std::printf("memory: weights %.0f MiB; peak RSS is for the whole process so far\n",
-              weights_mib);
+  std::printf("memory: weights %.0f MiB; peak RSS is for the whole process so far\n", weights_mib);
   if (!o.vs_torch) return;
   auto torch = run_torch_peer(o, threads);
   if (torch.empty()) return;
-  std::printf("\n%6s %12s %14s %12s %16s %14s\n", "batch", "vitpe ms", "torch eager ms",
-              "speedup", "torch jit ms", "speedup");
+  std::printf("\n%6s %12s %14s %12s %16s %14s\n", "batch", "vitpe ms", "torch eager ms", "speedup",
+              "torch jit ms", "speedup");
   for (int B : o.batches) {
     auto it = torch.find(B);
     if (it == torch.end()) continue;
@@ -153,8 +153,9 @@ void setup(CLI::App& root) {
   bench->callback([o, bench] {
     if (!bench->get_subcommands().empty()) return;  // `bench ops`, `bench attention`
     if (o->model.empty()) {
-      throw ExitError{2, "bench: give --model PRESET_OR_CHECKPOINT, or a subcommand (see "
-                         "`vitpe bench --help`)"};
+      throw ExitError{2,
+                      "bench: give --model PRESET_OR_CHECKPOINT, or a subcommand (see "
+                      "`vitpe bench --help`)"};
     }
     run_bench(*o);
   });

@@ -1,5 +1,6 @@
 // `vitpe compare`: every encoding trained with identical settings and seeds, evaluated at
 // several sizes; prints the table and writes results.json, results.csv and report.html.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -52,11 +53,14 @@ std::vector<T> parse_list(const std::string& s, const char* what) {
     if constexpr (std::is_same_v<T, std::string>) {
       out.push_back(item);
     } else {
-      try {
-        out.push_back(static_cast<T>(std::stoll(item)));
-      } catch (const std::exception&) {
-        throw ExitError{2, std::string(what) + ": '" + item + "' is not a number"};
+      // Whole numbers only: "28abc" was once read as 28.
+      const bool digits = item.size() <= 18 && std::all_of(item.begin(), item.end(), [](char ch) {
+                            return ch >= '0' && ch <= '9';
+                          });
+      if (!digits) {
+        throw ExitError{2, std::string(what) + ": '" + item + "' is not a whole number"};
       }
+      out.push_back(static_cast<T>(std::stoll(item)));
     }
   }
   return out;

@@ -16,7 +16,8 @@ struct ConvertOptions : ModelOptions {
 void run_convert(const ConvertOptions& o) {
   LoadedModel loaded = load_model(o.model, o.load_options());
   for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
-  save_model(*loaded.model, o.out, {{"vitpe.converted_from", checkpoint_format_name(loaded.format)}});
+  save_model(*loaded.model, o.out,
+             {{"vitpe.converted_from", checkpoint_format_name(loaded.format)}});
   std::printf("wrote %s (%s, %lld parameters, encoding %s)\n", o.out.c_str(),
               loaded.model->config().kind == ModelKind::vit ? "ViT" : "Swin",
               (long long)loaded.model->num_params(), loaded.model->config().encoding.c_str());

@@ -29,9 +29,10 @@ std::vector<int64_t> parse_sizes(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     try {
-      out.push_back(std::stoll(item));
-    } catch (const std::exception&) {
-      throw ExitError{2, "--sizes: '" + item + "' is not a number (expected e.g. 28,36,44)"};
+      // 0 once meant "the dataset's native size" and printed a row "0" evaluated at 28.
+      out.push_back(parse_positive(item, "--sizes (e.g. 28,36,44)", 16384));
+    } catch (const std::invalid_argument& e) {
+      throw ExitError{2, e.what()};
     }
   }
   return out;

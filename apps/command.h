@@ -26,6 +26,10 @@ std::string preset_help();
 // 0 keeps OMP_NUM_THREADS, else all cores. The one definition of the option.
 void add_threads_option(CLI::App* cmd);
 
+// A whole positive integer in 1..most ("28"; not "28abc", "0", "-3" or "1e3"), else
+// std::invalid_argument naming `what` and the text.
+int64_t parse_positive(const std::string& text, const std::string& what, int64_t most);
+
 // Throw this from a subcommand to exit with `code` after printing `message` to stderr.
 struct ExitError {
   int code;

@@ -45,6 +45,18 @@ std::string shell_quote(const std::string& arg) {
 
 const std::string& invocation() { return invocation_storage(); }
 
+int64_t parse_positive(const std::string& text, const std::string& what, int64_t most) {
+  const bool digits =
+      !text.empty() && text.size() <= 18 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int64_t v = digits ? std::stoll(text) : 0;
+  if (v < 1 || v > most) {
+    throw std::invalid_argument(what + ": expected a whole number from 1 to " +
+                                std::to_string(most) + ", found '" + text + "'");
+  }
+  return v;
+}
+
 void add_threads_option(CLI::App* cmd) {
   // OpenMP's runtime crashes creating tens of thousands of threads; no machine vitpe runs on
   // needs more than this.

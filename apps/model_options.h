@@ -23,18 +23,12 @@ struct ModelOptions {
     o.heads = heads;
     o.labels_file = labels;
     if (!img_size.empty()) {
+      // N or ROWSxCOLS, nothing else ("28abc" and "28x28x5" were once read as 28).
       const size_t x = img_size.find('x');
-      try {
-        o.img_rows = std::stoll(img_size.substr(0, x));
-        o.img_cols = x == std::string::npos ? o.img_rows : std::stoll(img_size.substr(x + 1));
-      } catch (const std::exception&) {
-        throw std::invalid_argument("--img-size: expected N or ROWSxCOLS, found '" + img_size +
-                                    "'");
-      }
-      if (o.img_rows <= 0 || o.img_cols <= 0) {
-        throw std::invalid_argument("--img-size: sizes must be positive, found '" + img_size +
-                                    "'");
-      }
+      const std::string what = "--img-size (N or ROWSxCOLS)";
+      o.img_rows = parse_positive(img_size.substr(0, x), what, 16384);
+      o.img_cols =
+          x == std::string::npos ? o.img_rows : parse_positive(img_size.substr(x + 1), what, 16384);
     }
     return o;
   }

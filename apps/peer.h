@@ -3,10 +3,9 @@
 // and goes on without ratios.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace vitpe::app {

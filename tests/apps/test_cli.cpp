@@ -58,6 +58,32 @@ TEST(Cli, ModelHelpNamesThePresets) {
   }
 }
 
+// Numbers on the command line are whole numbers or an error: "28abc", "28x28x5" and 0 were once
+// read as 28 (or as the native size); an empty labels file once dropped the model's names.
+TEST(Cli, SizesAndLabelsAreParsedStrictly) {
+  for (const char* args : {"info --img-size 28abc vit-fmnist", "info --img-size 28x28x5 vit-fmnist",
+                           "info --img-size 0 vit-fmnist"}) {
+    CmdResult r = vitpe(args);
+    EXPECT_NE(r.code, 0) << args << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "--img-size")) << args << "\n" << r.out;
+  }
+  CmdResult ok = vitpe("info --img-size 56x56 " + data("swin_tv.safetensors"));
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  CmdResult zero = vitpe("eval --model vit-fmnist --dataset procedural --sizes 28,0");
+  EXPECT_EQ(zero.code, 2) << zero.out;
+  EXPECT_TRUE(contains(zero.out, "found '0'")) << zero.out;
+  CmdResult seeds = vitpe("compare --seeds 1,2x --out /nonexistent");
+  EXPECT_EQ(seeds.code, 2) << seeds.out;
+  EXPECT_TRUE(contains(seeds.out, "'2x' is not a whole number")) << seeds.out;
+
+  const std::string empty = std::string(VITPE_BINARY_DIR) + "/cli_empty_labels.txt";
+  { std::ofstream(empty) << ""; }
+  CmdResult labels = vitpe("info --labels " + empty + " vit-fmnist");
+  EXPECT_NE(labels.code, 0) << labels.out;
+  EXPECT_TRUE(contains(labels.out, "is empty")) << labels.out;
+  std::filesystem::remove(empty);
+}
+
 // --threads is bounded (100000 once crashed OpenMP's runtime) and says what it accepts.
 TEST(Cli, ThreadsAreBounded) {
   for (const char* args : {"--threads 100000 info vit-fmnist", "train --threads 100000 --epochs 1",

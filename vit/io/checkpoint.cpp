@@ -212,6 +212,11 @@ std::vector<std::string> read_labels(const std::string& path) {
     }
     labels.push_back(line);
   }
+  // An empty file would silently drop the checkpoint's own names.
+  if (labels.empty()) {
+    throw std::runtime_error("labels file '" + path +
+                             "' is empty (expected one class name per line)");
+  }
   return labels;
 }
 
