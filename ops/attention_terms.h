@@ -35,7 +35,6 @@ struct AttentionTerms {
   // by x * f[h, k, 0] + y * f[h, k, 1]; prefix tokens are not rotated.
   Tensor rotation_freqs;
 
-  bool has_bias() const { return relative_table.defined() || distance_slopes.defined(); }
   // The same terms on `device` (a copy of each tensor).
   AttentionTerms to(Device device) const;
 };

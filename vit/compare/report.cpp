@@ -284,17 +284,7 @@ std::string results_json(const CompareResults& r) {
   j["runs"] = json::array();
   for (const RunResult& run : r.runs) {
     json h = json::array();
-    for (const EpochRecord& e : run.history) {
-      h.push_back({{"epoch", e.epoch},
-                   {"step", e.step},
-                   {"lr", e.lr},
-                   {"train_loss", e.train_loss},
-                   {"train_acc", e.train_acc},
-                   {"test_loss", e.test_loss},
-                   {"test_acc", e.test_acc},
-                   {"seconds", e.seconds},
-                   {"img_per_s", e.img_per_s}});
-    }
+    for (const EpochRecord& e : run.history) h.emplace_back(epoch_record_json(e));
     j["runs"].push_back({{"encoding", run.encoding},
                          {"seed", run.seed},
                          {"params", run.params},
@@ -337,19 +327,7 @@ CompareResults parse_results_json(const std::string& text) {
     run.train_seconds = jr.at("train_seconds");
     run.accuracy = jr.at("accuracy").get<std::vector<double>>();
     run.loss = jr.at("loss").get<std::vector<double>>();
-    for (const json& h : jr.at("history")) {
-      EpochRecord e;
-      e.epoch = h.at("epoch");
-      e.step = h.at("step");
-      e.lr = h.at("lr");
-      e.train_loss = h.at("train_loss");
-      e.train_acc = h.at("train_acc");
-      e.test_loss = h.at("test_loss");
-      e.test_acc = h.at("test_acc");
-      e.seconds = h.at("seconds");
-      e.img_per_s = h.at("img_per_s");
-      run.history.push_back(e);
-    }
+    for (const json& h : jr.at("history")) run.history.push_back(epoch_record_from_json(h));
     r.runs.push_back(std::move(run));
   }
   return r;

@@ -25,33 +25,6 @@ using json = nlohmann::json;
 
 namespace {
 
-json record_json(const EpochRecord& r) {
-  return {{"type", "epoch"},
-          {"epoch", r.epoch},
-          {"step", r.step},
-          {"lr", r.lr},
-          {"train_loss", r.train_loss},
-          {"train_acc", r.train_acc},
-          {"test_loss", r.test_loss},
-          {"test_acc", r.test_acc},
-          {"seconds", r.seconds},
-          {"img_per_s", r.img_per_s}};
-}
-
-EpochRecord record_from_json(const json& j) {
-  EpochRecord r;
-  r.epoch = j.at("epoch");
-  r.step = j.at("step");
-  r.lr = j.at("lr");
-  r.train_loss = j.at("train_loss");
-  r.train_acc = j.at("train_acc");
-  r.test_loss = j.at("test_loss");
-  r.test_acc = j.at("test_acc");
-  r.seconds = j.at("seconds");
-  r.img_per_s = j.at("img_per_s");
-  return r;
-}
-
 // What must match between a run and its resumption.
 json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
   json j = {{"config", json::parse(c.to_json())},
@@ -211,7 +184,7 @@ ResumePoint RunDirectory::open(Model& model, AdamW& opt, bool resume, bool force
   opt.load_state(optim_state, at.step);
   at.train_seconds = st.at("train_seconds");
   at.best_test_acc = st.at("best_test_acc");
-  for (const json& r : st.at("history")) at.history.push_back(record_from_json(r));
+  for (const json& r : st.at("history")) at.history.push_back(epoch_record_from_json(r));
   truncate_metrics(metrics_, at.epoch);
   return at;
 }
@@ -224,9 +197,11 @@ void RunDirectory::log_step(int64_t epoch, int64_t step, double lr, double loss)
 
 void RunDirectory::save_epoch(Model& model, const AdamW& opt, const ResumePoint& state, bool best) {
   if (out_.empty()) return;
-  append_line(metrics_, record_json(state.history.back()));
+  json line = epoch_record_json(state.history.back());
+  line["type"] = "epoch";
+  append_line(metrics_, line);
   json hist = json::array();
-  for (const EpochRecord& r : state.history) hist.push_back(record_json(r));
+  for (const EpochRecord& r : state.history) hist.emplace_back(epoch_record_json(r));
   std::map<std::string, std::string> meta;
   meta["vitpe.train"] = json{{"epoch", state.epoch},
                              {"step", state.step},

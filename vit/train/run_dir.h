@@ -43,8 +43,6 @@ class RunDirectory {
   // kill between the writes loses nothing.
   void save_epoch(Model& model, const AdamW& opt, const ResumePoint& state, bool best);
 
-  const std::string& path() const { return out_; }
-
  private:
   std::string out_, metrics_, last_;
   std::string fingerprint_;  // JSON

@@ -159,6 +159,28 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
   return r;
 }
 
+// ---- epoch records as JSON ----------------------------------------------------------------------
+
+json epoch_record_json(const EpochRecord& r) {
+  return {{"epoch", r.epoch},           {"step", r.step},           {"lr", r.lr},
+          {"train_loss", r.train_loss}, {"train_acc", r.train_acc}, {"test_loss", r.test_loss},
+          {"test_acc", r.test_acc},     {"seconds", r.seconds},     {"img_per_s", r.img_per_s}};
+}
+
+EpochRecord epoch_record_from_json(const json& j) {
+  EpochRecord r;
+  r.epoch = j.at("epoch");
+  r.step = j.at("step");
+  r.lr = j.at("lr");
+  r.train_loss = j.at("train_loss");
+  r.train_acc = j.at("train_acc");
+  r.test_loss = j.at("test_loss");
+  r.test_acc = j.at("test_acc");
+  r.seconds = j.at("seconds");
+  r.img_per_s = j.at("img_per_s");
+  return r;
+}
+
 // ---- configuration ------------------------------------------------------------------------------
 
 ModelConfig apply_overrides(const ModelConfig& config, const std::vector<std::string>& overrides) {

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,11 @@ struct EpochRecord {
   double seconds = 0;    // wall time of this epoch (training + evaluation)
   double img_per_s = 0;  // training throughput of this epoch
 };
+
+// An epoch record as JSON (metrics.jsonl lines, last.safetensors' history, results.json) and
+// back; the one place that lists its fields.
+nlohmann::json epoch_record_json(const EpochRecord& record);
+EpochRecord epoch_record_from_json(const nlohmann::json& j);
 
 struct TrainResult {
   ModelConfig config;
