@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
 
 #include "ops/random.h"
 #include "ops/tensor.h"
@@ -55,6 +56,17 @@ inline double weighted_sum(const Tensor& y, const Tensor& w) {
   double s = 0;
   for (int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.at(i)) * w.at(i);
   return s;
+}
+
+// The message of what f throws, or "(no exception)": tests then check the message names what it
+// must (file, tensor, expected and found).
+inline std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
 }
 
 }  // namespace vitpe::testing

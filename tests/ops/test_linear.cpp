@@ -219,19 +219,10 @@ TEST(LinearBackward, UndefinedGradientsAreSkipped) {
   EXPECT_LT(max_rel_error(dx, want.dx), 1e-5);
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 TEST(Linear, ShapeErrorsNameTheOpAndBothShapes) {
   Tensor x = Tensor::zeros(Shape{4, 3}), w = Tensor::zeros(Shape{2, 3});
   Tensor y = Tensor::empty(Shape{4, 5});
-  std::string m = message_of([&] { linear_forward(y, x, w, Tensor()); });
+  std::string m = testing::message_of([&] { linear_forward(y, x, w, Tensor()); });
   EXPECT_NE(m.find("linear_forward"), std::string::npos) << m;
   EXPECT_NE(m.find("[4, 2]"), std::string::npos) << m;
   EXPECT_NE(m.find("[4, 5]"), std::string::npos) << m;
@@ -239,7 +230,7 @@ TEST(Linear, ShapeErrorsNameTheOpAndBothShapes) {
 
   Tensor y2 = Tensor::empty(Shape{4, 2});
   Tensor wk = Tensor::zeros(Shape{2, 4});
-  m = message_of([&] { linear_forward(y2, x, wk, Tensor()); });
+  m = testing::message_of([&] { linear_forward(y2, x, wk, Tensor()); });
   EXPECT_NE(m.find("[4, 3]"), std::string::npos) << m;
   EXPECT_NE(m.find("[2, 4]"), std::string::npos) << m;
   EXPECT_THROW(linear_forward(y2, x, w, Tensor::zeros(Shape{3})), ShapeError);
@@ -247,7 +238,7 @@ TEST(Linear, ShapeErrorsNameTheOpAndBothShapes) {
                ShapeError);
 
   Tensor dx = Tensor::zeros(Shape{4, 4}), none;
-  m = message_of([&] { linear_backward(dx, none, none, y2, x, w); });
+  m = testing::message_of([&] { linear_backward(dx, none, none, y2, x, w); });
   EXPECT_NE(m.find("linear_backward"), std::string::npos) << m;
   EXPECT_NE(m.find("[4, 4]"), std::string::npos) << m;
   EXPECT_THROW(linear_backward(none, none, none, y, x, w), ShapeError);
@@ -255,7 +246,7 @@ TEST(Linear, ShapeErrorsNameTheOpAndBothShapes) {
 
 TEST(Linear, OutputMayNotBeTheInput) {
   Tensor x = random_tensor(Shape{4, 6}, 38), w = random_tensor(Shape{6, 6}, 39);
-  std::string m = message_of([&] { linear_forward(x, x, w, Tensor()); });
+  std::string m = testing::message_of([&] { linear_forward(x, x, w, Tensor()); });
   EXPECT_NE(m.find("linear_forward"), std::string::npos) << m;
   EXPECT_NE(m.find("must not be x"), std::string::npos) << m;
 }
@@ -266,7 +257,7 @@ TEST(Linear, Bf16WeightsComputeInBf16OrExplainWhyNot) {
   Tensor wb = w.to(DType::bf16);
   Tensor y = Tensor::empty(Shape{3, 197, 48});
   if (!cpu_has_bf16()) {
-    std::string m = message_of([&] { linear_forward(y, x, wb, b); });
+    std::string m = testing::message_of([&] { linear_forward(y, x, wb, b); });
     EXPECT_NE(m.find("linear_forward"), std::string::npos) << m;
     EXPECT_NE(m.find("avx512_bf16"), std::string::npos) << m;
     EXPECT_NE(m.find(cpu_isa_name()), std::string::npos) << m;

@@ -95,19 +95,10 @@ TEST(PatchEmbedBackward, AccumulatesAndSkipsUndefinedGradients) {
   EXPECT_LT(max_rel_error(dx3, dx1), 1e-6);
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 TEST(PatchEmbed, ImageNotAMultipleOfThePatchSaysBothNumbers) {
   Tensor x = Tensor::zeros(Shape{1, 3, 30, 48}), w = Tensor::zeros(Shape{8, 3, 16, 16});
   Tensor y = Tensor::empty(Shape{1, 3, 8});
-  std::string m = message_of([&] { patch_embed_forward(y, x, w, Tensor()); });
+  std::string m = testing::message_of([&] { patch_embed_forward(y, x, w, Tensor()); });
   EXPECT_NE(m.find("patch_embed_forward"), std::string::npos) << m;
   EXPECT_NE(m.find("30"), std::string::npos) << m;
   EXPECT_NE(m.find("48"), std::string::npos) << m;
@@ -120,12 +111,12 @@ TEST(PatchEmbed, ImageNotAMultipleOfThePatchSaysBothNumbers) {
 TEST(PatchEmbed, ShapeErrorsNameTheOpAndShapes) {
   Tensor x = Tensor::zeros(Shape{2, 3, 32, 32}), w = Tensor::zeros(Shape{8, 3, 16, 16});
   Tensor y = Tensor::empty(Shape{2, 4, 9});
-  std::string m = message_of([&] { patch_embed_forward(y, x, w, Tensor()); });
+  std::string m = testing::message_of([&] { patch_embed_forward(y, x, w, Tensor()); });
   EXPECT_NE(m.find("[2, 4, 8]"), std::string::npos) << m;
   EXPECT_NE(m.find("[2, 4, 9]"), std::string::npos) << m;
   Tensor y2 = Tensor::empty(Shape{2, 4, 8});
   Tensor w_c = Tensor::zeros(Shape{8, 1, 16, 16});  // channel mismatch
-  m = message_of([&] { patch_embed_forward(y2, x, w_c, Tensor()); });
+  m = testing::message_of([&] { patch_embed_forward(y2, x, w_c, Tensor()); });
   EXPECT_NE(m.find("[8, 1, 16, 16]"), std::string::npos) << m;
   EXPECT_THROW(patch_embed_forward(y2, x, w_c, Tensor()), ShapeError);
   Tensor x3 = Tensor::zeros(Shape{3, 32, 32});

@@ -183,15 +183,6 @@ TEST(Checkpoint, OurFormatRoundTripRebuildsTheModel) {
   std::filesystem::remove(path);
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 // Our checkpoint's tensors under a metadata config edited by `edit`, written to `name`.
 std::string with_edited_config(const std::string& name,
                                const std::function<void(nlohmann::json&)>& edit) {
@@ -210,14 +201,14 @@ std::string with_edited_config(const std::string& name,
 // once unbounded allocation and a shift by 64) are refused by the config's own bounds.
 TEST(Checkpoint, ConfigMustFitTheTensorsBeforeAnythingIsAllocated) {
   std::string p = with_edited_config("deep_config.safetensors", [](auto& j) { j["depth"] = 1000; });
-  std::string m = message_of([&] { load_model(p); });
+  std::string m = testing::message_of([&] { load_model(p); });
   EXPECT_NE(m.find("depth 1000, the tensors say 6"), std::string::npos) << m;
   EXPECT_NE(m.find("deep_config.safetensors"), std::string::npos) << m;
   p = with_edited_config("huge_config.safetensors", [](auto& j) { j["depth"] = 1000000; });
-  m = message_of([&] { load_model(p); });
+  m = testing::message_of([&] { load_model(p); });
   EXPECT_NE(m.find("depth must be in 1..1024, found 1000000"), std::string::npos) << m;
   p = with_edited_config("wide_config.safetensors", [](auto& j) { j["mlp_dim"] = 4096; });
-  m = message_of([&] { load_model(p); });
+  m = testing::message_of([&] { load_model(p); });
   EXPECT_NE(m.find("mlp_dim 4096, the tensors say 512"), std::string::npos) << m;
   std::filesystem::remove(std::string(VITPE_BINARY_DIR) + "/deep_config.safetensors");
   std::filesystem::remove(std::string(VITPE_BINARY_DIR) + "/huge_config.safetensors");
@@ -226,7 +217,7 @@ TEST(Checkpoint, ConfigMustFitTheTensorsBeforeAnythingIsAllocated) {
   ModelConfig swin = preset("swin-fmnist");
   swin.depths.assign(66, 1);
   swin.stage_heads.assign(66, 2);
-  m = message_of([&] { swin.validate(); });
+  m = testing::message_of([&] { swin.validate(); });
   EXPECT_NE(m.find("1 to 8 stages"), std::string::npos) << m;
 }
 
@@ -239,7 +230,7 @@ TEST(Checkpoint, EmptyPosEmbedIsAnError) {
   }
   const std::string path = std::string(VITPE_BINARY_DIR) + "/empty_pos_embed.safetensors";
   save_safetensors(path, tensors);
-  const std::string m = message_of([&] { load_model(path); });
+  const std::string m = testing::message_of([&] { load_model(path); });
   EXPECT_NE(m.find("pos_embed has -1 patch rows"), std::string::npos) << m;
   std::filesystem::remove(path);
 }

@@ -15,6 +15,7 @@
 #include <set>
 #include <tuple>
 
+#include "tests/testing.h"
 #include "vit/train/data.h"
 #include "vit/train/loader.h"
 
@@ -51,15 +52,6 @@ void write_gz(const fs::path& path, const std::vector<uint8_t>& bytes) {
   gzclose(f);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Idx, ReadsSyntheticImages) {
   fs::path dir = temp_dir("idx");
   std::vector<uint8_t> data(3 * 2 * 4);
@@ -74,13 +66,13 @@ TEST(Idx, ReadsSyntheticImages) {
 TEST(Idx, RejectsBadMagicTruncationAndMissingFiles) {
   fs::path dir = temp_dir("idxbad");
   write_gz(dir / "magic.gz", idx_bytes(0x801, {3}, {1, 2, 3}));
-  std::string e = error_of([&] { read_idx_gz((dir / "magic.gz").string(), 3); });
+  std::string e = testing::message_of([&] { read_idx_gz((dir / "magic.gz").string(), 3); });
   EXPECT_NE(e.find("magic.gz"), std::string::npos) << e;
   EXPECT_NE(e.find("magic"), std::string::npos) << e;
 
   // Header says 3x2x2 = 12 bytes, only 10 follow.
   write_gz(dir / "short.gz", idx_bytes(0x803, {3, 2, 2}, std::vector<uint8_t>(10, 1)));
-  e = error_of([&] { read_idx_gz((dir / "short.gz").string(), 3); });
+  e = testing::message_of([&] { read_idx_gz((dir / "short.gz").string(), 3); });
   EXPECT_NE(e.find("short.gz"), std::string::npos) << e;
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
 
@@ -91,11 +83,11 @@ TEST(Idx, RejectsBadMagicTruncationAndMissingFiles) {
   auto size = fs::file_size(dir / "full.gz");
   fs::copy_file(dir / "full.gz", dir / "cut.gz");
   fs::resize_file(dir / "cut.gz", size / 2);
-  e = error_of([&] { read_idx_gz((dir / "cut.gz").string(), 3); });
+  e = testing::message_of([&] { read_idx_gz((dir / "cut.gz").string(), 3); });
   EXPECT_NE(e.find("cut.gz"), std::string::npos) << e;
   EXPECT_NE(e.find("truncated"), std::string::npos) << e;
 
-  e = error_of([&] { read_idx_gz((dir / "missing.gz").string(), 1); });
+  e = testing::message_of([&] { read_idx_gz((dir / "missing.gz").string(), 1); });
   EXPECT_NE(e.find("missing.gz"), std::string::npos) << e;
   EXPECT_NE(e.find("not found"), std::string::npos) << e;
   fs::remove_all(dir);
@@ -141,7 +133,7 @@ TEST(FashionMnist, SyntheticFilesNormaliseAndResize) {
   // Mismatched counts name both files.
   write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {3}, {1, 2, 3}));
   o.train = true;
-  std::string e = error_of([&] { make_dataset(o); });
+  std::string e = testing::message_of([&] { make_dataset(o); });
   EXPECT_NE(e.find("train-labels-idx1-ubyte.gz"), std::string::npos) << e;
   fs::remove_all(dir);
 }
@@ -276,7 +268,7 @@ TEST(Procedural, DeterministicAndNoiseIsItsOwnStream) {
   EXPECT_NE(y, z);
   // Too small a canvas is an error that says what is needed.
   o.rows = o.cols = 8;
-  EXPECT_NE(error_of([&] { make_dataset(o); }).find("too small"), std::string::npos);
+  EXPECT_NE(testing::message_of([&] { make_dataset(o); }).find("too small"), std::string::npos);
 }
 
 TEST(Folder, ClassesFromSubfoldersAndRgbNormalisation) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "tests/testing.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
 #include "vit/train/train.h"
@@ -163,15 +164,6 @@ TEST(Train, EvaluateCountsEverySampleAndOverridesApply) {
   EXPECT_THROW(apply_overrides(c, {"depth"}), std::invalid_argument);
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 // A run directory cannot lie: a run already there is not silently replaced (--resume or --force
 // say what to do with it), two writers cannot share one, and half-written files a killed writer
 // left are removed on the next start.
@@ -181,7 +173,7 @@ TEST(Train, RunDirectoryRefusesOverwritesAndSecondWriters) {
   o.epochs = 1;
   o.out = dir.string();
   ASSERT_TRUE(train(o).finished);
-  std::string m = message_of([&] { train(o); });
+  std::string m = testing::message_of([&] { train(o); });
   EXPECT_NE(m.find("already holds a run"), std::string::npos) << m;
   EXPECT_NE(m.find("--resume"), std::string::npos) << m;
 
@@ -193,7 +185,7 @@ TEST(Train, RunDirectoryRefusesOverwritesAndSecondWriters) {
   const int fd = ::open((dir / ".vitpe.lock").c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // another writer holds the directory
-  m = message_of([&] { train(o); });
+  m = testing::message_of([&] { train(o); });
   EXPECT_NE(m.find("another vitpe process is writing"), std::string::npos) << m;
   ::close(fd);
   fs::remove_all(dir);
@@ -214,7 +206,7 @@ TEST(Train, NonFiniteOrOutOfRangeSettingsAreRefused) {
     TrainOptions o = tiny_options();
     o.data.name = "no-such-dataset";  // proves the check comes before the data
     edit(o);
-    const std::string m = message_of([&] { train(o); });
+    const std::string m = testing::message_of([&] { train(o); });
     EXPECT_NE(m.find(flag), std::string::npos) << flag << ": " << m;
   }
 }
@@ -231,7 +223,7 @@ TEST(Train, EvaluationRefusesNonFiniteLogitsAndEmptySets) {
   for (Param* p : model->params()) {
     if (p->name == "head.weight") p->value.fill(std::nan(""));
   }
-  std::string m = message_of([&] { evaluate(*model, *data, 16, false, "test"); });
+  std::string m = testing::message_of([&] { evaluate(*model, *data, 16, false, "test"); });
   EXPECT_NE(m.find("not finite"), std::string::npos) << m;
 
   // A dataset without samples (whatever made it empty).
@@ -247,12 +239,12 @@ TEST(Train, EvaluationRefusesNonFiniteLogitsAndEmptySets) {
     std::vector<float> std_dev() const override { return {1.0f}; }
     std::string other_size_rule() const override { return "-"; }
   };
-  m = message_of([&] { evaluate(*model, Empty(), 16, false, "test"); });
+  m = testing::message_of([&] { evaluate(*model, Empty(), 16, false, "test"); });
   EXPECT_NE(m.find("has no samples"), std::string::npos) << m;
 
   ModelConfig bad = model->config();
   bad.eps = -1;
-  m = message_of([&] { bad.validate(); });
+  m = testing::message_of([&] { bad.validate(); });
   EXPECT_NE(m.find("eps must be in (0, 1)"), std::string::npos) << m;
 }
 
