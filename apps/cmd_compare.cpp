@@ -1,12 +1,11 @@
 // `vitpe compare`: every encoding trained with identical settings and seeds, evaluated at
 // several sizes; prints the table and writes results.json, results.csv and report.html.
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include "apps/command.h"
 #include "apps/train_options.h"
+#include "ops/util.h"
 #include "vit/compare/compare.h"
 
 namespace vitpe::app {
@@ -43,29 +42,6 @@ struct CompareCli {
   bool quick = false, no_pictures = false;
 };
 
-template <typename T>
-std::vector<T> parse_list(const std::string& s, const char* what) {
-  std::vector<T> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    if constexpr (std::is_same_v<T, std::string>) {
-      out.push_back(item);
-    } else {
-      // Whole numbers only: "28abc" was once read as 28.
-      const bool digits = item.size() <= 18 && std::all_of(item.begin(), item.end(), [](char ch) {
-                            return ch >= '0' && ch <= '9';
-                          });
-      if (!digits) {
-        throw ExitError{2, std::string(what) + ": '" + item + "' is not a whole number"};
-      }
-      out.push_back(static_cast<T>(std::stoll(item)));
-    }
-  }
-  return out;
-}
-
 void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand(
       "compare", "Train every encoding with identical settings and compare them (HTML report)");
@@ -86,9 +62,15 @@ void setup(CLI::App& root) {
   cmd->add_flag("--no-pictures", c->no_pictures, "Leave the encoding pictures out of the report");
   cmd->callback([cmd, o, tc, c] {
     finish_train_options(o->train, *tc);
-    o->encodings = parse_list<std::string>(c->encodings, "--encodings");
-    o->seeds = parse_list<uint64_t>(c->seeds, "--seeds");
-    o->sizes = parse_list<int64_t>(c->sizes, "--eval-sizes");
+    o->encodings.clear();
+    for (const std::string& e : split(c->encodings, ',')) {
+      if (!e.empty()) o->encodings.push_back(e);
+    }
+    o->seeds.clear();
+    for (int64_t s : parse_whole_list(c->seeds, "--seeds", 0, int64_t{1} << 53)) {
+      o->seeds.push_back(static_cast<uint64_t>(s));
+    }
+    o->sizes = parse_whole_list(c->sizes, "--eval-sizes", 1, 16384);
     o->pictures = !c->no_pictures;
     if (c->quick) {
       apply_quick_compare(*o, [&](const char* name) { return cmd->get_option(name)->count() > 0; });

@@ -1,7 +1,6 @@
 // `vitpe eval`: accuracy and loss of a checkpoint on a dataset's test split at several image
 // sizes (encodings resampled as at inference).
 #include <cstdio>
-#include <sstream>
 
 #include "apps/command.h"
 #include "apps/model_options.h"
@@ -22,21 +21,6 @@ struct EvalCli {
   bool no_progress = false;
   std::string precision = "f32";
 };
-
-std::vector<int64_t> parse_sizes(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      // 0 once meant "the dataset's native size" and printed a row "0" evaluated at 28.
-      out.push_back(parse_positive(item, "--sizes (e.g. 28,36,44)", 16384));
-    } catch (const std::invalid_argument& e) {
-      throw ExitError{2, e.what()};
-    }
-  }
-  return out;
-}
 
 void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a dataset at several sizes");
@@ -60,7 +44,8 @@ void setup(CLI::App& root) {
     model.set_precision(parse_precision(c->precision));
     const ModelConfig& cfg = model.config();
     std::vector<int64_t> sizes =
-        c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows} : parse_sizes(c->sizes);
+        c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows}
+                         : parse_whole_list(c->sizes, "--sizes (e.g. 28,36,44)", 1, 16384);
     std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
                 cfg.encoding.c_str(), c->precision.c_str(), c->data.name.c_str(),
                 c->train_split ? "train" : "test");

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace vitpe::app {
 
@@ -26,9 +28,12 @@ std::string preset_help();
 // 0 keeps OMP_NUM_THREADS, else all cores. The one definition of the option.
 void add_threads_option(CLI::App* cmd);
 
-// A whole positive integer in 1..most ("28"; not "28abc", "0", "-3" or "1e3"), else
-// std::invalid_argument naming `what` and the text.
-int64_t parse_positive(const std::string& text, const std::string& what, int64_t most);
+// A whole number in least..most ("28"; not "28abc", "-3" or "1e3"), else a usage error (exit 2)
+// naming `what`, the text and the range.
+int64_t parse_whole(const std::string& text, const std::string& what, int64_t least, int64_t most);
+// "28,42,56" -> whole numbers as parse_whole takes them (empty items are skipped).
+std::vector<int64_t> parse_whole_list(const std::string& text, const std::string& what,
+                                      int64_t least, int64_t most);
 
 // Throw this from a subcommand to exit with `code` after printing `message` to stderr.
 struct ExitError {

@@ -9,6 +9,7 @@
 
 #include "apps/command.h"
 #include "ops/ops.h"
+#include "ops/util.h"
 #include "vit/models/model.h"
 #include "vitpe_version.h"
 
@@ -45,16 +46,25 @@ std::string shell_quote(const std::string& arg) {
 
 const std::string& invocation() { return invocation_storage(); }
 
-int64_t parse_positive(const std::string& text, const std::string& what, int64_t most) {
+int64_t parse_whole(const std::string& text, const std::string& what, int64_t least, int64_t most) {
   const bool digits =
       !text.empty() && text.size() <= 18 &&
       std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  const int64_t v = digits ? std::stoll(text) : 0;
-  if (v < 1 || v > most) {
-    throw std::invalid_argument(what + ": expected a whole number from 1 to " +
-                                std::to_string(most) + ", found '" + text + "'");
+  const int64_t v = digits ? std::stoll(text) : least - 1;
+  if (v < least || v > most) {
+    throw ExitError{2, what + ": '" + text + "' is not a whole number from " +
+                           std::to_string(least) + " to " + std::to_string(most)};
   }
   return v;
+}
+
+std::vector<int64_t> parse_whole_list(const std::string& text, const std::string& what,
+                                      int64_t least, int64_t most) {
+  std::vector<int64_t> out;
+  for (const std::string& item : vitpe::split(text, ',')) {
+    if (!item.empty()) out.push_back(parse_whole(item, what, least, most));
+  }
+  return out;
 }
 
 void add_threads_option(CLI::App* cmd) {

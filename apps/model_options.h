@@ -26,9 +26,9 @@ struct ModelOptions {
       // N or ROWSxCOLS, nothing else ("28abc" and "28x28x5" were once read as 28).
       const size_t x = img_size.find('x');
       const std::string what = "--img-size (N or ROWSxCOLS)";
-      o.img_rows = parse_positive(img_size.substr(0, x), what, 16384);
+      o.img_rows = parse_whole(img_size.substr(0, x), what, 1, 16384);
       o.img_cols =
-          x == std::string::npos ? o.img_rows : parse_positive(img_size.substr(x + 1), what, 16384);
+          x == std::string::npos ? o.img_rows : parse_whole(img_size.substr(x + 1), what, 1, 16384);
     }
     return o;
   }

@@ -71,7 +71,7 @@ TEST(Cli, SizesAndLabelsAreParsedStrictly) {
   EXPECT_EQ(ok.code, 0) << ok.out;
   CmdResult zero = vitpe("eval --model vit-fmnist --dataset procedural --sizes 28,0");
   EXPECT_EQ(zero.code, 2) << zero.out;
-  EXPECT_TRUE(contains(zero.out, "found '0'")) << zero.out;
+  EXPECT_TRUE(contains(zero.out, "'0' is not a whole number from 1")) << zero.out;
   CmdResult seeds = vitpe("compare --seeds 1,2x --out /nonexistent");
   EXPECT_EQ(seeds.code, 2) << seeds.out;
   EXPECT_TRUE(contains(seeds.out, "'2x' is not a whole number")) << seeds.out;

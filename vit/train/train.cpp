@@ -297,8 +297,10 @@ EpochTotals train_epoch(Model& model, AdamW& opt, Loader& loader, const Schedule
   char text[96] = "";
   float loss = 0;
   int64_t correct = 0;
-  while (train_step(model, opt, loader, params, o, sched.at(step), step, buffers, loss, correct)) {
-    t.lr = sched.at(step);
+  for (double lr = sched.at(step);
+       train_step(model, opt, loader, params, o, lr, step, buffers, loss, correct);
+       lr = sched.at(step)) {
+    t.lr = lr;
     ++step;
     ++t.batches;
     t.seen += static_cast<int64_t>(buffers.labels.size());
