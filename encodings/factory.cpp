@@ -110,7 +110,7 @@ enc::Options options_of(const KindDef& k, const EncodingSpec::Part& part) {
   std::map<std::string, bool> seen;
   for (const auto& [name, value] : part.options) {
     auto it = std::find_if(k.options.begin(), k.options.end(),
-                           [&](const enc::OptionDef& o) { return o.name == name; });
+                           [&name = name](const enc::OptionDef& o) { return o.name == name; });
     if (it == k.options.end())
       throw std::invalid_argument(k.name + ": unknown option '" + name +
                                   "'; accepted: " + accepted_options(k));

@@ -34,7 +34,7 @@ void AdamW::step(float lr) {
     float* v = v_[i].f32();
     const float decay = p.no_decay ? 1.0f : 1.0f - lr * opt_.weight_decay;
     const int64_t n = p.value.numel();
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t k = 0; k < n; ++k) {
       w[k] *= decay;
       m[k] = b1 * m[k] + (1.0f - b1) * g[k];
