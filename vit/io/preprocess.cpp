@@ -5,8 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <opencv2/imgcodecs.hpp>
+#include <optional>
 #include <stdexcept>
+
+#include "vit/io/decode_budget.h"
+#include "vit/io/image_header.h"
 
 namespace vitpe {
 
@@ -228,24 +233,88 @@ cv::Mat to_uint8_channels(const cv::Mat& decoded, int channels, const std::strin
   return out;
 }
 
-cv::Mat read_image(const std::string& path, int channels) {
+namespace {
+
+// A decoded image with its share of the decode budget, held until the image is preprocessed.
+struct DecodedImage {
+  cv::Mat mat;
+  DecodeBudget::Hold hold;
+};
+
+DecodedImage decode_held(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw std::runtime_error(
         "image '" + path +
         "': " + (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
   }
+  const auto file_size = std::filesystem::file_size(path, ec);
+  if (ec) throw std::runtime_error("image '" + path + "': cannot read its size: " + ec.message());
+  if (file_size > static_cast<uintmax_t>(kMaxDecodedImageBytes)) {
+    throw std::runtime_error("image '" + path + "': " + std::to_string(file_size >> 20) +
+                             " MiB, larger than any image vitpe decodes (" +
+                             std::to_string(kMaxDecodedImageBytes >> 20) + " MiB)");
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(file_size));
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
+    throw std::runtime_error("image '" + path + "': cannot read it");
+  }
+  std::optional<ImageHeader> header;
+  try {
+    header = read_image_header(bytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("image '" + path + "': " + e.what());
+  }
+  if (!header) {
+    std::string first;
+    for (size_t i = 0; i < std::min<size_t>(bytes.size(), 4); ++i) {
+      static const char* hex = "0123456789abcdef";
+      first += std::string(i ? " " : "") + hex[bytes[i] >> 4] + hex[bytes[i] & 15];
+    }
+    throw std::runtime_error(
+        "image '" + path + "': not a PNG, JPEG, BMP, WebP, TIFF or PNM file (it starts with " +
+        (bytes.empty() ? std::string("nothing: the file is empty") : "bytes " + first) + ")");
+  }
+  if (header->decoded_bytes() > kMaxDecodedImageBytes) {
+    throw std::runtime_error(
+        "image '" + path + "': its " + header->format + " header says " +
+        std::to_string(header->width) + " x " + std::to_string(header->height) + " pixels of " +
+        std::to_string(header->bits) + " bits; decoding it could take " +
+        std::to_string((header->decoded_bytes() + (1 << 20) - 1) >> 20) + " MiB, more than the " +
+        std::to_string(kMaxDecodedImageBytes >> 20) + " MiB budget (about " +
+        std::to_string(kMaxDecodedImageBytes / 4 / (header->bits > 8 ? 2 : 1) / 1000000) +
+        " megapixels)");
+  }
+  DecodeBudget::Hold hold = DecodeBudget::shared().reserve(header->decoded_bytes());
   cv::Mat decoded;
   try {
-    decoded = cv::imread(path, cv::IMREAD_UNCHANGED);
+    decoded = cv::imdecode(bytes, cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception& e) {
     throw std::runtime_error("image '" + path + "': cannot decode: " + e.what());
   }
   if (decoded.empty()) {
-    throw std::runtime_error("image '" + path +
-                             "': cannot decode (not an image OpenCV can read, or corrupt)");
+    throw std::runtime_error("image '" + path + "': cannot decode its " + header->format +
+                             " data (corrupt or an unsupported variant)");
   }
-  return to_uint8_channels(decoded, channels, path);
+  // The decoder read the size from the same header; a disagreement means the check above did
+  // not bound this decode.
+  if (decoded.cols != header->width || decoded.rows != header->height) {
+    throw std::runtime_error("image '" + path + "': decoded as " + std::to_string(decoded.cols) +
+                             " x " + std::to_string(decoded.rows) + ", but its header says " +
+                             std::to_string(header->width) + " x " +
+                             std::to_string(header->height));
+  }
+  return DecodedImage{std::move(decoded), std::move(hold)};
+}
+
+}  // namespace
+
+cv::Mat decode_image(const std::string& path) { return decode_held(path).mat; }
+
+cv::Mat read_image(const std::string& path, int channels) {
+  const DecodedImage d = decode_held(path);
+  return to_uint8_channels(d.mat, channels, path);
 }
 
 cv::Mat pil_resize(const cv::Mat& img, int width, int height, Interpolation interp) {
@@ -343,7 +412,8 @@ Tensor preprocess_image(const cv::Mat& img, const Preprocess& cfg) {
 
 Tensor preprocess_file(const std::string& path, const Preprocess& cfg) {
   cfg.validate();
-  return preprocess_image(read_image(path, cfg.channels), cfg);
+  const DecodedImage d = decode_held(path);
+  return preprocess_image(to_uint8_channels(d.mat, cfg.channels, path), cfg);
 }
 
 Tensor preprocess_files(const std::vector<std::string>& paths, const Preprocess& cfg,
@@ -357,7 +427,8 @@ Tensor preprocess_files(const std::vector<std::string>& paths, const Preprocess&
 #pragma omp parallel for schedule(dynamic)
   for (int64_t i = 0; i < B; ++i) {
     try {
-      preprocess_into(read_image(paths[i], cfg.channels), cfg, base + i * per_image);
+      const DecodedImage d = decode_held(paths[i]);
+      preprocess_into(to_uint8_channels(d.mat, cfg.channels, paths[i]), cfg, base + i * per_image);
     } catch (const std::exception& e) {
       messages[i] = e.what();
       std::fill(base + i * per_image, base + (i + 1) * per_image, 0.0f);

@@ -57,9 +57,15 @@ struct Preprocess {
   void validate() const;
 };
 
-// Reads an image file (8- or 16-bit; gray, gray+alpha, BGR or BGRA) as uint8 RGB
-// (channels == 3) or L (channels == 1). Throws std::runtime_error naming the file when it is
-// missing, unreadable or of an unsupported depth.
+// Decodes an image file as OpenCV does with IMREAD_UNCHANGED (BGR(A) or gray, 8 or 16 bits),
+// after checking it: a regular file of a format vitpe decodes (vit/io/image_header.h) whose
+// header promises at most kMaxDecodedImageBytes of pixels; decodes in all threads together stay
+// within that budget too (vit/io/decode_budget.h: a decode waits for others). Throws
+// std::runtime_error naming the file and what was expected and found (missing, not a regular file,
+// unknown format, over the budget, corrupt).
+cv::Mat decode_image(const std::string& path);
+
+// decode_image, then step 1: uint8 RGB (channels == 3) or L (channels == 1).
 cv::Mat read_image(const std::string& path, int channels = 3);
 
 // Step 1 on an already decoded OpenCV image (BGR channel order, as cv::imread returns it).

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <string>
 
+#include "vit/io/preprocess.h"
 #include "vit/train/data.h"
 #include "vit/train/data_internal.h"
 
@@ -74,18 +74,17 @@ class Folder : public Dataset {
 
   int32_t get(int64_t i, float* image) const override {
     check_index(*this, i);
-    cv::Mat bgr = cv::imread(files_[i], cv::IMREAD_COLOR);
-    if (bgr.empty()) throw std::runtime_error(files_[i] + ": OpenCV cannot decode this image");
+    // The same checked decoding as classify (format, size budget), as RGB.
+    const cv::Mat rgb = read_image(files_[i], 3);
     cv::Mat resized;
-    cv::resize(bgr, resized, cv::Size(static_cast<int>(cols_), static_cast<int>(rows_)), 0, 0,
+    cv::resize(rgb, resized, cv::Size(static_cast<int>(cols_), static_cast<int>(rows_)), 0, 0,
                cv::INTER_LINEAR);
     const int64_t plane = rows_ * cols_;
     for (int64_t y = 0; y < rows_; ++y) {
       const uint8_t* row = resized.ptr<uint8_t>(static_cast<int>(y));
       for (int64_t x = 0; x < cols_; ++x) {
         for (int c = 0; c < 3; ++c) {
-          // OpenCV stores BGR; channel c of the output is RGB.
-          float v = row[x * 3 + (2 - c)] / 255.0f;
+          float v = row[x * 3 + c] / 255.0f;
           image[c * plane + y * cols_ + x] = (v - kImageNetMean[c]) / kImageNetStd[c];
         }
       }
