@@ -88,6 +88,7 @@ RunDirectory::RunDirectory(const TrainOptions& o, const ModelConfig& c)
   if (out_.empty()) return;
   metrics_ = (fs::path(out_) / "metrics.jsonl").string();
   last_ = (fs::path(out_) / "last.safetensors").string();
+  previous_ = (fs::path(out_) / "previous.safetensors").string();
 }
 
 RunDirectory::~RunDirectory() {
@@ -142,32 +143,22 @@ std::string run_settings_diff(const std::string& out, const TrainOptions& o, con
   return fingerprint_diff(st.at("fingerprint"), run_fingerprint(o, c));
 }
 
-ResumePoint RunDirectory::open(Model& model, AdamW& opt, bool resume, bool force) {
-  ResumePoint at;
-  if (out_.empty()) return at;
-  fs::create_directories(out_);
-  lock_fd_ = lock_directory(out_);
-  remove_stale_temporaries(out_);
-  if (!resume || !fs::exists(last_)) {
-    std::vector<std::string> found;
-    for (const char* name :
-         {"metrics.jsonl", "last.safetensors", "model.safetensors", "best.safetensors"}) {
-      if (fs::exists(fs::path(out_) / name)) found.push_back(name);
-    }
-    if (!found.empty() && !resume && !force) {
-      throw std::runtime_error(out_ + " already holds a run (" + join(found, ", ") +
-                               "): pass --resume to continue it, --force to replace it, or "
-                               "choose a new --out");
-    }
-    for (const std::string& name : found) fs::remove(fs::path(out_) / name);
-    return at;
-  }
-  SafeTensorsFile f = SafeTensorsFile::open(last_);
+namespace {
+
+// A resumption refused because the run was made with other settings (not a damaged file: no
+// fallback to the previous checkpoint, which has the same settings).
+struct SettingsDiffer : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Restores the model, the optimizer and the trainer state from one checkpoint of the run.
+ResumePoint resume_from(const std::string& path, const json& fingerprint, Model& model,
+                        AdamW& opt) {
+  SafeTensorsFile f = SafeTensorsFile::open(path);
   const json st = trainer_state(f);
-  const json now = json::parse(fingerprint_);
-  if (st.at("fingerprint") != now) {
-    throw std::runtime_error(last_ + ": --resume with different settings: " +
-                             fingerprint_diff(st.at("fingerprint"), now));
+  if (st.at("fingerprint") != fingerprint) {
+    throw SettingsDiffer(path + ": --resume with different settings: " +
+                         fingerprint_diff(st.at("fingerprint"), fingerprint));
   }
   std::map<std::string, Tensor> weights;
   std::vector<std::pair<std::string, Tensor>> optim_state;
@@ -178,13 +169,72 @@ ResumePoint RunDirectory::open(Model& model, AdamW& opt, bool resume, bool force
       weights[name] = f.get(name);
     }
   }
-  load_params(model, weights, last_);
+  load_params(model, weights, path);
+  ResumePoint at;
   at.epoch = st.at("epoch");
   at.step = st.at("step");
   opt.load_state(optim_state, at.step);
   at.train_seconds = st.at("train_seconds");
   at.best_test_acc = st.at("best_test_acc");
   for (const json& r : st.at("history")) at.history.push_back(epoch_record_from_json(r));
+  return at;
+}
+
+}  // namespace
+
+ResumePoint RunDirectory::open(Model& model, AdamW& opt, bool resume, bool force,
+                               const std::function<void(const std::string&)>& warn) {
+  ResumePoint at;
+  if (out_.empty()) return at;
+  fs::create_directories(out_);
+  lock_fd_ = lock_directory(out_);
+  remove_stale_temporaries(out_);
+  const bool has_last = fs::exists(last_), has_previous = fs::exists(previous_);
+  if (!resume || (!has_last && !has_previous)) {
+    std::vector<std::string> found;
+    for (const char* name : {"metrics.jsonl", "last.safetensors", "previous.safetensors",
+                             "model.safetensors", "best.safetensors"}) {
+      if (fs::exists(fs::path(out_) / name)) found.push_back(name);
+    }
+    if (!found.empty() && !resume && !force) {
+      throw std::runtime_error(out_ + " already holds a run (" + join(found, ", ") +
+                               "): pass --resume to continue it, --force to replace it, or "
+                               "choose a new --out");
+    }
+    for (const std::string& name : found) fs::remove(fs::path(out_) / name);
+    return at;
+  }
+  const json now = json::parse(fingerprint_);
+  std::string damaged;  // why last.safetensors could not be used
+  if (has_last) {
+    try {
+      at = resume_from(last_, now, model, opt);
+    } catch (const SettingsDiffer&) {
+      throw;
+    } catch (const std::exception& e) {
+      damaged = e.what();
+    }
+  } else {
+    damaged = last_ + ": missing";
+  }
+  if (!damaged.empty()) {
+    if (!has_previous) {
+      throw std::runtime_error("cannot resume: " + damaged + "; and there is no " + previous_ +
+                               " to fall back to");
+    }
+    try {
+      at = resume_from(previous_, now, model, opt);
+    } catch (const SettingsDiffer&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot resume: " + damaged +
+                               "; and the fallback failed too: " + e.what());
+    }
+    if (warn) {
+      warn("warning: " + damaged + "\nwarning: resuming from " + previous_ + " (after epoch " +
+           std::to_string(at.epoch) + "); the epoch after it is trained again");
+    }
+  }
   truncate_metrics(metrics_, at.epoch);
   return at;
 }
@@ -214,6 +264,16 @@ void RunDirectory::save_epoch(Model& model, const AdamW& opt, const ResumePoint&
   for (auto& [name, t] : opt.state()) optim.emplace_back("optim." + name, t);
   save_model(model, (fs::path(out_) / "model.safetensors").string());
   if (best) save_model(model, (fs::path(out_) / "best.safetensors").string());
+  // The checkpoint being replaced stays as previous.safetensors: linked under a temporary name,
+  // then renamed over the old one, so both names always hold a complete file.
+  if (fs::exists(last_)) {
+    const std::string tmp = previous_ + ".tmp." + std::to_string(::getpid());
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    fs::create_hard_link(last_, tmp, ec);
+    if (ec) fs::copy_file(last_, tmp);  // a file system without hard links
+    fs::rename(tmp, previous_);
+  }
   save_model(model, last_, meta, optim);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,19 +33,25 @@ class RunDirectory {
   // is a directory that cannot be written: both before any training), removes temporary files a
   // killed writer left. With `resume` and a last.safetensors there: checks that it was written
   // with the same settings (else throws listing each difference), restores the weights and the
-  // optimizer, and drops metric lines written after that checkpoint. Without `resume`, a run
-  // already there is an error unless `force` (then its files are replaced).
-  ResumePoint open(Model& model, AdamW& opt, bool resume, bool force);
+  // optimizer, and drops metric lines written after that checkpoint. A last.safetensors that
+  // cannot be read (truncated, corrupt) is reported on `warn` and the previous epoch's
+  // checkpoint (previous.safetensors) is used instead; when that fails too, the error names
+  // both. Without `resume`, a run already there is an error unless `force` (then its files are
+  // replaced).
+  ResumePoint open(Model& model, AdamW& opt, bool resume, bool force,
+                   const std::function<void(const std::string&)>& warn = {});
 
   // A {"type":"step"} metrics line.
   void log_step(int64_t epoch, int64_t step, double lr, double loss);
   // After an epoch: its {"type":"epoch"} line, then model.safetensors, best.safetensors (when
   // `best`) and last.safetensors (weights, optimizer, trainer state), the resume point last so a
-  // kill between the writes loses nothing.
+  // kill between the writes loses nothing. The last.safetensors it replaces becomes
+  // previous.safetensors first (a hard link renamed into place): at every instant both names
+  // hold a complete checkpoint.
   void save_epoch(Model& model, const AdamW& opt, const ResumePoint& state, bool best);
 
  private:
-  std::string out_, metrics_, last_;
+  std::string out_, metrics_, last_, previous_;
   std::string fingerprint_;  // JSON
   int lock_fd_ = -1;         // flock()ed while the directory is open; released by the kernel
                              // if the process dies

@@ -403,7 +403,9 @@ TrainResult train(const TrainOptions& o) {
   const Schedule sched = make_schedule(o, loader.batches_per_epoch());
 
   RunDirectory run(o, result.config);
-  ResumePoint at = run.open(model, opt, o.resume, o.force);
+  ResumePoint at = run.open(model, opt, o.resume, o.force, [](const std::string& message) {
+    std::fprintf(stderr, "%s\n", message.c_str());  // always: the run is not where it was
+  });
   if (at.epoch > 0 && o.verbose) {
     std::fprintf(stderr, "resuming %s at epoch %lld/%lld (step %lld)\n", o.out.c_str(),
                  static_cast<long long>(at.epoch + 1), static_cast<long long>(o.epochs),

@@ -7,6 +7,8 @@
 //                       {"type":"epoch",...} after each epoch (train/test loss and accuracy)
 //   last.safetensors    model + AdamW state ("optim.m.<name>", "optim.v.<name>") + trainer
 //                       state in metadata "vitpe.train": written atomically after every epoch
+//   previous.safetensors the last.safetensors before it (one epoch earlier): what --resume
+//                       falls back to, saying so, when last.safetensors is damaged
 //   model.safetensors   the latest weights, loadable by `vitpe eval` / load_model
 //   best.safetensors    the weights with the best test accuracy so far
 // Resume works at epoch granularity: a run killed during epoch e restarts at the beginning of e

@@ -191,6 +191,53 @@ TEST(Train, RunDirectoryRefusesOverwritesAndSecondWriters) {
   fs::remove_all(dir);
 }
 
+// A damaged last.safetensors (truncated by a full disk, a partial copy of the run) does not end
+// the run: resume says so and continues from previous.safetensors, one epoch earlier, and the
+// result is still bitwise the uninterrupted run's. With both damaged the error names both.
+TEST(Train, ResumeFallsBackToThePreviousCheckpointWhenLastIsDamaged) {
+  const fs::path a = temp_dir("fallback_full"), b = temp_dir("fallback_damaged");
+  TrainOptions o = tiny_options();
+  o.out = a.string();
+  const TrainResult full = train(o);
+  ASSERT_TRUE(full.finished);
+
+  o.out = b.string();
+  o.stop_after_epochs = 2;
+  ASSERT_FALSE(train(o).finished);
+  ASSERT_TRUE(fs::exists(b / "previous.safetensors"));
+  const fs::path last = b / "last.safetensors";
+  fs::resize_file(last, fs::file_size(last) / 2);
+
+  o.resume = true;
+  o.stop_after_epochs = 0;
+  ::testing::internal::CaptureStderr();
+  const TrainResult resumed = train(o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(resumed.finished);
+  EXPECT_NE(err.find(last.string()), std::string::npos) << err;
+  EXPECT_NE(err.find("resuming from " + (b / "previous.safetensors").string() + " (after epoch 1)"),
+            std::string::npos)
+      << err;
+  auto pa = full.model->params(), pb = resumed.model->params();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(pa[i]->value.f32(), pb[i]->value.f32(), pa[i]->value.nbytes()))
+        << pa[i]->name << " differs";
+  }
+  ASSERT_EQ(resumed.history.size(), 3u);
+  EXPECT_EQ(full.history.back().test_acc, resumed.history.back().test_acc);
+
+  // Both checkpoints damaged: an error naming both files, nothing trained.
+  fs::resize_file(last, 100);
+  fs::resize_file(b / "previous.safetensors", 100);
+  const std::string m = testing::message_of([&] { train(o); });
+  EXPECT_NE(m.find("cannot resume"), std::string::npos) << m;
+  EXPECT_NE(m.find("last.safetensors"), std::string::npos) << m;
+  EXPECT_NE(m.find("previous.safetensors"), std::string::npos) << m;
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 // Numeric settings that once trained and exited 0 (a negative lr, a NaN warmup or clip) are
 // refused before any data is read, naming the flag and the value.
 TEST(Train, NonFiniteOrOutOfRangeSettingsAreRefused) {
