@@ -276,13 +276,14 @@ DecodedImage decode_held(const std::string& path) {
         "image '" + path + "': not a PNG, JPEG, BMP, WebP, TIFF or PNM file (it starts with " +
         (bytes.empty() ? std::string("nothing: the file is empty") : "bytes " + first) + ")");
   }
-  if (header->decoded_bytes() > kMaxDecodedImageBytes) {
+  if (const int64_t need = header->decoded_bytes(); need > kMaxDecodedImageBytes) {
+    const int64_t need_mib = need / (1 << 20) + (need % (1 << 20) != 0 ? 1 : 0);  // rounded up
     throw std::runtime_error(
         "image '" + path + "': its " + header->format + " header says " +
         std::to_string(header->width) + " x " + std::to_string(header->height) + " pixels of " +
-        std::to_string(header->bits) + " bits; decoding it could take " +
-        std::to_string((header->decoded_bytes() + (1 << 20) - 1) >> 20) + " MiB, more than the " +
-        std::to_string(kMaxDecodedImageBytes >> 20) + " MiB budget (about " +
+        std::to_string(header->bits) + " bits; decoding it could take " + std::to_string(need_mib) +
+        " MiB, more than the " + std::to_string(kMaxDecodedImageBytes >> 20) +
+        " MiB budget (about " +
         std::to_string(kMaxDecodedImageBytes / 4 / (header->bits > 8 ? 2 : 1) / 1000000) +
         " megapixels)");
   }
