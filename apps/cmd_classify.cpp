@@ -21,7 +21,6 @@ struct ClassifyOptions : ModelOptions {
   int topk = 5;
   int batch = 16;
   bool json = false;
-  std::string interpolation = "bicubic";
 };
 
 struct Top {
@@ -52,9 +51,7 @@ void run_classify(const ClassifyOptions& o) {
   if (!o.json) {
     for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   }
-  Preprocess pre = Preprocess::from(c);
-  pre.interpolation = parse_interpolation(o.interpolation);
-  pre.validate();
+  const Preprocess pre = Preprocess::from(c);
 
   nlohmann::json results = nlohmann::json::array();
   int failures = 0;
@@ -111,13 +108,13 @@ void setup(CLI::App& root) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = root.add_subcommand("classify", "Classify images: top-k classes per image");
   cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")->required();
-  cmd->add_option("images", o->images, "Image files (any format OpenCV reads)")->required();
+  cmd->add_option("images", o->images, "Image files: PNG, JPEG, BMP, WebP, TIFF or PNM")
+      ->required();
   cmd->add_option("--topk,-k", o->topk, "Classes to print per image")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "Images per forward pass")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print JSON instead of text");
-  cmd->add_option("--interpolation", o->interpolation, "Resize filter (timm: bicubic)")
-      ->check(CLI::IsMember({"bicubic", "bilinear"}));
   add_model_options(cmd, *o);
+  add_preprocess_options(cmd, *o);
   add_precision_option(cmd, o->precision);
   cmd->callback([o] { run_classify(*o); });
 }

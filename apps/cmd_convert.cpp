@@ -32,6 +32,7 @@ void setup(CLI::App& root) {
       ->check(CLI::ExistingFile);
   cmd->add_option("output", o->out, "Output .safetensors")->required();
   add_model_options(cmd, *o);
+  add_preprocess_options(cmd, *o);
   cmd->callback([o] { run_convert(*o); });
 }
 

@@ -1,4 +1,6 @@
 // `vitpe info CHECKPOINT_OR_PRESET`: what a checkpoint holds and what it costs to run.
+#include <fmt/core.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -37,6 +39,17 @@ void run_info(const ModelOptions& o) {
     std::printf("  embed dim     %lld, depths %s, heads %s, window %lld\n", (long long)c.dim,
                 depths.c_str(), heads.c_str(), (long long)c.window);
   }
+  std::string mean, stdv;
+  for (size_t i = 0; i < c.mean.size(); ++i) {
+    mean += (i ? "," : "") + fmt::format("{:g}", c.mean[i]);
+    stdv += (i ? "," : "") + fmt::format("{:g}", c.std_dev[i]);
+  }
+  std::printf(
+      "  preprocess    %s resize to %s / crop_pct %g (%s), crop %lld x %lld, mean %s, "
+      "std %s\n",
+      c.interpolation.c_str(), c.crop_mode == "squash" ? "size" : "shorter side", c.crop_pct,
+      c.crop_mode.c_str(), (long long)c.img_rows, (long long)c.img_cols, mean.c_str(),
+      stdv.c_str());
   std::printf("  classes       %lld%s\n", (long long)c.classes,
               c.labels.empty() ? " (no names)" : " (named)");
   std::printf("  parameters    %lld (%.2fM; encoding %lld)\n", (long long)m.num_params(),
@@ -51,6 +64,7 @@ void setup(CLI::App& root) {
                                       "encoding, parameters and GFLOPs per image");
   cmd->add_option("checkpoint", o->model, "Checkpoint (.safetensors) or preset name")->required();
   add_model_options(cmd, *o);
+  add_preprocess_options(cmd, *o);
   cmd->callback([o] { run_info(*o); });
 }
 

@@ -35,6 +35,11 @@ int64_t parse_whole(const std::string& text, const std::string& what, int64_t le
 std::vector<int64_t> parse_whole_list(const std::string& text, const std::string& what,
                                       int64_t least, int64_t most);
 
+// "0.5,0.5,0.5" -> finite numbers in least..most (strtod, the whole item), else a usage error
+// naming `what`; exactly `count` of them unless count is 0.
+std::vector<float> parse_real_list(const std::string& text, const std::string& what, double least,
+                                   double most, size_t count = 0);
+
 // Throw this from a subcommand to exit with `code` after printing `message` to stderr.
 struct ExitError {
   int code;

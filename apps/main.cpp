@@ -1,7 +1,9 @@
 // `vitpe`: the command-line tool. Each subcommand lives in its own apps/cmd_*.cpp file.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -63,6 +65,27 @@ std::vector<int64_t> parse_whole_list(const std::string& text, const std::string
   std::vector<int64_t> out;
   for (const std::string& item : vitpe::split(text, ',')) {
     if (!item.empty()) out.push_back(parse_whole(item, what, least, most));
+  }
+  return out;
+}
+
+std::vector<float> parse_real_list(const std::string& text, const std::string& what, double least,
+                                   double most, size_t count) {
+  std::vector<float> out;
+  for (const std::string& item : vitpe::split(text, ',')) {
+    char* end = nullptr;
+    const double v = item.empty() ? std::nan("") : std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(v) || v < least ||
+        v > most) {
+      throw ExitError{2, what + ": '" + item + "' is not a number from " + std::to_string(least) +
+                             " to " + std::to_string(most)};
+    }
+    out.push_back(static_cast<float>(v));
+  }
+  if (count != 0 && out.size() != count) {
+    throw ExitError{2, what + ": expected " + std::to_string(count) +
+                           " comma-separated numbers, found " + std::to_string(out.size()) +
+                           " in '" + text + "'"};
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/command.h"
 #include "vit/io/checkpoint.h"
 
 namespace vitpe::app {
@@ -16,6 +17,9 @@ struct ModelOptions {
   std::string img_size;  // "224" or "224x160"
   std::string labels;
   std::string precision = "f32";
+  // Preprocessing over the model's own (add_preprocess_options).
+  std::string mean, std_dev, crop_mode, interpolation;
+  double crop_pct = 0;
 
   LoadOptions load_options() const {
     LoadOptions o;
@@ -30,6 +34,11 @@ struct ModelOptions {
       o.img_cols =
           x == std::string::npos ? o.img_rows : parse_whole(img_size.substr(x + 1), what, 1, 16384);
     }
+    if (!mean.empty()) o.preprocess.mean = parse_real_list(mean, "--mean", -1e3, 1e3);
+    if (!std_dev.empty()) o.preprocess.std_dev = parse_real_list(std_dev, "--std", 1e-6, 1e3);
+    o.preprocess.crop_pct = crop_pct;
+    o.preprocess.crop_mode = crop_mode;
+    o.preprocess.interpolation = interpolation;
     return o;
   }
 };
@@ -46,6 +55,25 @@ inline void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_labels =
   if (with_labels) {
     cmd->add_option("--labels", o.labels, "Class names, one per line")->check(CLI::ExistingFile);
   }
+}
+
+// Adds --mean, --std, --crop-pct, --crop-mode and --interpolation: the evaluation transform
+// over the one the model carries (its file, timm's config.json beside it, or its preset).
+inline void add_preprocess_options(CLI::App* cmd, ModelOptions& o) {
+  cmd->add_option("--mean", o.mean, "Per-channel mean in [0, 1] units, e.g. 0.5,0.5,0.5")
+      ->group("Preprocessing (default: the model's)");
+  cmd->add_option("--std", o.std_dev, "Per-channel std, e.g. 0.5,0.5,0.5")
+      ->group("Preprocessing (default: the model's)");
+  cmd->add_option("--crop-pct", o.crop_pct,
+                  "Resize to size / crop_pct, then crop (timm's crop_pct)")
+      ->check(CLI::Range(0.01, 4.0))
+      ->group("Preprocessing (default: the model's)");
+  cmd->add_option("--crop-mode", o.crop_mode, "center (keep the aspect ratio) or squash")
+      ->check(CLI::IsMember({"center", "squash"}))
+      ->group("Preprocessing (default: the model's)");
+  cmd->add_option("--interpolation", o.interpolation, "Resize filter: bicubic or bilinear")
+      ->check(CLI::IsMember({"bicubic", "bilinear"}))
+      ->group("Preprocessing (default: the model's)");
 }
 
 // Adds --precision (the inference precision of the linear layers, see vit/models/model.h).

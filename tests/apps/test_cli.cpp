@@ -49,10 +49,12 @@ TEST(Cli, ModelHelpNamesThePresets) {
   for (const char* cmd : {"train --help", "compare --help", "bench train --help"}) {
     CmdResult r = vitpe(cmd);
     EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
-    for (const char* preset : {"vit-fmnist", "swin-fmnist", "vit-small-patch16-224"})
+    for (const char* preset : {"vit-fmnist", "swin-fmnist", "vit_small_patch16_224"})
       EXPECT_TRUE(contains(r.out, preset)) << cmd << ": " << preset << "\n" << r.out;
   }
-  for (const char* preset : {"vit-fmnist", "swin-fmnist", "vit-small-patch16-224"}) {
+  // timm's names, and vitpe's earlier dashed spelling of them.
+  for (const char* preset :
+       {"vit-fmnist", "swin-fmnist", "vit_small_patch16_224", "vit-small-patch16-224"}) {
     CmdResult info = vitpe(std::string("info ") + preset);
     EXPECT_EQ(info.code, 0) << preset << "\n" << info.out;
   }
@@ -140,6 +142,42 @@ TEST(Cli, ClassifyJsonOfATimmCheckpoint) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "\"probability\"")) << r.out;
   EXPECT_TRUE(contains(r.out, "rgba_50x50.png")) << r.out;
+}
+
+// `info` prints the transform the model carries; the preprocessing flags override it and a
+// converted file keeps it (here torchvision Swin-T's: resize 232 of 224, bicubic).
+TEST(Cli, InfoShowsThePreprocessingAndFlagsOverrideIt) {
+  CmdResult r = vitpe("info vit_small_patch16_224");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out,
+                       "bicubic resize to shorter side / crop_pct 0.9 (center), crop 224 x "
+                       "224, mean 0.5,0.5,0.5, std 0.5,0.5,0.5"))
+      << r.out;
+  r = vitpe(
+      "info vit_small_patch16_224 --crop-pct 1 --crop-mode squash --interpolation bilinear "
+      "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out,
+                       "bilinear resize to size / crop_pct 1 (squash), crop 224 x 224, "
+                       "mean 0.485,0.456,0.406, std 0.229,0.224,0.225"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "preprocessing overridden by the command line")) << r.out;
+  r = vitpe("info vit_small_patch16_224 --mean 0.5,x,0.5");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--mean: 'x' is not a number")) << r.out;
+  r = vitpe("info vit_small_patch16_224 --std 0.5,0.5");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "mean/std need 3 values")) << r.out;
+  r = vitpe("info vit_smal_patch16_224");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "did you mean vit_small_patch16_224")) << r.out;
+
+  const std::string out = std::string(VITPE_BINARY_DIR) + "/cli_tv_swin.safetensors";
+  CmdResult conv = vitpe("convert --img-size 56 " + data("swin_tv.safetensors") + " " + out);
+  EXPECT_EQ(conv.code, 0) << conv.out;
+  r = vitpe("info " + out);
+  EXPECT_TRUE(contains(r.out, "bicubic resize to shorter side / crop_pct 0.965517")) << r.out;
+  std::filesystem::remove(out);
 }
 
 TEST(Cli, InfoAndConvertRoundTrip) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -220,6 +222,113 @@ std::vector<std::string> read_labels(const std::string& path) {
   return labels;
 }
 
+std::string apply_timm_config_json(ModelConfig& c, const std::string& path) {
+  using nlohmann::json;
+  auto fail = [&](const std::string& what) -> void {
+    throw std::runtime_error("config.json '" + path + "': " + what);
+  };
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail("not a regular file");
+  // timm's files are a few KB (about 30 with 1000 class names).
+  if (std::filesystem::file_size(path, ec) > (4u << 20)) fail("larger than 4 MiB");
+  std::ifstream in(path);
+  if (!in) fail("cannot be opened");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  json j;
+  try {
+    // timm's layout nests 3 deep (root, pretrained_cfg, input_size); deeper is refused while
+    // parsing, before anything recursive sees it.
+    j = json::parse(text, [&](int depth, json::parse_event_t, json&) {
+      if (depth > 8) fail("nests deeper than 8 levels (expected timm's config.json)");
+      return true;
+    });
+  } catch (const json::exception& e) {
+    fail(std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object() || !j.contains("pretrained_cfg") || !j["pretrained_cfg"].is_object()) {
+    fail("expected timm's layout, an object with a \"pretrained_cfg\" object");
+  }
+  const json& cfg = j["pretrained_cfg"];
+  std::vector<std::string> set;
+  auto number = [&](const json& v, const std::string& field) {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      fail(field + ": expected a number, found " + v.dump().substr(0, 40));
+    }
+    return v.get<double>();
+  };
+  auto text_of = [&](const json& v, const std::string& field) {
+    if (!v.is_string()) fail(field + ": expected a string, found " + v.dump().substr(0, 40));
+    return v.get<std::string>();
+  };
+  auto per_channel = [&](const json& v, const std::string& field) {
+    if (!v.is_array() || static_cast<int64_t>(v.size()) != c.channels) {
+      fail(field + ": expected " + std::to_string(c.channels) + " numbers (the weights have " +
+           std::to_string(c.channels) + " input channels), found " + v.dump().substr(0, 60));
+    }
+    std::vector<float> out;
+    for (const json& x : v) out.push_back(static_cast<float>(number(x, field)));
+    return out;
+  };
+  if (j.contains("num_classes") && j["num_classes"] != c.classes) {
+    fail("num_classes is " + j["num_classes"].dump().substr(0, 20) + ", the weights have " +
+         std::to_string(c.classes) + " classes");
+  }
+  if (j.contains("architecture")) c.name = text_of(j["architecture"], "architecture");
+  if (cfg.contains("input_size")) {
+    const json& s = cfg["input_size"];
+    if (!s.is_array() || s.size() != 3 || !s[0].is_number_integer() || !s[1].is_number_integer() ||
+        !s[2].is_number_integer()) {
+      fail("pretrained_cfg.input_size: expected [channels, height, width], found " +
+           s.dump().substr(0, 60));
+    }
+    if (s[0].get<int64_t>() != c.channels) {
+      fail("pretrained_cfg.input_size has " + s[0].dump() + " channels, the weights " +
+           std::to_string(c.channels));
+    }
+    c.img_rows = s[1].get<int64_t>();
+    c.img_cols = s[2].get<int64_t>();
+    set.push_back("input " + std::to_string(c.img_rows) + "x" + std::to_string(c.img_cols));
+  }
+  if (cfg.contains("mean")) {
+    c.mean = per_channel(cfg["mean"], "pretrained_cfg.mean");
+    set.push_back("mean");
+  }
+  if (cfg.contains("std")) {
+    c.std_dev = per_channel(cfg["std"], "pretrained_cfg.std");
+    set.push_back("std");
+  }
+  if (cfg.contains("crop_pct")) {
+    c.crop_pct = number(cfg["crop_pct"], "pretrained_cfg.crop_pct");
+    std::ostringstream crop;
+    crop << c.crop_pct;
+    set.push_back("crop_pct " + crop.str());
+  }
+  if (cfg.contains("crop_mode")) {
+    c.crop_mode = text_of(cfg["crop_mode"], "pretrained_cfg.crop_mode");
+    set.push_back("crop_mode " + c.crop_mode);
+  }
+  if (cfg.contains("interpolation")) {
+    c.interpolation = text_of(cfg["interpolation"], "pretrained_cfg.interpolation");
+    set.push_back(c.interpolation);
+  }
+  if (j.contains("label_names")) {
+    const json& l = j["label_names"];
+    if (!l.is_array() || static_cast<int64_t>(l.size()) != c.classes) {
+      fail("label_names: expected " + std::to_string(c.classes) + " names, found " +
+           (l.is_array() ? std::to_string(l.size()) + " names" : l.dump().substr(0, 40)));
+    }
+    c.labels.clear();
+    for (const json& x : l) c.labels.push_back(text_of(x, "label_names"));
+    set.push_back(std::to_string(c.labels.size()) + " class names");
+  }
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  return set.empty() ? std::string("nothing") : join(set, ", ");
+}
+
 namespace {
 
 int64_t count_indexed(const std::vector<std::string>& names, const std::string& prefix) {
@@ -344,6 +453,55 @@ void check_config_against_tensors(const ModelConfig& c, const TensorSet& ts) {
   }
 }
 
+// The evaluation transform that goes with a foreign file's weights when nothing names them:
+// torchvision's for its architectures (the resize of each IMAGENET1K_V1 weights' transforms(),
+// told apart by width, patch and depths; interpolation as torchvision), timm's defaults for timm
+// files (all of timm's Swin weights: ImageNet statistics, crop 0.9, bicubic; ViT weights differ
+// by tag, so the note says how to give them).
+void foreign_preprocessing(ModelConfig& c, CheckpointFormat format,
+                           std::vector<std::string>& notes) {
+  if (c.channels != 3) return;  // no published statistics; 0.5 set above
+  if (format == CheckpointFormat::torchvision_vit || format == CheckpointFormat::torchvision_swin) {
+    const bool vit = format == CheckpointFormat::torchvision_vit;
+    int64_t resize = 256;  // vit_b_16, vit_b_32, vit_l_32
+    std::string name = vit ? "vit_b_16" : "swin_t";
+    if (vit && c.dim == 1024 && c.patch == 16) resize = 242, name = "vit_l_16";
+    if (!vit) {
+      const bool deep = c.depths.size() == 4 && c.depths[2] == 18;
+      resize = c.dim == 128 ? 238 : deep ? 246 : 232;
+      name = c.dim == 128 ? "swin_b" : deep ? "swin_s" : "swin_t";
+    }
+    c.crop_pct = 224.0 / static_cast<double>(resize);  // torchvision's crop 224 of `resize`
+    c.interpolation = vit ? "bilinear" : "bicubic";
+    notes.push_back("preprocessing: torchvision's " + name + " IMAGENET1K_V1 transform (resize " +
+                    std::to_string(resize) + " " + c.interpolation +
+                    ", centre crop 224, ImageNet mean/std; the same ratio at other sizes)");
+    return;
+  }
+  if (c.kind == ModelKind::swin) {
+    c.crop_pct = 0.9;
+    notes.push_back("preprocessing: timm's for Swin (ImageNet mean/std, crop 0.9, bicubic)");
+    return;
+  }
+  notes.push_back(
+      "preprocessing not stored in the file: ImageNet mean/std, crop 0.875, bicubic; timm's ViT "
+      "weights differ by tag (augreg: mean = std = 0.5, crop 0.9): keep timm's config.json beside "
+      "the file, or pass --preset, --mean, --std, --crop-pct");
+}
+
+// The caller's --mean/--std/--crop-pct/--crop-mode/--interpolation, last (validated with the
+// rest of the config).
+void apply_preprocess_overrides(ModelConfig& c, const PreprocessOverrides& p,
+                                std::vector<std::string>& notes) {
+  if (!p.any()) return;
+  if (!p.mean.empty()) c.mean = p.mean;
+  if (!p.std_dev.empty()) c.std_dev = p.std_dev;
+  if (p.crop_pct != 0) c.crop_pct = p.crop_pct;
+  if (!p.crop_mode.empty()) c.crop_mode = p.crop_mode;
+  if (!p.interpolation.empty()) c.interpolation = p.interpolation;
+  notes.push_back("preprocessing overridden by the command line");
+}
+
 // Config of a foreign checkpoint from its (mapped) tensors: what every family shares (patch
 // embedding, classes, statistics, size), then the family's own.
 ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointFormat format,
@@ -375,6 +533,7 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
   } else {
     infer_vit(c, ts, opts, notes);
   }
+  foreign_preprocessing(c, format, notes);
   return c;
 }
 
@@ -382,13 +541,23 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
 
 LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opts) {
   LoadedModel out;
-  const auto names = preset_names();
-  if (std::find(names.begin(), names.end(), path_or_preset) != names.end()) {
+  if (is_preset(path_or_preset)) {
     ModelConfig c = preset(path_or_preset);
+    apply_preprocess_overrides(c, opts.preprocess, out.notes);
     if (!opts.labels_file.empty()) c.labels = read_labels(opts.labels_file);
     out.model = make_model(c, 0);
     out.notes.push_back("preset '" + path_or_preset + "' with random weights (seed 0)");
     return out;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(path_or_preset, ec) &&
+      path_or_preset.find('/') == std::string::npos &&
+      path_or_preset.find('.') == std::string::npos) {
+    // Not a file and spelt like a model name: say which presets it is close to.
+    const std::vector<std::string> close = closest_presets(path_or_preset);
+    throw std::runtime_error("'" + path_or_preset + "' is neither a checkpoint file nor a preset" +
+                             (close.empty() ? "" : "; did you mean " + join(close, " or ") + "?") +
+                             " (presets: " + join(preset_names(), ", ") + ")");
   }
   SafeTensorsFile file = SafeTensorsFile::open(path_or_preset);
   out.format = detect_checkpoint_format(file.names(), file.metadata());
@@ -419,10 +588,22 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
   } else {
     c = infer_config(tensors, out.format, opts, out.notes, path_or_preset);
   }
+  // A timm hub download keeps its pretrained_cfg beside the weights.
+  const std::string config_json =
+      (std::filesystem::path(path_or_preset).parent_path() / "config.json").string();
+  if (opts.read_config_json && std::filesystem::exists(config_json)) {
+    if (out.format == CheckpointFormat::vitpe) {
+      out.notes.push_back(config_json + " ignored: the checkpoint carries its own config");
+    } else {
+      const std::string applied = apply_timm_config_json(c, config_json);
+      out.notes.push_back("from " + config_json + " (timm's pretrained_cfg): " + applied);
+    }
+  }
   if (opts.img_rows) {
     c.img_rows = opts.img_rows;
     c.img_cols = opts.img_cols ? opts.img_cols : opts.img_rows;
   }
+  apply_preprocess_overrides(c, opts.preprocess, out.notes);
   if (!opts.labels_file.empty()) c.labels = read_labels(opts.labels_file);
   if (!c.labels.empty() && static_cast<int64_t>(c.labels.size()) != c.classes) {
     throw std::runtime_error("labels: the model has " + std::to_string(c.classes) +

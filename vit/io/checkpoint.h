@@ -27,12 +27,29 @@ enum class CheckpointFormat {
 };
 const char* checkpoint_format_name(CheckpointFormat f);
 
+// Preprocessing set by the caller (flags), over whatever the file, its config.json or the
+// preset say; empty / 0 fields keep those.
+struct PreprocessOverrides {
+  std::vector<float> mean, std_dev;  // one per channel
+  double crop_pct = 0;
+  std::string crop_mode;      // "center" or "squash"
+  std::string interpolation;  // "bicubic" or "bilinear"
+  bool any() const {
+    return !mean.empty() || !std_dev.empty() || crop_pct != 0 || !crop_mode.empty() ||
+           !interpolation.empty();
+  }
+};
+
 struct LoadOptions {
   std::string preset;    // config from this preset (shapes still checked)
   int64_t heads = 0;     // ViT heads when no preset (0: dim / 64)
   int64_t img_rows = 0;  // image size when it cannot be inferred (0: 224, or the preset's)
   int64_t img_cols = 0;
   std::string labels_file;  // one class name per line (overrides the checkpoint's labels)
+  // For timm / torchvision files: read the config.json a timm hub download keeps beside the
+  // weights (its pretrained_cfg: input size, mean, std, crop, interpolation; label_names).
+  bool read_config_json = true;
+  PreprocessOverrides preprocess;
 };
 
 struct LoadedModel {
@@ -64,5 +81,12 @@ void load_params(Model& model, const std::map<std::string, Tensor>& tensors,
 
 // Reads class names, one per line (empty lines are errors, with the line number).
 std::vector<std::string> read_labels(const std::string& path);
+
+// Applies a timm hub config.json (its "pretrained_cfg" and "label_names") to `config`: input
+// size, mean, std, crop_pct, crop_mode, interpolation and the class names; returns what it set
+// ("input 224x224, mean, std, crop_pct 0.9, bicubic, 1000 class names"), for notes. Throws
+// std::runtime_error naming the file for invalid JSON, a field of the wrong type or a value the
+// config refuses (a class count or channel count that differs from the weights').
+std::string apply_timm_config_json(ModelConfig& config, const std::string& path);
 
 }  // namespace vitpe

@@ -148,11 +148,22 @@ const char* interpolation_name(Interpolation i) {
   return i == Interpolation::bicubic ? "bicubic" : "bilinear";
 }
 
+CropMode parse_crop_mode(const std::string& name) {
+  if (name == "center") return CropMode::center;
+  if (name == "squash") return CropMode::squash;
+  throw std::invalid_argument("preprocess: expected crop mode 'center' or 'squash', found '" +
+                              name + "'");
+}
+
+const char* crop_mode_name(CropMode m) { return m == CropMode::center ? "center" : "squash"; }
+
 Preprocess Preprocess::from(const ModelConfig& config) {
   Preprocess p;
   p.rows = static_cast<int>(config.img_rows);
   p.cols = static_cast<int>(config.img_cols);
   p.crop_pct = config.crop_pct;
+  p.crop_mode = parse_crop_mode(config.crop_mode);
+  p.interpolation = parse_interpolation(config.interpolation);
   p.mean = config.mean;
   p.std_dev = config.std_dev;
   p.channels = static_cast<int>(config.channels);
@@ -334,8 +345,13 @@ cv::Mat pil_resize(const cv::Mat& img, int width, int height, Interpolation inte
 }
 
 cv::Size resized_size(int width, int height, const Preprocess& cfg) {
-  const double target_h = std::floor(cfg.rows / cfg.crop_pct);
-  const double target_w = std::floor(cfg.cols / cfg.crop_pct);
+  // timm: math.floor(size / crop_pct). The 1e-9 keeps a crop_pct written as a ratio (224 / 232,
+  // torchvision's Swin-T) from flooring to 231 where the division lands just below 232.
+  const double target_h = std::floor(cfg.rows / cfg.crop_pct + 1e-9);
+  const double target_w = std::floor(cfg.cols / cfg.crop_pct + 1e-9);
+  if (cfg.crop_mode == CropMode::squash) {
+    return cv::Size(static_cast<int>(target_w), static_cast<int>(target_h));
+  }
   if (target_h == target_w) {
     // timm then uses torchvision Resize(int): shorter side -> s, longer -> int(s * long / short).
     const int s = static_cast<int>(target_h);

@@ -11,7 +11,8 @@
 //    L = (19595 R + 38470 G + 7471 B + 2^15) >> 16, as PIL's convert('L').
 // 2. resize with PIL's two-pass separable filter on uint8 (horizontal pass, then vertical, each
 //    rounded to uint8 with PIL's 22-bit fixed-point coefficients; antialiased when shrinking).
-//    With s_r = floor(rows / crop_pct) and s_c = floor(cols / crop_pct): when s_r == s_c (square
+//    With s_r = floor(rows / crop_pct) and s_c = floor(cols / crop_pct): crop_mode "squash"
+//    resizes to s_c x s_r; crop_mode "center" (the default): when s_r == s_c (square
 //    targets) the shorter side becomes s_r and the longer int(s_r * long / short), as
 //    torchvision's Resize(int); otherwise (timm's ResizeKeepRatio) ratio = min(h / s_r, w / s_c),
 //    new size = round-half-even(h / ratio) x round-half-even(w / ratio). NOTE: timm 0.9 resizes
@@ -40,17 +41,25 @@ enum class Interpolation : uint8_t { bilinear, bicubic };
 Interpolation parse_interpolation(const std::string& name);
 const char* interpolation_name(Interpolation i);
 
+// timm's crop_mode: "center" keeps the aspect ratio (the shorter side, or ResizeKeepRatio for
+// non-square targets, as step 2 below says); "squash" resizes both sides to floor(size /
+// crop_pct) regardless of the aspect ratio, then crops the centre.
+enum class CropMode : uint8_t { center, squash };
+CropMode parse_crop_mode(const std::string& name);  // throws std::invalid_argument otherwise
+const char* crop_mode_name(CropMode m);
+
 struct Preprocess {
   int rows = 224;  // output height
   int cols = 224;  // output width
   double crop_pct = 0.875;
+  CropMode crop_mode = CropMode::center;
   Interpolation interpolation = Interpolation::bicubic;
   std::vector<float> mean = kImageNetMean;  // one per channel
   std::vector<float> std_dev = kImageNetStd;
   int channels = 3;  // 3 (RGB) or 1 (L)
 
-  // The model's own: its input size and channels, crop_pct, mean and std (bicubic, timm's
-  // default), so an application cannot apply another model's statistics by accident.
+  // The model's own: its input size and channels, crop_pct, crop_mode, interpolation, mean and
+  // std, so an application cannot apply another model's statistics by accident.
   static Preprocess from(const ModelConfig& config);
 
   // Throws std::invalid_argument naming the bad field.

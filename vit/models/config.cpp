@@ -47,7 +47,7 @@ ModelConfig fashion_mnist(ModelConfig c) {
   c.img_rows = c.img_cols = 28;
   c.channels = 1;
   c.classes = 10;
-  c.crop_pct = 1.0f;
+  c.crop_pct = 1.0;
   c.mean = {kFashionMnistMean};
   c.std_dev = {kFashionMnistStd};
   c.labels = kFashionMnistLabels;
@@ -66,21 +66,63 @@ ModelConfig vit_fmnist() {
   return c;
 }
 
-// The preset registry, timm-style: name -> its config, in the order `--help` lists them.
+// timm's preprocessing for its ViT presets' default weights (the augreg tags): mean = std = 0.5,
+// crop 0.9, bicubic.
+ModelConfig timm_vit(int64_t dim, int64_t depth, int64_t heads) {
+  ModelConfig c = vit(dim, depth, heads);
+  c.mean = c.std_dev = {0.5f, 0.5f, 0.5f};
+  c.crop_pct = 0.9;
+  return c;
+}
+
+// timm's Swin-T default weights (ms_in1k): ImageNet statistics, crop 0.9, bicubic.
+ModelConfig timm_swin_tiny() {
+  ModelConfig c = swin(4, 96, {2, 2, 6, 2}, {3, 6, 12, 24});
+  c.crop_pct = 0.9;
+  return c;
+}
+
+// The preset registry: timm's model names (with the preprocessing of timm's default weights for
+// that name, `timm.create_model(name).pretrained_cfg`), an alias in vitpe's earlier spelling, and
+// our small models; in the order `--help` lists them.
 struct PresetEntry {
   const char* name;
+  const char* alias;  // "" for none
   ModelConfig (*make)();
 };
 // clang-format off
 const PresetEntry kPresets[] = {
-    {"vit-tiny-patch16-224",         [] { return vit(192, 12, 3); }},
-    {"vit-small-patch16-224",        [] { return vit(384, 12, 6); }},
-    {"vit-base-patch16-224",         [] { return vit(768, 12, 12); }},
-    {"vit-fmnist",                   vit_fmnist},
-    {"swin-tiny-patch4-window7-224", [] { return swin(4, 96, {2, 2, 6, 2}, {3, 6, 12, 24}); }},
-    {"swin-fmnist",                  [] { return fashion_mnist(swin(2, 64, {2, 2}, {2, 4})); }},
+    {"vit_tiny_patch16_224",         "vit-tiny-patch16-224",         [] { return timm_vit(192, 12, 3); }},
+    {"vit_small_patch16_224",        "vit-small-patch16-224",        [] { return timm_vit(384, 12, 6); }},
+    {"vit_base_patch16_224",         "vit-base-patch16-224",         [] { return timm_vit(768, 12, 12); }},
+    {"swin_tiny_patch4_window7_224", "swin-tiny-patch4-window7-224", timm_swin_tiny},
+    {"vit-fmnist",                   "",                             vit_fmnist},
+    {"swin-fmnist",                  "",                             [] { return fashion_mnist(swin(2, 64, {2, 2}, {2, 4})); }},
 };
 // clang-format on
+
+const PresetEntry* find_preset(const std::string& name) {
+  for (const PresetEntry& p : kPresets) {
+    if (name == p.name || (p.alias[0] != '\0' && name == p.alias)) return &p;
+  }
+  return nullptr;
+}
+
+// Levenshtein distance, for suggesting the closest preset names.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
 
 }  // namespace
 
@@ -90,16 +132,41 @@ std::vector<std::string> preset_names() {
   return names;
 }
 
-ModelConfig preset(const std::string& name) {
+bool is_preset(const std::string& name) { return find_preset(name) != nullptr; }
+
+std::vector<std::string> closest_presets(const std::string& name, size_t most) {
+  std::vector<std::pair<size_t, std::string>> scored;
   for (const PresetEntry& p : kPresets) {
-    if (name == p.name) {
-      ModelConfig c = p.make();
-      c.name = name;
-      return c;
+    size_t d = edit_distance(name, p.name);
+    if (p.alias[0] != '\0') d = std::min(d, edit_distance(name, p.alias));
+    // A shortened name ("swin_tiny") is as good as a near miss.
+    if (name.size() >= 3 && std::string(p.name).rfind(name, 0) == 0) d = 0;
+    scored.emplace_back(d, p.name);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (const auto& [d, n] : scored) {
+    // Close enough to be a misspelling (at most a third of the letters differ), and about as
+    // close as the closest.
+    if (out.size() < most && d <= std::max<size_t>(2, name.size() / 3) &&
+        d <= scored.front().first + 1) {
+      out.push_back(n);
     }
   }
-  throw std::invalid_argument("unknown model preset '" + name +
-                              "' (known: " + join(preset_names(), ", ") + ")");
+  return out;
+}
+
+ModelConfig preset(const std::string& name) {
+  if (const PresetEntry* p = find_preset(name)) {
+    ModelConfig c = p->make();
+    c.name = p->name;
+    return c;
+  }
+  const std::vector<std::string> close = closest_presets(name, 3);
+  throw std::invalid_argument("unknown model preset '" + name + "'" +
+                              (close.empty() ? "" : "; did you mean " + join(close, " or ") + "?") +
+                              " (known: " + join(preset_names(), ", ") + ")");
 }
 
 void ModelConfig::validate() const {
@@ -137,6 +204,13 @@ void ModelConfig::validate() const {
   if (!(eps > 0 && eps < 1)) fail("eps must be in (0, 1), found " + std::to_string(eps));
   if (!(crop_pct > 0 && crop_pct <= 4)) {
     fail("crop_pct must be in (0, 4], found " + std::to_string(crop_pct));
+  }
+  if (crop_mode != "center" && crop_mode != "squash") {
+    fail("crop_mode must be 'center' or 'squash' (timm's 'border' is not supported), found '" +
+         crop_mode + "'");
+  }
+  if (interpolation != "bicubic" && interpolation != "bilinear") {
+    fail("interpolation must be 'bicubic' or 'bilinear', found '" + interpolation + "'");
   }
   for (size_t i = 0; i < mean.size(); ++i) {
     if (!std::isfinite(mean[i]) || !(std_dev[i] > 0) || !std::isfinite(std_dev[i])) {
@@ -196,6 +270,8 @@ std::string ModelConfig::to_json() const {
     j["mlp_ratio"] = mlp_ratio;
   }
   j["crop_pct"] = crop_pct;
+  j["crop_mode"] = crop_mode;
+  j["interpolation"] = interpolation;
   j["mean"] = mean;
   j["std"] = std_dev;
   j["labels"] = labels;
@@ -276,7 +352,10 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
       c.heads = c.stage_heads.empty() ? 0 : c.stage_heads[0];
       c.mlp_dim = static_cast<int64_t>(c.dim * c.mlp_ratio);
     }
-    c.crop_pct = j.value("crop_pct", 0.875f);
+    // Older files have no crop_mode or interpolation: timm's defaults.
+    c.crop_pct = j.value("crop_pct", 0.875);
+    c.crop_mode = j.value("crop_mode", "center");
+    c.interpolation = j.value("interpolation", "bicubic");
     c.mean = j.at("mean").get<std::vector<float>>();
     c.std_dev = j.at("std").get<std::vector<float>>();
     c.labels = j.value("labels", std::vector<std::string>{});

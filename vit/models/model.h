@@ -68,8 +68,13 @@ struct ModelConfig {
   std::vector<int64_t> stage_heads;  // heads per stage
   int64_t window = 7;
   float mlp_ratio = 4.0f;
-  // Preprocessing for classification (timm's eval transform).
-  float crop_pct = 0.875f;
+  // Preprocessing for classification: timm's pretrained_cfg fields for its eval transform
+  // (vit/io/preprocess.h). crop_mode "center" (resize the shorter side to size / crop_pct, then
+  // crop) or "squash" (resize both sides to size / crop_pct, then crop); interpolation
+  // "bicubic" or "bilinear".
+  double crop_pct = 0.875;
+  std::string crop_mode = "center";
+  std::string interpolation = "bicubic";
   std::vector<float> mean = kImageNetMean;
   std::vector<float> std_dev = kImageNetStd;  // "std" in the JSON, as timm's pretrained_cfg
   // Class names (optional; empty = print indices).
@@ -83,9 +88,14 @@ struct ModelConfig {
   void validate() const;
 };
 
-// Presets by name (timm's sizes and our small ones); throws listing the known names.
+// Presets by name: timm's model names (vit_small_patch16_224, ...; also spelt with dashes, as
+// vitpe did first) with the preprocessing of timm's default weights, and our small models.
+// Throws listing the known names and the closest ones.
 ModelConfig preset(const std::string& name);
-std::vector<std::string> preset_names();
+std::vector<std::string> preset_names();  // the primary names
+bool is_preset(const std::string& name);  // a name or an alias
+// Up to `most` preset names close to `name` (a misspelling), closest first; maybe none.
+std::vector<std::string> closest_presets(const std::string& name, size_t most = 3);
 
 class Model {
  public:

@@ -1,0 +1,240 @@
+// The evaluation transform each model family carries (timm's pretrained_cfg for its presets,
+// torchvision's weights transforms for torchvision files) against the families' own transforms:
+// goldens from timm 1.0 / torchvision 0.29 with Pillow on a JPEG and a PNG
+// (tests/golden/make_transform_goldens.py, tests/data/README.md). timm resizes with PIL, which
+// vitpe reproduces to the bit; torchvision's weights resize a uint8 tensor with its own
+// antialiased kernels, which vitpe approximates with PIL's (the tolerance is stated below).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+
+#include "tests/testing.h"
+#include "vit/io/checkpoint.h"
+#include "vit/io/preprocess.h"
+#include "vit/io/safetensors.h"
+
+namespace vitpe {
+namespace {
+
+const std::string kData = VITPE_TEST_DATA;
+
+struct Golden {
+  SafeTensorsFile file = SafeTensorsFile::open(kData + "/transform_golden.safetensors");
+  nlohmann::json families = nlohmann::json::parse(file.metadata().at("families"));
+  // [H, W, C] uint8 as stored.
+  cv::Mat image(const std::string& name) const {
+    const TensorInfo& info = file.info(name);
+    EXPECT_EQ(info.dtype, "U8") << name;
+    const auto bytes = file.raw(name);
+    cv::Mat m(static_cast<int>(info.shape[0]), static_cast<int>(info.shape[1]), CV_8UC3);
+    std::memcpy(m.data, bytes.data(), bytes.size());
+    return m;
+  }
+};
+
+const std::vector<std::pair<std::string, std::string>> kImages = {
+    {"photo_61x47", "/images/photo_61x47.jpg"}, {"rgb_67x45", "/images/rgb_67x45.png"}};
+
+int max_abs_diff(const cv::Mat& a, const cv::Mat& b) {
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_EQ(a.type(), b.type());
+  if (a.size() != b.size() || a.type() != b.type()) return 255;
+  cv::Mat d;
+  cv::absdiff(a, b, d);
+  double most = 0;
+  cv::minMaxLoc(d.reshape(1), nullptr, &most);
+  return static_cast<int>(most);
+}
+
+void expect_config_matches(const Preprocess& p, const nlohmann::json& f, const std::string& fam) {
+  EXPECT_EQ(p.rows, f["input_size"][1].get<int>()) << fam;
+  EXPECT_DOUBLE_EQ(p.crop_pct, f["crop_pct"].get<double>()) << fam;
+  EXPECT_STREQ(crop_mode_name(p.crop_mode), f["crop_mode"].get<std::string>().c_str()) << fam;
+  EXPECT_STREQ(interpolation_name(p.interpolation), f["interpolation"].get<std::string>().c_str())
+      << fam;
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_FLOAT_EQ(p.mean[c], f["mean"][c].get<float>()) << fam;
+    EXPECT_FLOAT_EQ(p.std_dev[c], f["std"][c].get<float>()) << fam;
+  }
+}
+
+ModelConfig at_size(ModelConfig c, int64_t size) {
+  c.img_rows = c.img_cols = size;
+  return c;
+}
+
+// JPEG and PNG decode to the same RGB bytes as PIL's Image.open(f).convert('RGB').
+TEST(Transforms, DecodingEqualsPil) {
+  const Golden g;
+  for (const auto& [stem, file] : kImages) {
+    EXPECT_EQ(max_abs_diff(read_image(kData + file, 3), g.image(stem + "/decoded")), 0) << stem;
+  }
+}
+
+// The presets carry timm's pretrained_cfg (vit_small_patch16_224: augreg, mean = std = 0.5, crop
+// 0.9; swin_tiny_patch4_window7_224: ImageNet, crop 0.9) and reproduce timm's transform exactly.
+TEST(Transforms, TimmPresetsEqualTimmsTransformBitwise) {
+  const Golden g;
+  const std::vector<std::pair<std::string, ModelConfig>> families = {
+      {"timm_vit", preset("vit_small_patch16_224")},
+      {"timm_swin", preset("swin_tiny_patch4_window7_224")},
+      {"timm_squash", [] {
+         ModelConfig c = preset("vit_small_patch16_224");
+         c.crop_mode = "squash";
+         c.crop_pct = 0.95;
+         return c;
+       }()}};
+  for (const auto& [fam, config] : families) {
+    const nlohmann::json& f = g.families.at(fam);
+    const Preprocess p = Preprocess::from(at_size(config, f["input_size"][1].get<int64_t>()));
+    expect_config_matches(p, f, fam);
+    for (const auto& [stem, file] : kImages) {
+      const cv::Mat ours = resize_and_crop(read_image(kData + file, 3), p);
+      EXPECT_EQ(max_abs_diff(ours, g.image(stem + "/" + fam)), 0) << fam << " " << stem;
+    }
+  }
+}
+
+// torchvision files get their weights' transform: ViT resize 256 -> crop 224 bilinear, Swin-T
+// resize 232 -> 224 bicubic (the same ratios at 32 px). torchvision resizes a uint8 tensor with
+// its own antialiased kernels; vitpe uses PIL's, which differ from them by at most 1 level of
+// 255 bilinear and 5 bicubic on these images (measured; the bicubic case is the noisy PNG).
+TEST(Transforms, TorchvisionFilesGetTheirWeightsTransform) {
+  const Golden g;
+  for (const auto& [fam, file, tolerance] : {std::tuple{"tv_vit", "/vit_tv.safetensors", 2},
+                                             std::tuple{"tv_swin", "/swin_tv.safetensors", 6}}) {
+    const LoadedModel m = load_model(kData + file, LoadOptions{});
+    Preprocess p = Preprocess::from(m.model->config());
+    p.rows = p.cols = 32;  // the goldens' size; the file's is 32 (ViT) or 56 (Swin)
+    const nlohmann::json& f = g.families.at(fam);
+    EXPECT_STREQ(interpolation_name(p.interpolation),
+                 f["interpolation"].get<std::string>().c_str());
+    EXPECT_DOUBLE_EQ(p.crop_pct, 224.0 / f["resize_224"].get<double>()) << fam;
+    EXPECT_EQ(resized_size(67, 45, p).height, f["resize"].get<int>()) << fam;
+    EXPECT_EQ(p.mean, kImageNetMean);
+    for (const auto& [stem, image] : kImages) {
+      const cv::Mat ours = resize_and_crop(read_image(kData + image, 3), p);
+      const int diff = max_abs_diff(ours, g.image(stem + "/" + fam));
+      EXPECT_LE(diff, tolerance) << fam << " " << stem;
+      std::printf("%s %s: max |vitpe - torchvision| = %d levels\n", fam, stem.c_str(), diff);
+    }
+  }
+}
+
+// A timm hub download: the weights with timm's config.json beside them. Its pretrained_cfg and
+// label_names travel into the model's config; a bad one is an error naming it.
+class ConfigJson : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("vitpe_config_json_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::filesystem::copy_file(kData + "/vit_timm.safetensors", dir_ / "model.safetensors");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void write(const nlohmann::json& j) { std::ofstream(dir_ / "config.json") << j.dump(); }
+  std::string weights() const { return (dir_ / "model.safetensors").string(); }
+  static nlohmann::json timm_json() {
+    nlohmann::json labels = nlohmann::json::array();
+    for (int i = 0; i < 10; ++i) labels.push_back("class_" + std::to_string(i));
+    return {{"architecture", "vit_tiny_test"},
+            {"num_classes", 10},
+            {"pretrained_cfg",
+             {{"input_size", {3, 32, 32}},
+              {"interpolation", "bilinear"},
+              {"crop_pct", 0.95},
+              {"crop_mode", "squash"},
+              {"mean", {0.5, 0.5, 0.5}},
+              {"std", {0.5, 0.25, 0.5}}}},
+            {"label_names", labels}};
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigJson, PretrainedCfgAndLabelNamesTravelWithTheWeights) {
+  write(timm_json());
+  const LoadedModel m = load_model(weights());
+  const ModelConfig& c = m.model->config();
+  EXPECT_EQ(c.name, "vit_tiny_test");
+  EXPECT_EQ(c.img_rows, 32);
+  EXPECT_EQ(c.interpolation, "bilinear");
+  EXPECT_EQ(c.crop_mode, "squash");
+  EXPECT_DOUBLE_EQ(c.crop_pct, 0.95);
+  EXPECT_EQ(c.std_dev, (std::vector<float>{0.5f, 0.25f, 0.5f}));
+  ASSERT_EQ(c.labels.size(), 10u);
+  EXPECT_EQ(c.labels[3], "class_3");
+  bool noted = false;
+  for (const std::string& n : m.notes) noted |= n.find("config.json") != std::string::npos;
+  EXPECT_TRUE(noted);
+
+  // Flags win over the file; without reading config.json the file's defaults apply.
+  LoadOptions o;
+  o.preprocess.crop_pct = 1.0;
+  o.preprocess.interpolation = "bicubic";
+  EXPECT_DOUBLE_EQ(load_model(weights(), o).model->config().crop_pct, 1.0);
+  EXPECT_EQ(load_model(weights(), o).model->config().interpolation, "bicubic");
+  o = LoadOptions{};
+  o.read_config_json = false;
+  EXPECT_EQ(load_model(weights(), o).model->config().mean, kImageNetMean);
+}
+
+TEST_F(ConfigJson, ABadConfigJsonIsAnErrorNamingIt) {
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& j) { j["num_classes"] = 1000; }, "num_classes is 1000"},
+      {[](nlohmann::json& j) {
+         j["pretrained_cfg"]["mean"] = {0.5, 0.5};
+       },
+       "expected 3 numbers"},
+      {[](nlohmann::json& j) { j["pretrained_cfg"]["crop_mode"] = "border"; }, "'border'"},
+      {[](nlohmann::json& j) { j["pretrained_cfg"]["interpolation"] = "lanczos"; }, "lanczos"},
+      {[](nlohmann::json& j) {
+         j["pretrained_cfg"]["input_size"] = {1, 32, 32};
+       },
+       "channels"},
+      {[](nlohmann::json& j) {
+         j["label_names"] = {"a", "b"};
+       },
+       "expected 10 names"},
+      {[](nlohmann::json& j) { j.erase("pretrained_cfg"); }, "pretrained_cfg"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    nlohmann::json j = timm_json();
+    edit(j);
+    write(j);
+    const std::string m = testing::message_of([&] { load_model(weights()); });
+    EXPECT_NE(m.find("config.json"), std::string::npos) << m;
+    EXPECT_NE(m.find(expected), std::string::npos) << expected << ": " << m;
+  }
+  std::ofstream(dir_ / "config.json") << std::string(100000, '[') << std::string(100000, ']');
+  EXPECT_NE(testing::message_of([&] { load_model(weights()); }).find("nests deeper"),
+            std::string::npos);
+  std::ofstream(dir_ / "config.json") << "{\"pretrained_cfg\": ";
+  EXPECT_NE(testing::message_of([&] { load_model(weights()); }).find("not valid JSON"),
+            std::string::npos);
+}
+
+// Presets answer to timm's names and to vitpe's dashed spellings; a near miss gets suggestions.
+TEST(Presets, TimmNamesAliasesAndSuggestions) {
+  EXPECT_EQ(preset("vit_small_patch16_224").name, "vit_small_patch16_224");
+  EXPECT_EQ(preset("vit-small-patch16-224").name, "vit_small_patch16_224");
+  EXPECT_TRUE(is_preset("swin-tiny-patch4-window7-224"));
+  const std::string m = testing::message_of([] { preset("vit_smal_patch16_224"); });
+  EXPECT_NE(m.find("did you mean vit_small_patch16_224"), std::string::npos) << m;
+  const std::string f = testing::message_of([] { load_model("vit_base_patch16_244"); });
+  EXPECT_NE(f.find("neither a checkpoint file nor a preset; did you mean vit_base_patch16_224"),
+            std::string::npos)
+      << f;
+  EXPECT_TRUE(closest_presets("resnet50").empty());
+}
+
+}  // namespace
+}  // namespace vitpe
