@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "apps/command.h"
 #include "apps/model_options.h"
+#include "vit/io/classifier.h"
 #include "vit/io/preprocess.h"
 
 namespace vitpe::app {
@@ -22,26 +22,6 @@ struct ClassifyOptions : ModelOptions {
   int batch = 16;
   bool json = false;
 };
-
-struct Top {
-  int64_t index;
-  float prob;
-};
-
-std::vector<Top> top_k(const float* logits, int64_t classes, int k) {
-  std::vector<float> p(logits, logits + classes);
-  const float mx = *std::max_element(p.begin(), p.end());
-  double sum = 0;
-  for (float& v : p) sum += (v = std::exp(v - mx));
-  std::vector<int64_t> idx(classes);
-  std::iota(idx.begin(), idx.end(), 0);
-  const int64_t n = std::min<int64_t>(k, classes);
-  std::partial_sort(idx.begin(), idx.begin() + n, idx.end(),
-                    [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-  std::vector<Top> out;
-  for (int64_t i = 0; i < n; ++i) out.push_back({idx[i], static_cast<float>(p[idx[i]] / sum)});
-  return out;
-}
 
 void run_classify(const ClassifyOptions& o) {
   LoadedModel loaded = load_model(o.model, o.load_options());
@@ -64,34 +44,32 @@ void run_classify(const ClassifyOptions& o) {
     for (size_t i = 0; i < paths.size(); ++i) {
       nlohmann::json r;
       r["image"] = paths[i];
+      // An image that failed (unreadable, or non-finite logits) is reported and skipped.
+      auto failed = [&](const std::string& message) {
+        ++failures;
+        r["error"] = message;
+        if (!o.json) std::fprintf(stderr, "vitpe: error: %s\n", message.c_str());
+        results.push_back(r);
+      };
       if (!errors[i].empty()) {
-        ++failures;
-        r["error"] = errors[i];
-        if (!o.json) std::fprintf(stderr, "vitpe: error: %s\n", errors[i].c_str());
-        results.push_back(r);
+        failed(errors[i]);
         continue;
       }
-      const float* row = logits.f32() + i * c.classes;
-      if (!std::all_of(row, row + c.classes, [](float v) { return std::isfinite(v); })) {
-        ++failures;
-        r["error"] = paths[i] +
-                     ": the model's logits are not finite (NaN or Inf weights, or a bad "
-                     "config such as a negative eps)";
-        if (!o.json)
-          std::fprintf(stderr, "vitpe: error: %s\n", r["error"].get<std::string>().c_str());
-        results.push_back(r);
+      std::vector<Prediction> top;
+      try {
+        top = top_k(logits.f32() + i * c.classes, c.classes, o.topk, c.labels);
+      } catch (const std::runtime_error& e) {
+        failed(paths[i] + ": " + e.what());
         continue;
       }
-      auto top = top_k(row, c.classes, o.topk);
       if (!o.json) std::printf("%s\n", paths[i].c_str());
       int rank = 0;
-      for (const Top& t : top) {
-        const std::string label =
-            c.labels.empty() ? "class " + std::to_string(t.index) : c.labels[t.index];
-        r["top"].push_back({{"index", t.index}, {"label", label}, {"probability", t.prob}});
+      for (const Prediction& t : top) {
+        r["top"].push_back(
+            {{"index", t.index}, {"label", t.label}, {"probability", t.probability}});
         if (!o.json) {
-          std::printf("  %d. %-28s %6.2f%%  (class %lld)\n", ++rank, label.c_str(), 100.0 * t.prob,
-                      static_cast<long long>(t.index));
+          std::printf("  %d. %-28s %6.2f%%  (class %lld)\n", ++rank, t.label.c_str(),
+                      100.0 * t.probability, static_cast<long long>(t.index));
         }
       }
       results.push_back(r);

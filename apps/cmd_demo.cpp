@@ -5,13 +5,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <opencv2/imgcodecs.hpp>
 
 #include "apps/command.h"
 #include "apps/train_options.h"
 #include "vit/compare/compare.h"
 #include "vit/io/checkpoint.h"
+#include "vit/io/classifier.h"
 #include "vit/train/data.h"
 
 namespace vitpe::app {
@@ -89,22 +89,13 @@ void classify_samples(const DemoCli& c) {
   std::printf("checkpoint %s (encoding %s)\n", ckpt.c_str(), lm.model->config().encoding.c_str());
   int correct = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits.f32() + i * C;
-    const float mx = *std::max_element(row, row + C);
-    std::vector<double> p(static_cast<size_t>(C));
-    double sum = 0;
-    for (int64_t k = 0; k < C; ++k) sum += p[k] = std::exp(static_cast<double>(row[k] - mx));
-    std::vector<int64_t> idx(static_cast<size_t>(C));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + 3, idx.end(),
-                      [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-    correct += idx[0] == labels[i];
+    const std::vector<Prediction> top = top_k(logits.f32() + i * C, C, 3, names);
+    correct += top[0].index == labels[i];
     std::printf("%s  true: %-11s  top-3:", fs::path(files[i]).filename().string().c_str(),
                 names[labels[i]].c_str());
-    for (int k = 0; k < 3; ++k) {
-      std::printf("  %s %.1f%%", names[idx[k]].c_str(), 100 * p[idx[k]] / sum);
-    }
-    std::printf("%s\n", idx[0] == labels[i] ? "" : "   (wrong)");
+    for (const Prediction& p : top)
+      std::printf("  %s %.1f%%", p.label.c_str(), 100 * p.probability);
+    std::printf("%s\n", top[0].index == labels[i] ? "" : "   (wrong)");
   }
   std::printf("%d of %lld correct\n\n", correct, static_cast<long long>(n));
 }

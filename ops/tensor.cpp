@@ -93,13 +93,17 @@ struct Storage {
     ++g_allocations;
   }
   ~Storage() {
+    if (!owned) return;
     if (device == Device::cpu)
       std::free(ptr);
     else
       cuda_free(ptr);
   }
+  // The caller's CPU memory, not owned (Tensor::wrap): nothing is allocated or freed.
+  Storage(void* external, size_t n) : ptr(external), bytes(n), owned(false) {}
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+  bool owned = true;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -115,6 +119,21 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::wrap(const float* data, const Shape& shape) {
+  for (int i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) throw ShapeError("Tensor::wrap: negative dimension in " + shape.str());
+  }
+  if (data == nullptr && shape.numel() > 0) {
+    throw std::invalid_argument("Tensor::wrap: null data for shape " + shape.str());
+  }
+  Tensor t;
+  // const_cast: the tensor is documented as read-only (ops read their inputs).
+  t.storage_ = std::make_shared<Storage>(const_cast<float*>(data),
+                                         static_cast<size_t>(shape.numel()) * sizeof(float));
+  t.shape_ = shape;
   return t;
 }
 

@@ -68,6 +68,9 @@ class Tensor {
   static Tensor full(const Shape& shape, float value);
   // f32 CPU tensor holding a copy of `values` (values.size() must equal shape.numel()).
   static Tensor from(const Shape& shape, const std::vector<float>& values);
+  // f32 CPU view of the caller's memory (no copy, no allocation of storage): for inputs only;
+  // the memory must outlive the tensor and its copies, and nothing may write through it.
+  static Tensor wrap(const float* data, const Shape& shape);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -16,7 +16,9 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(rc)
   message(FATAL_ERROR "building the consumer failed: ${rc}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+# The bundled model and a committed image, as the README's example uses them.
+execute_process(COMMAND ${WORK_DIR}/build/consumer ${VITPE_SOURCE_DIR}/models/vit-fmnist.safetensors
+  ${VITPE_SOURCE_DIR}/tests/data/images/rgb_67x45.png RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 message(STATUS "${out}")
 if(rc)
   message(FATAL_ERROR "the consumer failed: ${rc}")

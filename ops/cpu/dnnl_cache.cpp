@@ -2,6 +2,8 @@
 // (see dnnl_cache.h for the contract).
 #include "ops/cpu/dnnl_cache.h"
 
+#include <omp.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -27,6 +29,8 @@ dnnl::stream& dnnl_stream() {
 }
 
 // ---- keys -------------------------------------------------------------------------------------
+
+int64_t primitive_threads() { return omp_get_max_threads(); }
 
 PrimitiveKey& PrimitiveKey::add(int64_t v) {
   if (count >= kMaxValues) {

@@ -1,12 +1,14 @@
-// A vision application using the installed vitpe (find_package(vitpe), vitpe::vitpe): builds
-// a small ViT from a preset, runs one image through it and checks the logits' shape.
+// A vision application using the installed vitpe (find_package(vitpe), vitpe::vitpe): the
+// README's example, classifying a cv::Mat in one call, plus checks that the installed headers,
+// library and package version agree. Usage: consumer [CHECKPOINT_OR_PRESET [IMAGE]]
 #include <vitpe/vitpe.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <opencv2/imgcodecs.hpp>
 
-int main() {
+int main(int argc, char** argv) {
   // Headers, library and package version file from one install agree.
   if (std::strcmp(vitpe::version(), VITPE_VERSION_STRING) != 0 ||
       std::strcmp(vitpe::version(), VITPE_PACKAGE_VERSION) != 0) {
@@ -14,14 +16,25 @@ int main() {
                 vitpe::version(), VITPE_VERSION_STRING, VITPE_PACKAGE_VERSION);
     return 1;
   }
-  vitpe::LoadedModel loaded = vitpe::load_model("vit-fmnist");  // preset, random weights
-  vitpe::Model& model = *loaded.model;
-  const vitpe::ModelConfig& c = model.config();
-  vitpe::Tensor x = vitpe::Tensor::full({1, c.channels, c.img_rows, c.img_cols}, 0.5f);
-  const vitpe::Tensor& logits = model.forward(x);
-  bool finite = true;
-  for (int64_t i = 0; i < logits.numel(); ++i) finite = finite && std::isfinite(logits.at(i));
-  std::printf("vitpe consumer: vitpe %s, %s -> logits %s (%s)\n", vitpe::version(), c.name.c_str(),
-              logits.shape().str().c_str(), finite ? "finite" : "NOT finite");
-  return logits.shape() == vitpe::Shape({1, c.classes}) && finite ? 0 : 1;
+  try {
+    // --- the README's example ---
+    vitpe::Classifier classifier(argc > 1 ? argv[1] : "vit-fmnist");
+    const cv::Mat image = argc > 2 ? cv::imread(argv[2], cv::IMREAD_UNCHANGED)
+                                   : cv::Mat(28, 28, CV_8UC1, cv::Scalar(128));
+    const std::vector<vitpe::Prediction> top = classifier.classify(image, 3);
+    for (const vitpe::Prediction& p : top) {
+      std::printf("%-12s %5.1f%%\n", p.label.c_str(), 100 * p.probability);
+    }
+    // --- end of the example ---
+    float total = 0;
+    for (const vitpe::Prediction& p : top) total += p.probability;
+    const bool ok = top.size() == 3 && std::isfinite(total) && total > 0 && total <= 1.0001f;
+    std::printf("vitpe consumer: vitpe %s, %s, top-3 of %lld classes: %s\n", vitpe::version(),
+                classifier.config().name.c_str(),
+                static_cast<long long>(classifier.config().classes), ok ? "ok" : "NOT ok");
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::printf("vitpe consumer: %s\n", e.what());
+    return 1;
+  }
 }

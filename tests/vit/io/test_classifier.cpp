@@ -1,0 +1,145 @@
+// Tests of vit/io/classifier: one call from a cv::Mat to labelled probabilities with the model's
+// own preprocessing; the same answers as the step-by-step path (`vitpe classify`); zero-copy
+// input; one instance shared by several threads; clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <opencv2/imgcodecs.hpp>
+#include <thread>
+
+#include "ops/ops.h"
+#include "tests/testing.h"
+#include "vit/io/classifier.h"
+
+namespace vitpe {
+namespace {
+
+const std::string kModel = std::string(VITPE_SOURCE_DIR) + "/models/vit-fmnist.safetensors";
+const std::string kImages = std::string(VITPE_TEST_DATA) + "/images/";
+
+// A 28x28 gray "image" with some structure (the bundled model's input).
+cv::Mat pattern(int seed) {
+  cv::Mat m(28, 28, CV_8UC1);
+  for (int y = 0; y < 28; ++y)
+    for (int x = 0; x < 28; ++x)
+      m.at<uint8_t>(y, x) = static_cast<uint8_t>((x * 9 + y * seed) % 256);
+  return m;
+}
+
+TEST(TopK, SoftmaxOrderLabelsAndNonFiniteLogits) {
+  const float logits[4] = {1.0f, 3.0f, 3.0f, -2.0f};
+  const auto top = top_k(logits, 4, 3, {"a", "b", "c", "d"});
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].index, 1);  // ties: the lower index first
+  EXPECT_EQ(top[1].index, 2);
+  EXPECT_EQ(top[2].label, "a");
+  const double z = std::exp(1.0) + 2 * std::exp(3.0) + std::exp(-2.0);
+  EXPECT_NEAR(top[0].probability, std::exp(3.0) / z, 1e-7);
+  EXPECT_EQ(top_k(logits, 4, 10, {}).size(), 4u);
+  EXPECT_EQ(top_k(logits, 4, 1, {})[0].label, "class 1");
+  const float bad[2] = {0.0f, std::numeric_limits<float>::quiet_NaN()};
+  EXPECT_NE(testing::message_of([&] { top_k(bad, 2, 1, {}); }).find("not finite"),
+            std::string::npos);
+}
+
+// classify(cv::Mat) gives what the file path gives: decode, the model's transform, forward,
+// softmax; a colour (BGR) image is converted as the model's channels require.
+TEST(Classifier, EqualsTheStepByStepPath) {
+  Classifier classifier(kModel);
+  EXPECT_EQ(classifier.preprocess().rows, 28);
+  EXPECT_EQ(classifier.preprocess().channels, 1);
+  const std::string file = kImages + "rgb_67x45.png";
+  const auto got = classifier.classify(cv::imread(file, cv::IMREAD_UNCHANGED), 3);
+
+  LoadedModel m = load_model(kModel);
+  const Tensor x = preprocess_files({file}, Preprocess::from(m.model->config()));
+  const Tensor& logits = m.model->forward(x);
+  const auto want = top_k(logits.f32(), logits.size(1), 3, m.model->config().labels);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].index, want[i].index);
+    EXPECT_EQ(got[i].label, want[i].label);
+    EXPECT_EQ(got[i].probability, want[i].probability);
+  }
+  EXPECT_EQ(got[0].label, kFashionMnistLabels[got[0].index]);
+}
+
+TEST(Classifier, BatchEqualsSingleCallsAndPreprocessedInputIsReadInPlace) {
+  Classifier classifier(kModel);
+  const std::vector<cv::Mat> images = {pattern(3), pattern(7), pattern(11)};
+  const auto batch = classifier.classify(images, 2);
+  ASSERT_EQ(batch.size(), 3u);
+  for (size_t i = 0; i < images.size(); ++i) {
+    const auto one = classifier.classify(images[i], 2);
+    EXPECT_EQ(one[0].index, batch[i][0].index);
+    EXPECT_NEAR(one[0].probability, batch[i][0].probability, 1e-6);
+  }
+
+  // The caller's buffer, preprocessed as preprocess() says, is not copied: a steady-state call
+  // allocates no tensor storage at all.
+  std::vector<float> buffer(3 * 28 * 28);
+  for (size_t i = 0; i < images.size(); ++i) {
+    preprocess_into(images[i], classifier.preprocess(), buffer.data() + i * 28 * 28);
+  }
+  classifier.classify_preprocessed(buffer.data(), 3, 2);  // warms the model's buffers
+  const int64_t before = storage_allocation_count();
+  const auto in_place = classifier.classify_preprocessed(buffer.data(), 3, 2);
+  EXPECT_EQ(storage_allocation_count(), before);
+  for (size_t i = 0; i < images.size(); ++i) {
+    EXPECT_EQ(in_place[i][0].index, batch[i][0].index);
+    EXPECT_NEAR(in_place[i][0].probability, batch[i][0].probability, 1e-6);
+  }
+}
+
+// One instance, four threads, each classifying a different image many times: every answer is
+// the one a single thread gets (calls on one instance run one at a time, each with the
+// instance's thread count; the callers' own thread settings are left as they were).
+TEST(Classifier, OneInstanceIsSafeFromSeveralThreads) {
+  ClassifierOptions options;
+  options.threads = 1;
+  Classifier classifier(kModel, options);
+  std::vector<std::vector<Prediction>> expected;
+  for (int t = 0; t < 4; ++t) expected.push_back(classifier.classify(pattern(3 + 4 * t), 3));
+  const int before = num_threads();
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 15; ++i) {
+        const auto got = classifier.classify(pattern(3 + 4 * t), 3);
+        for (size_t k = 0; k < 3; ++k) {
+          mismatches[t] += got[k].index != expected[t][k].index ||
+                           got[k].probability != expected[t][k].probability;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+  EXPECT_EQ(num_threads(), before);
+}
+
+TEST(Classifier, BadInputsAreErrorsThatSayWhat) {
+  Classifier classifier(kModel);
+  EXPECT_NE(testing::message_of([&] { classifier.classify(cv::Mat(), 3); }).find("empty cv::Mat"),
+            std::string::npos);
+  const cv::Mat floats(28, 28, CV_32FC1, cv::Scalar(0.5));
+  EXPECT_NE(testing::message_of([&] { classifier.classify(floats, 3); }).find("8- or 16-bit"),
+            std::string::npos);
+  EXPECT_NE(testing::message_of([&] {
+              classifier.classify_preprocessed(nullptr, 1);
+            }).find("null pointer"),
+            std::string::npos);
+  ClassifierOptions bad;
+  bad.threads = 5000;
+  EXPECT_NE(testing::message_of([&] { Classifier c(kModel, bad); }).find("threads"),
+            std::string::npos);
+  EXPECT_NE(testing::message_of([] {
+              Classifier c("vit_smal_patch16_224");
+            }).find("did you mean vit_small_patch16_224"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace vitpe

@@ -1,0 +1,133 @@
+// Classifier: load + preprocess + forward + softmax/top-k (vit/io/classifier.h).
+#include "vit/io/classifier.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include "ops/ops.h"
+
+namespace vitpe {
+
+std::vector<Prediction> top_k(const float* logits, int64_t classes, int k,
+                              const std::vector<std::string>& labels) {
+  if (classes <= 0 || k <= 0) {
+    throw std::invalid_argument("top_k: expected classes > 0 and k > 0, found " +
+                                std::to_string(classes) + " and " + std::to_string(k));
+  }
+  if (!std::all_of(logits, logits + classes, [](float v) { return std::isfinite(v); })) {
+    throw std::runtime_error(
+        "the model's logits are not finite (NaN or Inf weights, or a bad config such as a "
+        "negative eps)");
+  }
+  const float most = *std::max_element(logits, logits + classes);
+  std::vector<double> p(static_cast<size_t>(classes));
+  double sum = 0;
+  for (int64_t i = 0; i < classes; ++i)
+    sum += p[i] = std::exp(static_cast<double>(logits[i] - most));
+  std::vector<int64_t> order(static_cast<size_t>(classes));
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t n = std::min<int64_t>(k, classes);
+  std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                    [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  std::vector<Prediction> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t c = order[i];
+    out.push_back(
+        {c, static_cast<size_t>(c) < labels.size() ? labels[c] : "class " + std::to_string(c),
+         static_cast<float>(p[c] / sum)});
+  }
+  return out;
+}
+
+Classifier::Classifier(const std::string& checkpoint_or_preset, const ClassifierOptions& options)
+    : loaded_(load_model(checkpoint_or_preset, options.load)),
+      preprocess_(Preprocess::from(loaded_.model->config())),
+      threads_(options.threads) {
+  if (options.threads < 0 || options.threads > 1024) {
+    throw std::invalid_argument(
+        "Classifier: threads must be 0 (the process's setting) to 1024, "
+        "found " +
+        std::to_string(options.threads));
+  }
+  loaded_.model->set_precision(options.precision);
+}
+
+namespace {
+
+// Sets the calling thread's compute threads for one call and restores them (OpenMP's thread
+// count is per calling thread, so other threads' settings are untouched).
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads) : before_(num_threads()) {
+    if (threads > 0) set_num_threads(threads);
+  }
+  ~ThreadScope() { set_num_threads(before_); }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int before_;
+};
+
+}  // namespace
+
+std::vector<std::vector<Prediction>> Classifier::run(const Tensor& images, int k) {
+  const ModelConfig& c = config();
+  std::lock_guard<std::mutex> lock(mutex_);
+  ThreadScope scope(threads_);
+  const Tensor& logits = loaded_.model->forward(images);
+  std::vector<std::vector<Prediction>> out;
+  for (int64_t i = 0; i < images.size(0); ++i) {
+    try {
+      out.push_back(top_k(logits.f32() + i * c.classes, c.classes, k, c.labels));
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("image " + std::to_string(i) + " of the batch: " + e.what());
+    }
+  }
+  return out;
+}
+
+std::vector<Prediction> Classifier::classify(const cv::Mat& image, int k) {
+  return classify(std::vector<cv::Mat>{image}, k).front();
+}
+
+std::vector<std::vector<Prediction>> Classifier::classify(const std::vector<cv::Mat>& images,
+                                                          int k) {
+  if (images.empty()) return {};
+  const Preprocess& p = preprocess_;
+  const int64_t B = static_cast<int64_t>(images.size());
+  Tensor batch = Tensor::empty({B, p.channels, p.rows, p.cols});
+  const size_t per_image = static_cast<size_t>(p.channels) * p.rows * p.cols;
+  std::vector<std::string> errors(images.size());
+#pragma omp parallel for schedule(dynamic) if (B > 1)
+  for (int64_t i = 0; i < B; ++i) {
+    try {
+      const std::string name = "image " + std::to_string(i);
+      if (images[i].empty()) throw std::invalid_argument(name + ": empty cv::Mat");
+      preprocess_into(to_uint8_channels(images[i], p.channels, name), p,
+                      batch.f32() + i * per_image);
+    } catch (const std::exception& e) {
+      errors[i] = e.what();
+    }
+  }
+  for (const std::string& e : errors) {
+    if (!e.empty()) throw std::invalid_argument("Classifier::classify: " + e);
+  }
+  return run(batch, k);
+}
+
+std::vector<std::vector<Prediction>> Classifier::classify_preprocessed(const float* images,
+                                                                       int64_t batch, int k) {
+  const Preprocess& p = preprocess_;
+  if (images == nullptr || batch <= 0) {
+    throw std::invalid_argument(
+        "Classifier::classify_preprocessed: expected a buffer of " + std::to_string(batch) +
+        " > 0 images, found " +
+        (images == nullptr ? "a null pointer" : "a batch of " + std::to_string(batch)));
+  }
+  return run(Tensor::wrap(images, {batch, p.channels, p.rows, p.cols}), k);
+}
+
+}  // namespace vitpe

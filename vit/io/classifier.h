@@ -1,0 +1,77 @@
+// Image classification in one call: a model with the preprocessing it carries (its file, timm's
+// config.json beside it, or its preset; vit/io/preprocess.h), softmax and top-k.
+//
+//   vitpe::Classifier classifier("models/vit-fmnist.safetensors");  // or a timm file, a preset
+//   for (const vitpe::Prediction& p : classifier.classify(cv::imread("shoe.png"), 3))
+//     std::printf("%s %.1f%%\n", p.label.c_str(), 100 * p.probability);
+//
+// Threads: every method may be called from several threads on one instance. Calls on one
+// instance run one at a time, because the model keeps its activations in per-instance buffers
+// (so a steady-state call allocates nothing); each call uses the instance's thread count for its
+// matmuls and loops. To classify in parallel, give each thread its own Classifier.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <opencv2/core.hpp>
+#include <string>
+#include <vector>
+
+#include "vit/io/checkpoint.h"
+#include "vit/io/preprocess.h"
+
+namespace vitpe {
+
+struct Prediction {
+  int64_t index = 0;
+  std::string label;  // the model's class name, or "class N" when it has none
+  float probability = 0;
+};
+
+// The k most probable classes of one row of logits (softmax in double; ties: the lower index
+// first). `labels` may be empty. Throws std::runtime_error when a logit is NaN or infinite.
+std::vector<Prediction> top_k(const float* logits, int64_t classes, int k,
+                              const std::vector<std::string>& labels);
+
+struct ClassifierOptions {
+  LoadOptions load;  // preset, labels file, preprocessing overrides, ... (vit/io/checkpoint.h)
+  Precision precision = Precision::f32;
+  int threads = 0;  // compute threads of this instance's calls (0: the process's setting)
+};
+
+class Classifier {
+ public:
+  // Loads a checkpoint (ours, timm, torchvision) or builds a preset; throws what load_model
+  // throws.
+  explicit Classifier(const std::string& checkpoint_or_preset,
+                      const ClassifierOptions& options = {});
+
+  // An image as OpenCV holds it (cv::imread: BGR, BGRA or gray; 8 or 16 bits; any size) -> its
+  // k most probable classes. Throws std::invalid_argument for an empty image or one of another
+  // depth or channel count, std::runtime_error for non-finite logits.
+  std::vector<Prediction> classify(const cv::Mat& image, int k = 5);
+  // Several images in one forward pass (preprocessed in parallel); results in input order.
+  std::vector<std::vector<Prediction>> classify(const std::vector<cv::Mat>& images, int k = 5);
+  // Input already preprocessed, read in place from the caller's memory (no copy): `batch`
+  // images of [channels, rows, cols] floats laid out as preprocess() produces them. The memory
+  // must stay valid and unchanged during the call.
+  std::vector<std::vector<Prediction>> classify_preprocessed(const float* images, int64_t batch,
+                                                             int k = 5);
+
+  const ModelConfig& config() const { return loaded_.model->config(); }
+  // The transform classify() applies (rows x cols, crop, interpolation, mean, std).
+  const Preprocess& preprocess() const { return preprocess_; }
+  // How the config was obtained (vit/io/checkpoint.h LoadedModel::notes).
+  const std::vector<std::string>& notes() const { return loaded_.notes; }
+  int threads() const { return threads_; }
+
+ private:
+  std::vector<std::vector<Prediction>> run(const Tensor& images, int k);
+
+  LoadedModel loaded_;
+  Preprocess preprocess_;
+  int threads_ = 0;
+  std::mutex mutex_;  // one forward at a time: the model's buffers are this instance's
+};
+
+}  // namespace vitpe
