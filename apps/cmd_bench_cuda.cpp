@@ -173,7 +173,7 @@ void run_attention_bench(const AttnBenchOptions& o) {
                     "attention is part of `vitpe bench --model`)"};
   }
   if (!cuda_available()) {
-    throw ExitError{3,
+    throw ExitError{1,
                     "bench attention: no CUDA device found (cudaGetDeviceCount reports none "
                     "or the NVIDIA driver is missing); run it on a machine with a GPU"};
   }
@@ -219,7 +219,7 @@ void run_attention_bench(const AttnBenchOptions& o) {
 #else
 
 void run_attention_bench(const AttnBenchOptions&) {
-  throw ExitError{3,
+  throw ExitError{1,
                   "bench attention: this vitpe was built without CUDA (configure with "
                   "-DVITPE_CUDA=ON and the CUDA Toolkit, on a machine with an NVIDIA GPU)"};
 }

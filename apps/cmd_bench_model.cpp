@@ -30,6 +30,7 @@ struct BenchOptions {
   std::vector<int> batches{1, 8};
   int reps = 0;
   bool vs_torch = false;
+  bool json = false;
   std::string device = "cpu";
   std::string precision = "f32";
 };
@@ -86,24 +87,37 @@ void run_bench(const BenchOptions& o) {
   const int threads = num_threads();
   const double weights_mib = model.num_params() * 4.0 / (1 << 20);
   const Precision precision = parse_precision(o.precision);
-  std::printf(
-      "model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads, %s linears\n",
-      o.model.c_str(), c.kind == ModelKind::vit ? "ViT" : "Swin", c.encoding.c_str(),
-      model.num_params() / 1e6, weights_mib, threads, o.precision.c_str());
-  std::printf("%6s %12s %10s %10s %14s\n", "batch", "median ms", "img/s", "GFLOP/s",
-              "peak RSS MiB");
+  nlohmann::json out = {{"model", o.model},
+                        {"kind", c.kind == ModelKind::vit ? "vit" : "swin"},
+                        {"encoding", c.encoding},
+                        {"parameters", model.num_params()},
+                        {"threads", threads},
+                        {"precision", o.precision},
+                        {"results", nlohmann::json::array()}};
+  if (!o.json) {
+    std::printf(
+        "model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads, %s linears\n",
+        o.model.c_str(), c.kind == ModelKind::vit ? "ViT" : "Swin", c.encoding.c_str(),
+        model.num_params() / 1e6, weights_mib, threads, o.precision.c_str());
+    std::printf("%6s %12s %10s %10s %14s\n", "batch", "median ms", "img/s", "GFLOP/s",
+                "peak RSS MiB");
+  }
   std::map<int, double> ours;
   Rng rng(0);
   for (int B : o.batches) {
     Tensor x = Tensor::empty({B, c.channels, c.img_rows, c.img_cols});
     rng.fill_normal(x, 1.0);
+    nlohmann::json row = {{"batch", B}};
     if (precision != Precision::f32) {
       // The logits' error against f32 on this input, then the timed runs in `precision`.
       model.set_precision(Precision::f32);
       const Tensor ref = model.forward(x).clone();
       model.set_precision(precision);
-      std::printf("%6d  max |logit - f32 logit| / max |f32 logit| = %.2e\n", B,
-                  max_rel_diff(ref, model.forward(x)));
+      row["max_rel_logit_error"] = max_rel_diff(ref, model.forward(x));
+      if (!o.json) {
+        std::printf("%6d  max |logit - f32 logit| / max |f32 logit| = %.2e\n", B,
+                    row["max_rel_logit_error"].get<double>());
+      }
     }
     const int reps = o.reps ? o.reps : (B == 1 ? 10 : 5);
     for (int i = 0; i < 2; ++i) model.forward(x);  // warm-up: primitives, buffers
@@ -117,22 +131,42 @@ void run_bench(const BenchOptions& o) {
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
     ours[B] = med;
-    std::printf("%6d %12.1f %10.1f %10.1f %14.0f\n", B, med, B * 1000.0 / med,
-                model.flops_per_image() * B / (med * 1e6), peak_rss_mib());
-    std::fflush(stdout);
+    row["median_ms"] = med;
+    row["min_ms"] = ms.front();
+    row["max_ms"] = ms.back();
+    row["img_per_s"] = B * 1000.0 / med;
+    row["gflops_per_s"] = model.flops_per_image() * B / (med * 1e6);
+    row["peak_rss_mib"] = peak_rss_mib();
+    out["results"].push_back(row);
+    if (!o.json) {
+      std::printf("%6d %12.1f %10.1f %10.1f %14.0f\n", B, med, B * 1000.0 / med,
+                  model.flops_per_image() * B / (med * 1e6), peak_rss_mib());
+      std::fflush(stdout);
+    }
   }
-  std::printf("memory: weights %.0f MiB; peak RSS is for the whole process so far\n", weights_mib);
-  if (!o.vs_torch) return;
-  auto torch = run_torch_peer(o, threads);
-  if (torch.empty()) return;
-  std::printf("\n%6s %12s %14s %12s %16s %14s\n", "batch", "vitpe ms", "torch eager ms", "speedup",
-              "torch jit ms", "speedup");
-  for (int B : o.batches) {
-    auto it = torch.find(B);
-    if (it == torch.end()) continue;
-    std::printf("%6d %12.1f %14.1f %11.2fx %16.1f %13.2fx\n", B, ours[B], it->second.eager_ms,
-                it->second.eager_ms / ours[B], it->second.jit_ms, it->second.jit_ms / ours[B]);
+  if (!o.json) {
+    std::printf("memory: weights %.0f MiB; peak RSS is for the whole process so far\n",
+                weights_mib);
   }
+  if (o.vs_torch) {
+    auto torch = run_torch_peer(o, threads);
+    if (!torch.empty() && !o.json) {
+      std::printf("\n%6s %12s %14s %12s %16s %14s\n", "batch", "vitpe ms", "torch eager ms",
+                  "speedup", "torch jit ms", "speedup");
+    }
+    out["torch"] = nlohmann::json::array();
+    for (int B : o.batches) {
+      auto it = torch.find(B);
+      if (it == torch.end()) continue;
+      out["torch"].push_back(
+          {{"batch", B}, {"eager_ms", it->second.eager_ms}, {"jit_ms", it->second.jit_ms}});
+      if (!o.json) {
+        std::printf("%6d %12.1f %14.1f %11.2fx %16.1f %13.2fx\n", B, ours[B], it->second.eager_ms,
+                    it->second.eager_ms / ours[B], it->second.jit_ms, it->second.jit_ms / ours[B]);
+      }
+    }
+  }
+  if (o.json) std::printf("%s\n", out.dump(2).c_str());
 }
 
 void setup(CLI::App& root) {
@@ -149,6 +183,7 @@ void setup(CLI::App& root) {
   bench->add_flag("--vs-torch", o->vs_torch,
                   "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
   bench->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  bench->add_flag("--json", o->json, "Print JSON (every batch's median, min, max, img/s, ...)");
   add_precision_option(bench, o->precision);
   bench->callback([o, bench] {
     if (!bench->get_subcommands().empty()) return;  // `bench ops`, `bench attention`

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/command.h"
@@ -13,8 +14,21 @@
 namespace vitpe::app {
 namespace {
 
-void run_list() {
+void run_list(bool json) {
   auto kinds = encoding_kinds();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& k : kinds) {
+      out.push_back({{"kind", k.name},
+                     {"site", k.site},
+                     {"options", k.options},
+                     {"summary", k.summary},
+                     {"extension", extension_name(k.extension)},
+                     {"extension_note", k.extension_note}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
   size_t wn = 4, ws = 4, wo = 7;
   for (const auto& k : kinds) {
     wn = std::max(wn, k.name.size());
@@ -87,7 +101,9 @@ void setup(CLI::App& root) {
                                          "pictures of one");
   cmd->require_subcommand(1);
   CLI::App* list = cmd->add_subcommand("list", "Kinds, their site, options with defaults, summary");
-  list->callback(run_list);
+  auto list_json = std::make_shared<bool>(false);
+  list->add_flag("--json", *list_json, "Print JSON instead of text");
+  list->callback([list_json] { run_list(*list_json); });
 
   auto s = std::make_shared<ShowOptions>();
   CLI::App* show = cmd->add_subcommand(

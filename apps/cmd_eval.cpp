@@ -1,6 +1,7 @@
 // `vitpe eval`: accuracy and loss of a checkpoint on a dataset's test split at several image
 // sizes (encodings resampled as at inference).
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "apps/command.h"
 #include "apps/model_options.h"
@@ -19,6 +20,7 @@ struct EvalCli {
   int64_t batch = 256;
   bool train_split = false;
   bool no_progress = false;
+  bool json = false;
   std::string precision = "f32";
 };
 
@@ -36,6 +38,7 @@ void setup(CLI::App& root) {
   cmd->add_option("--batch", c->batch, "Batch size")->capture_default_str();
   cmd->add_flag("--train-split", c->train_split, "Evaluate on the training split");
   cmd->add_flag("--no-progress", c->no_progress, "No progress bars");
+  cmd->add_flag("--json", c->json, "Print JSON instead of the table (progress still on stderr)");
   add_threads_option(cmd);
   add_precision_option(cmd, c->precision);
   cmd->callback([c] {
@@ -46,10 +49,19 @@ void setup(CLI::App& root) {
     std::vector<int64_t> sizes =
         c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows}
                          : parse_whole_list(c->sizes, "--sizes (e.g. 28,36,44)", 1, 16384);
-    std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
-                cfg.encoding.c_str(), c->precision.c_str(), c->data.name.c_str(),
-                c->train_split ? "train" : "test");
-    std::printf("%6s  %9s  %7s  %8s  %7s\n", "size", "accuracy", "loss", "images", "img/s");
+    nlohmann::json out = {{"model", c->model},
+                          {"preset", cfg.name},
+                          {"encoding", cfg.encoding},
+                          {"precision", c->precision},
+                          {"dataset", c->data.name},
+                          {"split", c->train_split ? "train" : "test"},
+                          {"results", nlohmann::json::array()}};
+    if (!c->json) {
+      std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
+                  cfg.encoding.c_str(), c->precision.c_str(), c->data.name.c_str(),
+                  c->train_split ? "train" : "test");
+      std::printf("%6s  %9s  %7s  %8s  %7s\n", "size", "accuracy", "loss", "images", "img/s");
+    }
     for (int64_t s : sizes) {
       DatasetOptions d = c->data;
       d.train = c->train_split;
@@ -62,11 +74,19 @@ void setup(CLI::App& root) {
                                std::to_string(data->classes())};
       }
       EvalResult r = evaluate(model, *data, c->batch, !c->no_progress, "@" + std::to_string(s));
-      std::printf("%6lld  %8.2f%%  %7.4f  %8lld  %7.0f\n", static_cast<long long>(s),
-                  100 * r.accuracy, r.loss, static_cast<long long>(r.count),
-                  r.count / std::max(1e-9, r.seconds));
-      std::fflush(stdout);
+      const double per_s = r.count / std::max(1e-9, r.seconds);
+      out["results"].push_back({{"size", s},
+                                {"accuracy", r.accuracy},
+                                {"loss", r.loss},
+                                {"images", r.count},
+                                {"img_per_s", per_s}});
+      if (!c->json) {
+        std::printf("%6lld  %8.2f%%  %7.4f  %8lld  %7.0f\n", static_cast<long long>(s),
+                    100 * r.accuracy, r.loss, static_cast<long long>(r.count), per_s);
+        std::fflush(stdout);
+      }
     }
+    if (c->json) std::printf("%s\n", out.dump(2).c_str());
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "apps/command.h"
 #include "apps/model_options.h"
@@ -11,10 +12,27 @@
 namespace vitpe::app {
 namespace {
 
-void run_info(const ModelOptions& o) {
+struct InfoOptions : ModelOptions {
+  bool json = false;
+};
+
+void run_info(const InfoOptions& o) {
   LoadedModel loaded = load_model(o.model, o.load_options());
   Model& m = *loaded.model;
   const ModelConfig& c = m.config();
+  if (o.json) {
+    const nlohmann::json out = {{"model", o.model},
+                                {"format", checkpoint_format_name(loaded.format)},
+                                {"written_by", loaded.written_by},
+                                {"read_by", std::string("vitpe ") + version()},
+                                {"notes", loaded.notes},
+                                {"config", nlohmann::json::parse(c.to_json())},
+                                {"parameters", m.num_params()},
+                                {"encoding_parameters", m.num_encoding_params()},
+                                {"gflops_per_image", m.flops_per_image() / 1e9}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
   std::printf("%s\n", o.model.c_str());
   std::printf("  format        %s\n", checkpoint_format_name(loaded.format));
   if (!loaded.written_by.empty()) std::printf("  written by    %s\n", loaded.written_by.c_str());
@@ -58,13 +76,14 @@ void run_info(const ModelOptions& o) {
 }
 
 void setup(CLI::App& root) {
-  auto o = std::make_shared<ModelOptions>();
+  auto o = std::make_shared<InfoOptions>();
   CLI::App* cmd = root.add_subcommand("info",
                                       "Show a checkpoint's (or preset's) configuration, "
                                       "encoding, parameters and GFLOPs per image");
   cmd->add_option("checkpoint", o->model, "Checkpoint (.safetensors) or preset name")->required();
   add_model_options(cmd, *o);
   add_preprocess_options(cmd, *o);
+  cmd->add_flag("--json", o->json, "Print JSON (the config as stored in our files, notes, costs)");
   cmd->callback([o] { run_info(*o); });
 }
 

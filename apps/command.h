@@ -40,7 +40,9 @@ std::vector<int64_t> parse_whole_list(const std::string& text, const std::string
 std::vector<float> parse_real_list(const std::string& text, const std::string& what, double least,
                                    double most, size_t count = 0);
 
-// Throw this from a subcommand to exit with `code` after printing `message` to stderr.
+// Throw this from a subcommand to exit with `code` after printing `message` to stderr. The
+// codes (main.cpp's --help footer, README): 1 a failure, 2 a usage error. Any other exception
+// a command lets through exits 1 with its message.
 struct ExitError {
   int code;
   std::string message;

@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
   const std::string version = std::string("vitpe ") + vitpe::version();
   CLI::App app{version + ": Vision Transformers with interchangeable 2D positional encodings"};
   app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 success; 1 failure (a file that cannot be read or is not what it should be, "
+      "an image that could not be classified, no GPU for a CUDA command); 2 usage error (an "
+      "unknown command or flag, a missing or bad value).");
   app.set_version_flag("--version", version);
   add_threads_option(&app);
 
@@ -123,6 +127,11 @@ int main(int argc, char** argv) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, setup] : cmds) setup(app);
 
+  // Bare `vitpe`: the help, as for --help.
+  if (argc == 1) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  }
   // CLI11 says only "A subcommand is required" for a misspelt one: name it and the known ones.
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;
@@ -140,7 +149,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Help and --version exit 0; every usage error (CLI11 numbers them 101..) exits 2.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const ExitError& e) {
     if (!e.message.empty()) std::fprintf(stderr, "vitpe: %s\n", e.message.c_str());
     return e.code;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "vit/io/checkpoint.h"
@@ -125,6 +126,62 @@ TEST(Cli, BadFlagSaysWhat) {
   EXPECT_TRUE(contains(t.out, "excludes") && contains(t.out, "--no-flip") &&
               contains(t.out, "--no-augment"))
       << t.out;
+}
+
+// One exit-code scheme (the --help footer): 0 success, 1 failure, 2 usage error. CLI11's own
+// codes (105, 106, 109, ...) once leaked through; bare `vitpe` once printed only an error.
+TEST(Cli, ExitCodesFollowOneScheme) {
+  CmdResult bare = vitpe("");
+  EXPECT_EQ(bare.code, 0) << bare.out;
+  EXPECT_TRUE(contains(bare.out, "classify") && contains(bare.out, "Exit codes:")) << bare.out;
+  EXPECT_EQ(vitpe("--help").code, 0);
+  EXPECT_EQ(vitpe("--version").code, 0);
+  EXPECT_EQ(vitpe("info vit-fmnist").code, 0);
+  const std::string image = data("images/rgb_67x45.png");
+  for (const std::string& usage : std::vector<std::string>{
+           std::string("frobnicate"), std::string("classify"),                  // unknown, missing
+           "classify --model vit-fmnist --topk 0 " + image,                     // out of range
+           "classify --model vit-fmnist --topk zero " + image,                  // not a number
+           "info vit-fmnist --no-such-flag", "info vit-fmnist extra-argument",  // unknown, extra
+           "--threads abc info vit-fmnist", "eval --model vit-fmnist --sizes 0",  // bad values
+           "encodings list --bogus", "classify --model vit-fmnist --crop-mode border " + image}) {
+    CmdResult r = vitpe(usage);
+    EXPECT_EQ(r.code, 2) << usage << "\n" << r.out;
+  }
+  for (const std::string& failure : std::vector<std::string>{
+           "info " + data("no-such-file.safetensors"),            // unreadable file
+           "classify --model vit-fmnist " + data("no-such.png"),  // an image that failed
+           std::string("info vit_smal_patch16_224")}) {           // not a file, not a preset
+    CmdResult r = vitpe(failure);
+    EXPECT_EQ(r.code, 1) << failure << "\n" << r.out;
+  }
+}
+
+// --json on info, eval, bench and encodings list: one JSON document on stdout, nothing else.
+TEST(Cli, JsonOutputsParse) {
+  auto json_of = [](const std::string& args) {
+    const std::string cmd = std::string(VITPE_BINARY_DIR) + "/vitpe " + args + " 2>/dev/null";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf;
+    while (pipe && std::fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+    const int status = pipe ? pclose(pipe) : -1;
+    EXPECT_EQ(status, 0) << args << "\n" << out;
+    return nlohmann::json::parse(out);  // throws (fails the test) on anything but JSON
+  };
+  const auto info = json_of("info --json vit_small_patch16_224");
+  EXPECT_EQ(info["config"]["crop_pct"], 0.9);
+  EXPECT_EQ(info["parameters"], 22050664);
+  const auto kinds = json_of("encodings list --json");
+  ASSERT_TRUE(kinds.is_array());
+  EXPECT_EQ(kinds[0]["kind"], "none");
+  EXPECT_GE(kinds.size(), 9u);
+  const auto eval = json_of("eval --json --model vit-fmnist --dataset fashion-mnist --subset 40");
+  ASSERT_EQ(eval["results"].size(), 1u);
+  EXPECT_EQ(eval["results"][0]["images"], 40);
+  const auto bench = json_of("bench --json --model vit-fmnist --batch 1,2 --reps 2");
+  ASSERT_EQ(bench["results"].size(), 2u);
+  EXPECT_GT(bench["results"][1]["img_per_s"].get<double>(), 0);
 }
 
 TEST(Cli, ClassifyReportsUnreadableImagesAndClassifiesTheRest) {
