@@ -605,6 +605,12 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
   }
   apply_preprocess_overrides(c, opts.preprocess, out.notes);
   if (!opts.labels_file.empty()) c.labels = read_labels(opts.labels_file);
+  if (out.format != CheckpointFormat::vitpe && c.labels.empty() && c.classes == 1000) {
+    c.labels = imagenet_labels();
+    out.notes.push_back(
+        "class names: ImageNet-1k's, in the order timm and torchvision use (--labels FILE for "
+        "others)");
+  }
   if (!c.labels.empty() && static_cast<int64_t>(c.labels.size()) != c.classes) {
     throw std::runtime_error("labels: the model has " + std::to_string(c.classes) +
                              " classes, the labels file names " + std::to_string(c.labels.size()));

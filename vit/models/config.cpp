@@ -70,6 +70,7 @@ ModelConfig vit_fmnist() {
 // crop 0.9, bicubic.
 ModelConfig timm_vit(int64_t dim, int64_t depth, int64_t heads) {
   ModelConfig c = vit(dim, depth, heads);
+  c.labels = imagenet_labels();
   c.mean = c.std_dev = {0.5f, 0.5f, 0.5f};
   c.crop_pct = 0.9;
   return c;
@@ -79,6 +80,7 @@ ModelConfig timm_vit(int64_t dim, int64_t depth, int64_t heads) {
 ModelConfig timm_swin_tiny() {
   ModelConfig c = swin(4, 96, {2, 2, 6, 2}, {3, 6, 12, 24});
   c.crop_pct = 0.9;
+  c.labels = imagenet_labels();
   return c;
 }
 

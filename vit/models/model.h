@@ -43,6 +43,9 @@ inline const std::vector<float> kImageNetMean = {0.485f, 0.456f, 0.406f};
 inline const std::vector<float> kImageNetStd = {0.229f, 0.224f, 0.225f};
 constexpr float kFashionMnistMean = 0.2860f;
 constexpr float kFashionMnistStd = 0.3530f;
+// The 1000 ImageNet-1k class names in the order timm and torchvision index them (short forms,
+// torchvision's list): the names of the 1000-class presets and of foreign 1000-class files.
+const std::vector<std::string>& imagenet_labels();
 inline const std::vector<std::string> kFashionMnistLabels = {
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
     "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};

@@ -227,6 +227,12 @@ TEST(Presets, TimmNamesAliasesAndSuggestions) {
   EXPECT_EQ(preset("vit_small_patch16_224").name, "vit_small_patch16_224");
   EXPECT_EQ(preset("vit-small-patch16-224").name, "vit_small_patch16_224");
   EXPECT_TRUE(is_preset("swin-tiny-patch4-window7-224"));
+  // The 1000-class presets name ImageNet's classes in timm's order.
+  const ModelConfig swin = preset("swin_tiny_patch4_window7_224");
+  ASSERT_EQ(swin.labels.size(), 1000u);
+  EXPECT_EQ(swin.labels[0], "tench");
+  EXPECT_EQ(swin.labels[207], "golden retriever");
+  EXPECT_EQ(swin.labels[999], "toilet tissue");
   const std::string m = testing::message_of([] { preset("vit_smal_patch16_224"); });
   EXPECT_NE(m.find("did you mean vit_small_patch16_224"), std::string::npos) << m;
   const std::string f = testing::message_of([] { load_model("vit_base_patch16_244"); });
