@@ -66,12 +66,21 @@ void setup(CLI::App& root) {
       DatasetOptions d = c->data;
       d.train = c->train_split;
       d.rows = d.cols = s;
+      if (d.name == "folder" || d.name.rfind("folder:", 0) == 0) {
+        // Photos get the model's own evaluation transform at this size (timm's eval).
+        Preprocess transform = Preprocess::from(cfg);
+        transform.rows = transform.cols = static_cast<int>(s);
+        d.transform = transform;
+      }
       std::unique_ptr<Dataset> data = make_dataset(d);
       if (data->channels() != cfg.channels || data->classes() != cfg.classes) {
         throw ExitError{2, "the model expects " + std::to_string(cfg.channels) + " channels and " +
                                std::to_string(cfg.classes) + " classes; dataset " + data->name() +
                                " has " + std::to_string(data->channels()) + " and " +
                                std::to_string(data->classes())};
+      }
+      if (d.transform && !c->json && s == sizes.front()) {
+        std::printf("images: %s\n", data->other_size_rule().c_str());
       }
       EvalResult r = evaluate(model, *data, c->batch, !c->no_progress, "@" + std::to_string(s));
       const double per_s = r.count / std::max(1e-9, r.seconds);

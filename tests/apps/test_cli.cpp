@@ -1,5 +1,6 @@
 // The `vitpe` command as a user runs it: exit codes and messages for good and bad input.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -182,6 +183,26 @@ TEST(Cli, JsonOutputsParse) {
   const auto bench = json_of("bench --json --model vit-fmnist --batch 1,2 --reps 2");
   ASSERT_EQ(bench["results"].size(), 2u);
   EXPECT_GT(bench["results"][1]["img_per_s"].get<double>(), 0);
+}
+
+// `eval --dataset folder:DIR` renders the photos with the model's own transform (here the
+// bundled model's: 28 px gray, Fashion-MNIST statistics), one class per subfolder.
+TEST(Cli, EvalOnAFolderUsesTheModelsTransform) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("vitpe_cli_folder_" + std::to_string(::getpid()));
+  for (int c = 0; c < 10; ++c) {
+    const auto sub = dir / ("class" + std::to_string(c));
+    std::filesystem::create_directories(sub);
+    std::filesystem::copy_file(data("images/gray_40x52.png"), sub / "1.png");
+  }
+  CmdResult r =
+      vitpe("eval --model " + std::string(VITPE_SOURCE_DIR) +
+            "/models/vit-fmnist.safetensors --dataset folder:" + dir.string() + " --no-progress");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "images: the model's transform: bicubic resize to size / crop_pct 1"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "      10")) << r.out;  // ten images evaluated
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, ClassifyReportsUnreadableImagesAndClassifiesTheRest) {

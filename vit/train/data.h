@@ -13,9 +13,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "vit/io/preprocess.h"
 #include "vit/models/model.h"
 
 namespace vitpe {
@@ -102,6 +104,10 @@ struct DatasetOptions {
   // Procedural only: the dataset seed (the test split uses a different stream than train).
   uint64_t seed = 0;
   ProceduralOptions procedural;
+  // Folder only: render each image with this transform (a model's evaluation transform, its
+  // size, crop, interpolation, channels, mean and std: `vitpe eval` passes the model's) instead
+  // of the bilinear resize to rows x cols with ImageNet's statistics.
+  std::optional<Preprocess> transform;
 };
 
 std::unique_ptr<Dataset> make_dataset(const DatasetOptions& options);

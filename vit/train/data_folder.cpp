@@ -1,11 +1,14 @@
-// ImageFolder: one subfolder per class (sorted names = class indices), images decoded with
-// OpenCV, resized (bilinear, no crop) to the model size and normalised with ImageNet's mean
-// and std. A root with train/ and test/ (or val/) subfolders gives the two splits; otherwise
-// the root serves both.
+// ImageFolder: one subfolder per class (sorted names = class indices), images decoded with the
+// checks of read_image, then either resized (bilinear, no crop) to the size and normalised with
+// ImageNet's mean and std (for training), or rendered with a model's evaluation transform
+// (DatasetOptions::transform, for `vitpe eval`). A root with train/ and test/ (or val/)
+// subfolders gives the two splits; otherwise the root serves both.
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <opencv2/imgproc.hpp>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -28,8 +31,17 @@ bool is_image(const fs::path& p) {
 
 class Folder : public Dataset {
  public:
-  Folder(const std::string& root, bool train, int64_t rows, int64_t cols, int64_t limit)
-      : root_(pick_split(root, train)), rows_(rows ? rows : 224), cols_(cols ? cols : 224) {
+  Folder(const std::string& root, bool train, int64_t rows, int64_t cols, int64_t limit,
+         std::optional<Preprocess> transform)
+      : root_(pick_split(root, train)),
+        rows_(transform ? transform->rows
+              : rows    ? rows
+                        : 224),
+        cols_(transform ? transform->cols
+              : cols    ? cols
+                        : 224),
+        transform_(std::move(transform)) {
+    if (transform_) transform_->validate();
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(root_))
       if (e.is_directory()) dirs.push_back(e.path());
@@ -59,21 +71,32 @@ class Folder : public Dataset {
   std::string name() const override { return "folder"; }
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   int64_t classes() const override { return static_cast<int64_t>(labels_.size()); }
-  int64_t channels() const override { return 3; }
+  int64_t channels() const override { return transform_ ? transform_->channels : 3; }
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
   std::vector<std::string> labels() const override { return labels_; }
   int64_t crop_padding() const override { return std::max<int64_t>(1, rows_ / 8); }
   int32_t flipped_label(int32_t label) const override { return label; }
-  float pad_value(int64_t c) const override { return -kImageNetMean[c] / kImageNetStd[c]; }
-  std::vector<float> mean() const override { return kImageNetMean; }
-  std::vector<float> std_dev() const override { return kImageNetStd; }
+  float pad_value(int64_t c) const override { return -mean()[c] / std_dev()[c]; }
+  std::vector<float> mean() const override { return transform_ ? transform_->mean : kImageNetMean; }
+  std::vector<float> std_dev() const override {
+    return transform_ ? transform_->std_dev : kImageNetStd;
+  }
   std::string other_size_rule() const override {
-    return "images resized bilinearly (no crop) to the size";
+    if (!transform_) return "images resized bilinearly (no crop) to the size";
+    std::ostringstream rule;
+    rule << "the model's transform: " << interpolation_name(transform_->interpolation)
+         << " resize to size / crop_pct " << transform_->crop_pct << " ("
+         << crop_mode_name(transform_->crop_mode) << "), centre crop";
+    return rule.str();
   }
 
   int32_t get(int64_t i, float* image) const override {
     check_index(*this, i);
+    if (transform_) {
+      preprocess_into(read_image(files_[i], transform_->channels), *transform_, image);
+      return targets_[i];
+    }
     // The same checked decoding as classify (format, size budget), as RGB.
     const cv::Mat rgb = read_image(files_[i], 3);
     cv::Mat resized;
@@ -124,6 +147,7 @@ class Folder : public Dataset {
 
   std::string root_;
   int64_t rows_, cols_;
+  std::optional<Preprocess> transform_;
   std::vector<std::string> labels_;
   std::vector<std::string> files_;
   std::vector<int32_t> targets_;
@@ -135,7 +159,7 @@ std::unique_ptr<Dataset> make_folder(const DatasetOptions& o) {
   std::string root = o.dir;
   if (o.name.rfind("folder:", 0) == 0) root = o.name.substr(7);
   if (root.empty()) throw std::invalid_argument("dataset folder: pass the folder with --data-dir");
-  return std::make_unique<Folder>(root, o.train, o.rows, o.cols, o.limit);
+  return std::make_unique<Folder>(root, o.train, o.rows, o.cols, o.limit, o.transform);
 }
 
 }  // namespace vitpe

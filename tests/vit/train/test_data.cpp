@@ -302,6 +302,42 @@ TEST(Folder, ClassesFromSubfoldersAndRgbNormalisation) {
   fs::remove_all(dir);
 }
 
+// For evaluation a folder renders each photo with the model's own transform (what `vitpe eval`
+// passes): the same tensor classify gets from the file, the transform's size, channels and
+// statistics.
+TEST(Folder, RendersWithAModelsTransformWhenGivenOne) {
+  fs::path dir = temp_dir("folder_transform");
+  fs::create_directories(dir / "a");
+  fs::create_directories(dir / "b");
+  cv::Mat img(45, 67, CV_8UC3);
+  cv::randu(img, 0, 256);
+  cv::imwrite((dir / "a" / "1.png").string(), img);
+  cv::imwrite((dir / "b" / "1.jpg").string(), img);
+  Preprocess t = Preprocess::from(preset("vit_small_patch16_224"));
+  t.rows = t.cols = 32;
+  for (int channels : {3, 1}) {
+    t.channels = channels;
+    t.mean.resize(channels);
+    t.std_dev.resize(channels);
+    DatasetOptions o;
+    o.name = "folder:" + dir.string();
+    o.rows = o.cols = 99;  // the transform's size wins
+    o.transform = t;
+    auto d = make_dataset(o);
+    EXPECT_EQ(d->rows(), 32);
+    EXPECT_EQ(d->channels(), channels);
+    EXPECT_EQ(d->mean(), t.mean);
+    EXPECT_NE(d->other_size_rule().find("the model's transform: bicubic"), std::string::npos);
+    for (int64_t i = 0; i < 2; ++i) {
+      std::vector<float> x(static_cast<size_t>(channels) * 32 * 32);
+      d->get(i, x.data());
+      const Tensor want = preprocess_file((dir / (i == 0 ? "a/1.png" : "b/1.jpg")).string(), t);
+      for (size_t k = 0; k < x.size(); ++k) ASSERT_EQ(x[k], want.f32()[k]) << i << " " << k;
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Loader, SameSeedSameBatchesAndEveryIndexOncePerEpoch) {
   DatasetOptions o;
   o.name = "procedural";
