@@ -47,6 +47,20 @@ json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
   return j;
 }
 
+// A recorded fingerprint as this version writes it: its model config read and written again, so
+// config fields added since the run started (crop_mode, interpolation), at their defaults, are
+// not differences. A config this version cannot read stays as recorded (and differs).
+json current_form(json fingerprint) {
+  if (fingerprint.contains("config")) {
+    try {
+      fingerprint["config"] =
+          json::parse(ModelConfig::from_json(fingerprint["config"].dump()).to_json());
+    } catch (const std::exception&) {  // unreadable: compared as recorded, so it differs
+    }
+  }
+  return fingerprint;
+}
+
 // "key (run: A, now: B), ..." for every setting that differs.
 std::string fingerprint_diff(const json& run, const json& now) {
   std::string diff;
@@ -140,7 +154,7 @@ std::string run_settings_diff(const std::string& out, const TrainOptions& o, con
   const fs::path last = fs::path(out) / "last.safetensors";
   if (!fs::exists(last)) return "no " + last.string() + " to tell its settings";
   const json st = trainer_state(SafeTensorsFile::open(last.string()));
-  return fingerprint_diff(st.at("fingerprint"), run_fingerprint(o, c));
+  return fingerprint_diff(current_form(st.at("fingerprint")), run_fingerprint(o, c));
 }
 
 namespace {
@@ -156,9 +170,10 @@ ResumePoint resume_from(const std::string& path, const json& fingerprint, Model&
                         AdamW& opt) {
   SafeTensorsFile f = SafeTensorsFile::open(path);
   const json st = trainer_state(f);
-  if (st.at("fingerprint") != fingerprint) {
-    throw SettingsDiffer(path + ": --resume with different settings: " +
-                         fingerprint_diff(st.at("fingerprint"), fingerprint));
+  const json recorded = current_form(st.at("fingerprint"));
+  if (recorded != fingerprint) {
+    throw SettingsDiffer(
+        path + ": --resume with different settings: " + fingerprint_diff(recorded, fingerprint));
   }
   std::map<std::string, Tensor> weights;
   std::vector<std::pair<std::string, Tensor>> optim_state;

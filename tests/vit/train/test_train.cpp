@@ -15,6 +15,7 @@
 #include "tests/testing.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
+#include "vit/train/run_dir.h"
 #include "vit/train/train.h"
 
 namespace vitpe {
@@ -236,6 +237,41 @@ TEST(Train, ResumeFallsBackToThePreviousCheckpointWhenLastIsDamaged) {
   EXPECT_NE(m.find("previous.safetensors"), std::string::npos) << m;
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// A run started before the model config had crop_mode and interpolation (its recorded config
+// lacks them) resumes and is reused by compare: fields added since, at their defaults, are not
+// "other settings". A real difference still is.
+TEST(Train, RunsRecordedBeforeNewConfigFieldsStillMatch) {
+  const fs::path dir = temp_dir("old_fingerprint");
+  TrainOptions o = tiny_options();
+  o.epochs = 2;
+  o.stop_after_epochs = 1;
+  o.out = dir.string();
+  ASSERT_FALSE(train(o).finished);
+  // Rewrite last.safetensors as an older vitpe wrote it.
+  const std::string last = (dir / "last.safetensors").string();
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> meta;
+  {
+    const SafeTensorsFile f = SafeTensorsFile::open(last);
+    for (const std::string& n : f.names()) tensors.emplace_back(n, f.get(n));
+    meta = f.metadata();
+  }
+  nlohmann::json st = nlohmann::json::parse(meta.at("vitpe.train"));
+  st["fingerprint"]["config"].erase("crop_mode");
+  st["fingerprint"]["config"].erase("interpolation");
+  meta["vitpe.train"] = st.dump();
+  save_safetensors(last, tensors, meta);
+
+  const ModelConfig config = make_train_config(o, *make_dataset(o.data));
+  EXPECT_EQ(run_settings_diff(dir.string(), o, config), "");
+  o.resume = true;
+  o.stop_after_epochs = 0;
+  EXPECT_TRUE(train(o).finished);
+  o.lr = 0.5;
+  EXPECT_NE(run_settings_diff(dir.string(), o, config).find("lr"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 // Numeric settings that once trained and exited 0 (a negative lr, a NaN warmup or clip) are
