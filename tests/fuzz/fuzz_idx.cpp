@@ -30,9 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   vitpe::fuzz::expect_clean([&] {
     const vitpe::IdxArray a = vitpe::read_idx_gz(file.path(), ndim);
-    int64_t n = 1;
-    for (int64_t d : a.dims) n *= d;
-    if (static_cast<int64_t>(a.dims.size()) != ndim || static_cast<size_t>(n) != a.data.size()) {
+    // The product in long double: dimensions up to 2^32 - 1 each must not overflow here either.
+    long double n = 1;
+    for (int64_t d : a.dims) n *= static_cast<long double>(d);
+    if (static_cast<int64_t>(a.dims.size()) != ndim ||
+        n != static_cast<long double>(a.data.size())) {
       vitpe::fuzz::finding("the IDX array disagrees with its dimensions", file.path().c_str());
     }
   });

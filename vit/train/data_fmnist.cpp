@@ -1,6 +1,7 @@
 // Fashion-MNIST from the IDX .gz files (read with zlib), validated, rendered at any size.
 #include <zlib.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -85,11 +86,15 @@ IdxArray read_idx_gz(const std::string& path, int expected_ndim) {
                              " bytes, expected at least " + std::to_string(header) + ")");
   }
   IdxArray a;
+  // The element count, checked: dimensions of 2^31, 2^31 and 4 once multiplied (wrapping) to 0
+  // and an empty file passed for 2^64 images' worth (found by fuzz_idx).
   size_t count = 1;
+  bool overflow = false;
   for (int i = 0; i < expected_ndim; ++i) {
     a.dims.push_back(be32(bytes.data() + 4 + 4 * i));
-    count *= static_cast<size_t>(a.dims.back());
+    overflow |= __builtin_mul_overflow(count, static_cast<size_t>(a.dims.back()), &count);
   }
+  if (overflow) count = SIZE_MAX;  // more than any file holds: reported as truncated below
   if (bytes.size() - header != count) {
     std::string dims;
     for (int64_t d : a.dims) {
@@ -97,7 +102,8 @@ IdxArray read_idx_gz(const std::string& path, int expected_ndim) {
       dims.append(std::to_string(d));
     }
     throw std::runtime_error(path + ": IDX data has " + std::to_string(bytes.size() - header) +
-                             " bytes, the header (" + dims + ") says " + std::to_string(count) +
+                             " bytes, the header (" + dims + ") says " +
+                             (overflow ? std::string("more than 2^64") : std::to_string(count)) +
                              (bytes.size() - header < count ? " (truncated file)" : ""));
   }
   a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());

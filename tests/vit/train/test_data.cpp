@@ -93,6 +93,18 @@ TEST(Idx, RejectsBadMagicTruncationAndMissingFiles) {
   fs::remove_all(dir);
 }
 
+// Dimensions whose product passes 2^64 (2^31 x 2^31 x 4) once wrapped to 0 and matched an
+// empty file: found by fuzz_idx; the count is now checked.
+TEST(Idx, DimensionsWhoseProductOverflowsAreTruncation) {
+  fs::path dir = temp_dir("idxoverflow");
+  write_gz(dir / "wrap.gz", idx_bytes(0x803, {1u << 31, 1u << 31, 4}, {}));
+  const std::string e = testing::message_of([&] { read_idx_gz((dir / "wrap.gz").string(), 3); });
+  EXPECT_NE(e.find("the header (2147483648x2147483648x4) says more than 2^64 (truncated file)"),
+            std::string::npos)
+      << e;
+  fs::remove_all(dir);
+}
+
 TEST(FashionMnist, SyntheticFilesNormaliseAndResize) {
   fs::path dir = temp_dir("fm");
   std::vector<uint8_t> imgs(4 * 28 * 28), labels = {3, 0, 9, 3};
