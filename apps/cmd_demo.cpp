@@ -12,6 +12,7 @@
 #include "vit/compare/compare.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/classifier.h"
+#include "vit/io/data_files.h"
 #include "vit/train/data.h"
 
 namespace vitpe::app {
@@ -26,15 +27,6 @@ struct DemoCli {
   int64_t samples = 8;
   bool no_compare = false;
 };
-
-std::string find_checkpoint(const std::string& given) {
-  if (!given.empty()) return given;
-  for (fs::path p : {fs::path("models/vit-fmnist.safetensors"),
-                     fs::path(VITPE_SOURCE_DIR) / "models/vit-fmnist.safetensors"}) {
-    if (fs::exists(p)) return p.string();
-  }
-  return "";
-}
 
 void classify_samples(const DemoCli& c) {
   std::printf("== 1. Classifying Fashion-MNIST test images\n");
@@ -73,14 +65,16 @@ void classify_samples(const DemoCli& c) {
   std::printf("exported %lld test images to %s/\n", static_cast<long long>(n),
               dir.string().c_str());
 
-  const std::string ckpt = find_checkpoint(c.checkpoint);
+  // The bundled checkpoint from the data folder (vit/io/data_files.h): this tree's build, or
+  // share/vitpe of the prefix vitpe is installed in.
+  std::string ckpt = c.checkpoint;
   if (ckpt.empty()) {
-    std::printf(
-        "No bundled checkpoint (models/vit-fmnist.safetensors) yet: skipping classification.\n"
-        "Train one with:\n  vitpe train --model vit-fmnist --encoding sincos2d --dataset "
-        "fashion-mnist --epochs 15 --batch 64 --no-flip --out runs/vit-fmnist\n"
-        "  cp runs/vit-fmnist/best.safetensors models/vit-fmnist.safetensors\n\n");
-    return;
+    try {
+      ckpt = bundled_model();
+    } catch (const std::exception& e) {
+      std::printf("%s: skipping classification.\n\n", e.what());
+      return;
+    }
   }
   LoadedModel lm = load_model(ckpt);
   const Tensor& logits = lm.model->forward(images, false);
@@ -104,8 +98,9 @@ void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand("demo", "Classify sample images, then a quick comparison");
   auto c = std::make_shared<DemoCli>();
   cmd->add_option("--out", c->out, "Output directory")->capture_default_str();
-  cmd->add_option("--checkpoint", c->checkpoint,
-                  "Checkpoint (default models/vit-fmnist.safetensors)");
+  cmd->add_option(
+      "--checkpoint", c->checkpoint,
+      "Checkpoint (default: the bundled one, models/vit-fmnist.safetensors in the data folder)");
   cmd->add_option("--data-dir", c->data_dir, "Fashion-MNIST directory");
   cmd->add_option("--samples", c->samples, "Number of test images")->capture_default_str();
   cmd->add_flag("--no-compare", c->no_compare, "Skip the quick comparison");

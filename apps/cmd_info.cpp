@@ -7,7 +7,7 @@
 
 #include "apps/command.h"
 #include "apps/model_options.h"
-#include "vitpe_version.h"
+#include "vitpe/vitpe_version.h"
 
 namespace vitpe::app {
 namespace {

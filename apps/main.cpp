@@ -6,14 +6,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "apps/command.h"
 #include "ops/ops.h"
 #include "ops/util.h"
+#include "vit/io/data_files.h"
 #include "vit/models/model.h"
-#include "vitpe_version.h"
+#include "vitpe/vitpe_version.h"
 
 namespace vitpe::app {
 
@@ -119,7 +121,16 @@ int main(int argc, char** argv) {
       "Exit codes: 0 success; 1 failure (a file that cannot be read or is not what it should be, "
       "an image that could not be classified, no GPU for a CUDA command); 2 usage error (an "
       "unknown command or flag, a missing or bad value).");
-  app.set_version_flag("--version", version);
+  // --version also says which data folder (bundled checkpoint, class names) this vitpe uses.
+  app.set_version_flag("--version", [version] {
+    std::string data;
+    try {
+      data = std::filesystem::path(vitpe::bundled_model()).parent_path().parent_path().string();
+    } catch (const std::exception& e) {
+      data = std::string("none (") + e.what() + ")";
+    }
+    return version + "\ndata folder: " + data;
+  });
   add_threads_option(&app);
 
   auto& cmds = registry();

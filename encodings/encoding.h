@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "ops/attention_terms.h"
-#include "ops/random.h"
-#include "ops/tensor.h"
+#include "vitpe/ops/attention_terms.h"
+#include "vitpe/ops/random.h"
+#include "vitpe/ops/tensor.h"
 
 namespace vitpe {
 

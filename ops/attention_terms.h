@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/tensor.h"
+#include "vitpe/ops/tensor.h"
 
 #ifdef __CUDACC__
 #define VITPE_HOST_DEVICE __host__ __device__

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "ops/tensor.h"
+#include "vitpe/ops/tensor.h"
 
 namespace vitpe {
 
@@ -55,8 +55,8 @@ void patch_embed_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, 
 // ---- layernorm --------------------------------------------------------------------------------
 // x: [..., D], gamma/beta: [D] -> y: [..., D]; mean/rstd: [M] saved for backward (may be
 // undefined for inference).
-void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x,
-                       const Tensor& gamma, const Tensor& beta, float eps);
+void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& gamma,
+                       const Tensor& beta, float eps);
 void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                         const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd);

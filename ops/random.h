@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "ops/tensor.h"
+#include "vitpe/ops/tensor.h"
 
 namespace vitpe {
 

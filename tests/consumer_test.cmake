@@ -1,55 +1,144 @@
-# Installs this build into a scratch prefix, then configures, builds and runs
-# apps/examples/consumer against it with find_package(vitpe), and again with pkg-config alone.
+# The package as an application developer meets it (ctest consumer_example):
+#  1. `cmake --install` into a scratch prefix: the installed headers are exactly the public ones
+#     under include/vitpe, the library is versioned, the data folder holds the bundled checkpoint
+#     and the class names;
+#  2. apps/examples/consumer built with find_package(vitpe) alone, run with the bundled
+#     checkpoint it finds in the prefix's data folder, and on a committed image;
+#  3. the same program built with `pkg-config --cflags --libs vitpe` alone;
+#  4. the installed command finds its library and its data folder in the prefix;
+#  5. the two Debian packages (cpack -G DEB) unpacked into a scratch root, their dependencies real
+#     Debian packages, the consumer built against them and run with their data folder.
+# Arguments: VITPE_BINARY_DIR, VITPE_SOURCE_DIR, WORK_DIR, CXX.
 file(REMOVE_RECURSE ${WORK_DIR})
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${VITPE_BINARY_DIR} --prefix ${WORK_DIR}/prefix
-  RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "install failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${VITPE_SOURCE_DIR}/apps/examples/consumer
-  -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
-  RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "configuring the consumer failed: ${rc}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building the consumer failed: ${rc}")
-endif()
-# The bundled model and a committed image, as the README's example uses them.
-execute_process(COMMAND ${WORK_DIR}/build/consumer ${VITPE_SOURCE_DIR}/models/vit-fmnist.safetensors
-  ${VITPE_SOURCE_DIR}/tests/data/images/rgb_67x45.png RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-message(STATUS "${out}")
-if(rc)
-  message(FATAL_ERROR "the consumer failed: ${rc}")
-endif()
+file(MAKE_DIRECTORY ${WORK_DIR})
+file(REAL_PATH ${WORK_DIR} WORK_DIR)  # as the library reports its own location
 
-# The same program built with pkg-config alone (no CMake package): `pkg-config --cflags --libs
-# vitpe` from the installed, relocatable vitpe.pc.
-file(GLOB_RECURSE pc_files ${WORK_DIR}/prefix/*/vitpe.pc)
+# vitpe_run(WHAT COMMAND...): runs COMMAND, stops with its output when it fails; sets `output`.
+function(vitpe_run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
+endfunction()
+
+# vitpe_expect(TEXT NEEDLE WHAT): TEXT must contain NEEDLE.
+function(vitpe_expect text needle what)
+  string(FIND "${text}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${what}: expected '${needle}' in:\n${text}")
+  endif()
+endfunction()
+
+# vitpe_consumer(PREFIX BUILD): builds the consumer with find_package(vitpe) from PREFIX, runs it
+# with the bundled checkpoint (which must come from PREFIX's data folder) and on a committed image.
+function(vitpe_consumer prefix build)
+  vitpe_run("configuring the consumer against ${prefix}" ${CMAKE_COMMAND}
+    -S ${VITPE_SOURCE_DIR}/apps/examples/consumer -B ${build} -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+  vitpe_run("building the consumer against ${prefix}" ${CMAKE_COMMAND} --build ${build})
+  vitpe_run("the consumer (bundled checkpoint)" ${build}/consumer)
+  message(STATUS "${output}")
+  vitpe_expect("${output}" "model ${prefix}/share/vitpe/models/vit-fmnist.safetensors"
+    "the consumer must find the bundled checkpoint in the data folder it was installed with")
+  vitpe_run("the consumer (committed image)" ${build}/consumer
+    ${VITPE_SOURCE_DIR}/models/vit-fmnist.safetensors
+    ${VITPE_SOURCE_DIR}/tests/data/images/rgb_67x45.png)
+  message(STATUS "${output}")
+endfunction()
+
+# vitpe_check_layout(PREFIX LIBDIR): the installed files an application relies on.
+function(vitpe_check_layout prefix libdir)
+  file(GLOB_RECURSE headers RELATIVE ${prefix}/include ${prefix}/include/*)
+  list(SORT headers)
+  set(expected vitpe/encodings/encoding.h vitpe/ops/attention_terms.h vitpe/ops/ops.h
+    vitpe/ops/random.h vitpe/ops/tensor.h vitpe/vit/io/checkpoint.h vitpe/vit/io/classifier.h
+    vitpe/vit/io/data_files.h vitpe/vit/io/preprocess.h vitpe/vit/models/model.h vitpe/vitpe.h
+    vitpe/vitpe_version.h)
+  if(NOT headers STREQUAL expected)
+    message(FATAL_ERROR "installed headers under ${prefix}/include: expected the public ones "
+      "(${expected}), found ${headers}")
+  endif()
+  foreach(f ${libdir}/libvitpe.so.0.1 ${prefix}/share/vitpe/models/vit-fmnist.safetensors
+      ${prefix}/share/vitpe/labels/imagenet-1k.txt ${prefix}/share/vitpe/labels/fashion-mnist.txt)
+    if(NOT EXISTS ${f})
+      message(FATAL_ERROR "the install has no ${f}")
+    endif()
+  endforeach()
+  vitpe_run("readelf" readelf -d ${libdir}/libvitpe.so.0.1)
+  vitpe_expect("${output}" "Library soname: [libvitpe.so.0.1]" "libvitpe's soname")
+  file(STRINGS ${prefix}/share/vitpe/labels/imagenet-1k.txt names)
+  list(LENGTH names n)
+  if(NOT n EQUAL 1000)
+    message(FATAL_ERROR "labels/imagenet-1k.txt: expected 1000 names, found ${n}")
+  endif()
+endfunction()
+
+# ---- 1. install ---------------------------------------------------------------------------------
+set(prefix ${WORK_DIR}/prefix)
+vitpe_run("cmake --install" ${CMAKE_COMMAND} --install ${VITPE_BINARY_DIR} --prefix ${prefix})
+file(GLOB_RECURSE pc_files ${prefix}/*/vitpe.pc)
 if(NOT pc_files)
   message(FATAL_ERROR "the install has no vitpe.pc")
 endif()
 list(GET pc_files 0 pc_file)
 get_filename_component(pc_dir ${pc_file} DIRECTORY)
+get_filename_component(libdir ${pc_dir} DIRECTORY)
+vitpe_check_layout(${prefix} ${libdir})
+
+# ---- 2. find_package ----------------------------------------------------------------------------
+vitpe_consumer(${prefix} ${WORK_DIR}/build)
+
+# ---- 3. pkg-config alone ------------------------------------------------------------------------
 set(ENV{PKG_CONFIG_PATH} ${pc_dir})
-execute_process(COMMAND pkg-config --cflags --libs vitpe OUTPUT_VARIABLE pc_flags
-  OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "pkg-config --cflags --libs vitpe failed: ${rc}")
+vitpe_run("pkg-config --cflags --libs vitpe" pkg-config --cflags --libs vitpe)
+string(STRIP "${output}" pc_flags)
+if(pc_flags MATCHES "include/vitpe( |$)")
+  message(FATAL_ERROR "pkg-config puts vitpe's own folder on the include path: ${pc_flags}")
 endif()
-execute_process(COMMAND pkg-config --modversion vitpe OUTPUT_VARIABLE pc_version
-  OUTPUT_STRIP_TRAILING_WHITESPACE)
+vitpe_run("pkg-config --modversion vitpe" pkg-config --modversion vitpe)
+string(STRIP "${output}" pc_version)
 separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
-execute_process(COMMAND ${CXX} -std=c++20 ${VITPE_SOURCE_DIR}/apps/examples/consumer/main.cpp
-  -DVITPE_PACKAGE_VERSION="${pc_version}" ${pc_flags} -o ${WORK_DIR}/consumer_pkg_config
-  RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "building the consumer with pkg-config's flags failed: ${rc}")
+vitpe_run("building the consumer with pkg-config's flags" ${CXX} -std=c++20
+  ${VITPE_SOURCE_DIR}/apps/examples/consumer/main.cpp -DVITPE_PACKAGE_VERSION="${pc_version}"
+  ${pc_flags} -Wl,-rpath,${libdir} -o ${WORK_DIR}/consumer_pkg_config)
+vitpe_run("the consumer built with pkg-config" ${WORK_DIR}/consumer_pkg_config
+  ${VITPE_SOURCE_DIR}/models/vit-fmnist.safetensors)
+message(STATUS "pkg-config build: ${output}")
+
+# ---- 4. the installed command -------------------------------------------------------------------
+vitpe_run("the installed vitpe --version" ${prefix}/bin/vitpe --version)
+vitpe_expect("${output}" "data folder: ${prefix}/share/vitpe" "the installed command's data folder")
+
+# ---- 5. the Debian packages ---------------------------------------------------------------------
+vitpe_run("cpack -G DEB" cpack -G DEB --config ${VITPE_BINARY_DIR}/CPackConfig.cmake
+  -B ${WORK_DIR}/deb)
+file(GLOB debs ${WORK_DIR}/deb/*.deb)
+list(LENGTH debs n)
+if(NOT n EQUAL 2)
+  message(FATAL_ERROR "cpack: expected two packages (vitpe, libvitpe-dev), found ${debs}")
 endif()
-execute_process(COMMAND ${WORK_DIR}/consumer_pkg_config
-  ${VITPE_SOURCE_DIR}/models/vit-fmnist.safetensors RESULT_VARIABLE rc OUTPUT_VARIABLE out)
-message(STATUS "pkg-config build: ${out}")
-if(rc)
-  message(FATAL_ERROR "the consumer built with pkg-config failed: ${rc}")
-endif()
+set(root ${WORK_DIR}/root)
+foreach(deb ${debs})
+  vitpe_run("dpkg-deb -f ${deb}" dpkg-deb -f ${deb} Package Depends)
+  message(STATUS "${deb}:\n${output}")
+  # Every dependency names a package Debian has (this machine built vitpe, so it has them).
+  string(REGEX MATCH "Depends: ([^\n]*)" depends "${output}")
+  string(REGEX REPLACE "\\([^)]*\\)" "" depends "${CMAKE_MATCH_1}")
+  string(REPLACE "," ";" depends "${depends}")
+  foreach(d ${depends})
+    string(STRIP "${d}" d)
+    if(d MATCHES "^(vitpe|libvitpe-dev)$")
+      continue()
+    endif()
+    vitpe_run("dpkg-query for ${deb}'s dependency '${d}'" dpkg-query -W ${d})
+  endforeach()
+  vitpe_run("dpkg-deb -x ${deb}" dpkg-deb -x ${deb} ${root})
+endforeach()
+file(GLOB_RECURSE root_pc ${root}/usr/*/vitpe.pc)
+get_filename_component(root_libdir ${root_pc} DIRECTORY)
+get_filename_component(root_libdir ${root_libdir} DIRECTORY)
+vitpe_check_layout(${root}/usr ${root_libdir})
+vitpe_consumer(${root}/usr ${WORK_DIR}/build_deb)
+vitpe_run("the packaged vitpe --version" ${root}/usr/bin/vitpe --version)
+vitpe_expect("${output}" "data folder: ${root}/usr/share/vitpe" "the packaged command's data folder")

@@ -279,7 +279,9 @@ TEST(Cli, InfoAndConvertRoundTrip) {
 TEST(Cli, VersionIsTheProjectVersion) {
   CmdResult r = vitpe("--version");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(r.out, "vitpe " VITPE_PROJECT_VERSION "\n");
+  // The version, then the data folder: this build's (the command is not installed).
+  EXPECT_EQ(r.out, "vitpe " VITPE_PROJECT_VERSION "\ndata folder: " VITPE_BINARY_DIR
+                   "/share/vitpe\n");
   CmdResult info = vitpe("info vit-fmnist");
   EXPECT_EQ(info.code, 0) << info.out;
   EXPECT_TRUE(contains(info.out, "read by       vitpe " VITPE_PROJECT_VERSION)) << info.out;

@@ -18,7 +18,7 @@
 #include "vit/compare/compare_pictures.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/run_dir.h"
-#include "vitpe_version.h"
+#include "vitpe/vitpe_version.h"
 
 namespace vitpe {
 

@@ -11,7 +11,7 @@
 
 #include "ops/util.h"
 #include "vit/io/safetensors.h"
-#include "vitpe_version.h"
+#include "vitpe/vitpe_version.h"
 
 namespace vitpe {
 

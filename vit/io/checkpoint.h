@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "vit/models/model.h"
+#include "vitpe/vit/models/model.h"
 
 namespace vitpe {
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "vit/io/checkpoint.h"
-#include "vit/io/preprocess.h"
+#include "vitpe/vit/io/checkpoint.h"
+#include "vitpe/vit/io/preprocess.h"
 
 namespace vitpe {
 

@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/tensor.h"
-#include "vit/models/model.h"
+#include "vitpe/ops/tensor.h"
+#include "vitpe/vit/models/model.h"
 
 namespace vitpe {
 

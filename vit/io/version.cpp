@@ -1,5 +1,5 @@
 // The library's version, compiled in so that an application can compare it with its headers'.
-#include "vitpe_version.h"
+#include "vitpe/vitpe_version.h"
 
 namespace vitpe {
 const char* version() noexcept { return VITPE_VERSION_STRING; }

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "encodings/encoding.h"
-#include "ops/tensor.h"
+#include "vitpe/encodings/encoding.h"
+#include "vitpe/ops/tensor.h"
 
 namespace vitpe {
 

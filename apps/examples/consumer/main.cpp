@@ -1,12 +1,14 @@
 // A vision application using the installed vitpe (find_package(vitpe), vitpe::vitpe): the
 // README's example, classifying a cv::Mat in one call, plus checks that the installed headers,
-// library and package version agree. Usage: consumer [CHECKPOINT_OR_PRESET [IMAGE]]
+// library and package version agree. Usage: consumer [CHECKPOINT_OR_PRESET [IMAGE]]; without
+// arguments it classifies a gray square with the bundled checkpoint of the installed data folder.
 #include <vitpe/vitpe.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <opencv2/imgcodecs.hpp>
+#include <string>
 
 int main(int argc, char** argv) {
   // Headers, library and package version file from one install agree.
@@ -18,7 +20,8 @@ int main(int argc, char** argv) {
   }
   try {
     // --- the README's example ---
-    vitpe::Classifier classifier(argc > 1 ? argv[1] : "vit-fmnist");
+    const std::string model = argc > 1 ? argv[1] : vitpe::bundled_model();
+    vitpe::Classifier classifier(model);
     const cv::Mat image = argc > 2 ? cv::imread(argv[2], cv::IMREAD_UNCHANGED)
                                    : cv::Mat(28, 28, CV_8UC1, cv::Scalar(128));
     const std::vector<vitpe::Prediction> top = classifier.classify(image, 3);
@@ -29,8 +32,8 @@ int main(int argc, char** argv) {
     float total = 0;
     for (const vitpe::Prediction& p : top) total += p.probability;
     const bool ok = top.size() == 3 && std::isfinite(total) && total > 0 && total <= 1.0001f;
-    std::printf("vitpe consumer: vitpe %s, %s, top-3 of %lld classes: %s\n", vitpe::version(),
-                classifier.config().name.c_str(),
+    std::printf("vitpe consumer: vitpe %s, model %s (%s), top-3 of %lld classes: %s\n",
+                vitpe::version(), model.c_str(), classifier.config().name.c_str(),
                 static_cast<long long>(classifier.config().classes), ok ? "ok" : "NOT ok");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
