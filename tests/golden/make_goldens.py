@@ -17,7 +17,7 @@ Conventions for every model:
   moves the logits), then ROUNDED TO BF16 and stored as BF16. The PyTorch
   model computes the logits with exactly those rounded values in f32, so loading the BF16 file
   into f32 reproduces the model exactly: the bf16 storage costs no accuracy, only halves the
-  size (tests/data must stay < 2 MB).
+  size (tests/data must stay < 2 MiB).
 - Inputs are bf16-rounded N(0, 1) values stored as BF16 (exact in f32 as well).
 - Logits are F32, computed in f32 on the CPU.
 - `<model>.safetensors` holds only the weights (a checkpoint as the library would meet it),
@@ -271,7 +271,7 @@ def swin_torchvision(gen):
     perturb_and_round(model, gen)
     weights = weights_dict(model, True)
     # torchvision keeps relative_position_index (I64 [2401]) in its state dict; one copy shows a
-    # loader meeting it, all four would cost 77 KB of the folder's 2 MB.
+    # loader meeting it, all four would cost 77 KB of the folder's 2 MiB.
     for k in [k for k in weights if k.endswith("relative_position_index")]:
         if k != "features.1.0.attn.relative_position_index":
             del weights[k]

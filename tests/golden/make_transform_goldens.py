@@ -16,7 +16,14 @@ the file stays small, plus the family's mean/std/crop/interpolation in the metad
   tv_swin     Swin_T_Weights.IMAGENET1K_V1 (resize 232, bicubic) at 32: resize 33, crop 32
 
 Also `<image>/decoded`: PIL's Image.open(f).convert('RGB') of each image (the JPEG's decoder
-must agree with OpenCV's). Tooling only (a venv with torch, torchvision, timm, safetensors,
+must agree with OpenCV's).
+
+And the classifier's acceptance goldens (tests/vit/io/test_classifier.cpp): timm's
+vit_small_patch16_224 at full size (12 blocks, 1000 classes) with synthetic weights (a function of
+each tensor's timm name, tests/golden/synthetic_weights.h: too large to store, rebuilt by the
+test), its hub config.json written by timm (timm_vit_small/config.json), and timm's top-5 of each
+committed image through timm's own PIL transform (timm_vit_small/top5.json), with a hash of the
+state dict's names and shapes so the test knows it rebuilt timm's file. Tooling only (a venv with torch, torchvision, timm, safetensors,
 pillow); tests never run Python:
 
     python3 -m venv /tmp/gold-venv && /tmp/gold-venv/bin/pip install torch torchvision timm safetensors pillow
@@ -34,6 +41,9 @@ import torchvision.transforms.functional as TF
 from PIL import Image
 from safetensors.torch import save_file
 from timm.data import create_transform, resolve_data_config
+from timm.models._hub import save_config_for_hf
+
+from make_goldens import MASK64, fnv1a64, synthetic
 from torchvision.transforms import InterpolationMode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -120,5 +130,40 @@ def main():
     print("wrote", len(out), "tensors;", json.dumps(meta, sort_keys=True))
 
 
+def state_dict_hash(state):
+    """fnv1a64 of 'name:d0xd1x...' lines (sorted names), mirrored by the C++ test."""
+    text = "".join(f"{k}:{'x'.join(str(d) for d in v.shape)}\n" for k, v in sorted(state.items()))
+    return f"{fnv1a64(text):016x}"
+
+
+@torch.no_grad()
+def classifier_goldens():
+    out_dir = os.path.join(DATA, "timm_vit_small")
+    os.makedirs(out_dir, exist_ok=True)
+    model = timm.create_model("vit_small_patch16_224", pretrained=False).eval()
+    for name, p in model.named_parameters():
+        p.copy_(synthetic(name, list(p.shape)))
+    save_config_for_hf(model, os.path.join(out_dir, "config.json"))
+    transform = create_transform(**resolve_data_config({}, model=model))
+    top5 = {}
+    for file in ("photo_61x47.jpg", "rgb_67x45.png"):
+        with Image.open(os.path.join(IMAGES, file)) as im:
+            x = transform(im.convert("RGB")).unsqueeze(0)
+        logits = model(x)[0].double()
+        probs = torch.softmax(logits, 0)
+        order = torch.argsort(logits, descending=True)
+        # The order must not hinge on float rounding: neighbours in the top 6 differ clearly.
+        gaps = logits[order[:5]] - logits[order[1:6]]
+        assert float(gaps.min()) > 1e-3, (file, gaps)
+        top5[file] = [[int(i), round(float(probs[i]), 7)] for i in order[:5]]
+    golden = {"state_dict_fnv1a64": state_dict_hash(model.state_dict()), "top5": top5,
+              "versions": {"timm": timm.__version__, "torch": torch.__version__}}
+    with open(os.path.join(out_dir, "top5.json"), "w") as f:
+        json.dump(golden, f, sort_keys=True)
+        f.write("\n")
+    print("classifier goldens:", json.dumps(golden["top5"]))
+
+
 if __name__ == "__main__":
     main()
+    classifier_goldens()

@@ -2,15 +2,21 @@
 // own preprocessing; the same answers as the step-by-step path (`vitpe classify`); zero-copy
 // input; one instance shared by several threads; clear errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <thread>
 
 #include "ops/ops.h"
+#include "tests/golden/synthetic_weights.h"
 #include "tests/testing.h"
 #include "vit/io/classifier.h"
+#include "vit/io/safetensors.h"
 
 namespace vitpe {
 namespace {
@@ -63,6 +69,67 @@ TEST(Classifier, EqualsTheStepByStepPath) {
     EXPECT_EQ(got[i].probability, want[i].probability);
   }
   EXPECT_EQ(got[0].label, kFashionMnistLabels[got[0].index]);
+}
+
+// The acceptance check of a timm user: timm's full vit_small_patch16_224 saved with
+// safetensors.torch.save_file and its hub config.json beside it (mean = std = 0.5, crop 0.9,
+// bicubic) -> the Classifier gives timm's top-5 on the committed JPEG and PNG (timm's own PIL
+// transform, tests/golden/make_transform_goldens.py). The weights are synthetic, a function of
+// each tensor's name (too large to store): the test writes the file under timm's names and
+// checks its names and shapes against the hash of timm's state dict.
+TEST(Classifier, TimmVitSmallWithItsConfigJsonGivesTimmsTop5) {
+  const std::string dir_in = std::string(VITPE_TEST_DATA) + "/timm_vit_small/";
+  nlohmann::json golden;
+  std::ifstream(dir_in + "top5.json") >> golden;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("vitpe_timm_vit_small_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    std::string names_and_shapes;
+    auto model = make_model(preset("vit_small_patch16_224"), 0);
+    for (Param* p : model->params()) {
+      tensors.emplace_back(p->name, testing::synthetic_tensor(p->name, p->value.shape()));
+    }
+    std::sort(tensors.begin(), tensors.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [name, t] : tensors) {
+      std::string dims;
+      for (int64_t d : t.shape().vec()) {
+        if (!dims.empty()) dims += 'x';  // (one append at a time: GCC 12's -Wrestrict misfires)
+        dims += std::to_string(d);
+      }
+      names_and_shapes += name + ":" + dims + "\n";
+    }
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx",
+                  static_cast<unsigned long long>(testing::fnv1a64(names_and_shapes)));
+    ASSERT_EQ(hash, golden["state_dict_fnv1a64"].get<std::string>())
+        << "the file written is not timm's state dict (names or shapes differ):\n"
+        << names_and_shapes;
+    save_safetensors((dir / "model.safetensors").string(), tensors);
+    std::filesystem::copy_file(dir_in + "config.json", dir / "config.json");
+  }
+
+  // --- what the application writes ---
+  Classifier classifier((dir / "model.safetensors").string());
+  for (const auto& [file, want] : golden["top5"].items()) {
+    const auto top = classifier.classify(cv::imread(kImages + file, cv::IMREAD_UNCHANGED), 5);
+    // ---
+    ASSERT_EQ(top.size(), 5u) << file;
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(top[i].index, want[i][0].get<int64_t>()) << file << " rank " << i;
+      EXPECT_NEAR(top[i].probability, want[i][1].get<double>(), 1e-6) << file << " rank " << i;
+      EXPECT_EQ(top[i].label, imagenet_labels()[top[i].index]);
+    }
+  }
+  // The preprocessing came from config.json (the file alone says nothing about it).
+  EXPECT_EQ(classifier.preprocess().mean, std::vector<float>(3, 0.5f));
+  EXPECT_DOUBLE_EQ(classifier.preprocess().crop_pct, 0.9);
+  bool noted = false;
+  for (const std::string& n : classifier.notes()) noted |= n.find("config.json") != n.npos;
+  EXPECT_TRUE(noted);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Classifier, BatchEqualsSingleCallsAndPreprocessedInputIsReadInPlace) {
