@@ -25,6 +25,7 @@ void run_info(const InfoOptions& o) {
                                 {"format", checkpoint_format_name(loaded.format)},
                                 {"written_by", loaded.written_by},
                                 {"read_by", std::string("vitpe ") + version()},
+                                {"family", model_family(c)},
                                 {"notes", loaded.notes},
                                 {"config", nlohmann::json::parse(c.to_json())},
                                 {"parameters", m.num_params()},
@@ -38,7 +39,7 @@ void run_info(const InfoOptions& o) {
   if (!loaded.written_by.empty()) std::printf("  written by    %s\n", loaded.written_by.c_str());
   std::printf("  read by       vitpe %s\n", version());
   for (const auto& note : loaded.notes) std::printf("  note          %s\n", note.c_str());
-  std::printf("  architecture  %s\n", c.kind == ModelKind::vit ? "ViT" : "Swin");
+  std::printf("  architecture  %s\n", model_family(c).c_str());
   std::printf("  preset        %s\n", c.name.c_str());
   std::printf("  input         %lld x %lld x %lld (channels x rows x cols), patch %lld\n",
               (long long)c.channels, (long long)c.img_rows, (long long)c.img_cols,

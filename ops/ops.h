@@ -68,6 +68,14 @@ void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
 // y = a + b (same shapes; y may alias a or b).
 void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
 void add_backward(Tensor& da, Tensor& db, const Tensor& dy);
+// A residual branch scaled per channel (timm's LayerScale, CaiT/DeiT-III): y = x + gamma * a,
+// x, a, y [..., D], gamma [D]. y may alias x.
+void layer_scale_add_forward(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& a);
+// da = dy * gamma (overwritten; skipped when undefined), dgamma += sum over rows of dy * a.
+// (The gradient of x is dy itself: the caller's residual path.) Deterministic: the sum over rows
+// runs in the same order whatever the thread count.
+void layer_scale_add_backward(Tensor& da, Tensor& dgamma, const Tensor& dy, const Tensor& gamma,
+                              const Tensor& a);
 
 // ---- softmax over the last dimension --------------------------------------------------------
 void softmax_forward(Tensor& y, const Tensor& x);

@@ -26,6 +26,8 @@ struct LayerNormOut {
 LayerNormOut layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 
 Tensor gelu(const Tensor& x);
+// x + gamma * a (gamma [D] over the last dimension), in double.
+Tensor layer_scale_add(const Tensor& x, const Tensor& gamma, const Tensor& a);
 Tensor softmax(const Tensor& x);
 Tensor mean_tokens(const Tensor& x, int64_t start);
 double cross_entropy(const Tensor& logits, const int32_t* targets, float smoothing);

@@ -1,4 +1,5 @@
-// Elementwise ops on the CPU: exact (erf) GELU and its derivative, and the residual add.
+// Elementwise ops on the CPU: exact (erf) GELU and its derivative, the residual add and the
+// layer-scaled residual add.
 //
 // GELU(x) = x Phi(x) with Phi the standard normal CDF; d/dx = Phi(x) + x phi(x). Phi comes from
 // a SIMD erfc (ops/cpu/vec_math.h), so the loops run at SIMD width instead of calling std::erf
@@ -138,6 +139,90 @@ void add_backward(Tensor& da, Tensor& db, const Tensor& dy) {
     parallel_chunks(dy.numel(), [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) pd[i] += pdy[i];
     });
+  }
+}
+
+namespace {
+
+// gamma [D] against x [..., D]: the rows and D.
+int64_t check_layer_scale(const char* op, const Tensor& x, const Tensor& gamma) {
+  check_cpu_f32(op, "gamma", gamma);
+  const int64_t D = x.shape().size() ? x.size(-1) : 0;
+  if (gamma.shape().size() != 1 || gamma.size(0) != D || D == 0) {
+    throw ShapeError(std::string(op) + ": expected gamma of shape [" + std::to_string(D) +
+                     "] (the last dimension of " + x.shape().str() + "), found " +
+                     gamma.shape().str());
+  }
+  return x.numel() / D;
+}
+
+// Runs f(r) for every row r of `rows` rows of D floats, in chunks of about kChunk floats.
+template <class F>
+void parallel_rows(int64_t rows, int64_t D, F&& f) {
+  const int64_t rows_per_chunk = std::max<int64_t>(1, kChunk / D);
+  const int64_t chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t end = std::min(rows, (c + 1) * rows_per_chunk);
+    for (int64_t r = c * rows_per_chunk; r < end; ++r) f(r);
+  }
+}
+
+}  // namespace
+
+void layer_scale_add_forward(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& a) {
+  const char* op = "layer_scale_add_forward";
+  check_cpu_f32(op, "x", x);
+  check_same(op, "a", a, "x", x);
+  check_same(op, "y", y, "x", x);
+  const int64_t rows = check_layer_scale(op, x, gamma), D = gamma.size(0);
+  const float* px = x.f32();
+  const float* pa = a.f32();
+  const float* pg = gamma.f32();
+  float* py = y.f32();
+  parallel_rows(rows, D, [&](int64_t r) {
+    const float* xr = px + r * D;
+    const float* ar = pa + r * D;
+    float* yr = py + r * D;
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] + pg[d] * ar[d];
+  });
+}
+
+void layer_scale_add_backward(Tensor& da, Tensor& dgamma, const Tensor& dy, const Tensor& gamma,
+                              const Tensor& a) {
+  const char* op = "layer_scale_add_backward";
+  check_cpu_f32(op, "dy", dy);
+  check_same(op, "a", a, "dy", dy);
+  const int64_t rows = check_layer_scale(op, dy, gamma), D = gamma.size(0);
+  check_same(op, "dgamma", dgamma, "gamma", gamma);
+  const float* pdy = dy.f32();
+  const float* pa = a.f32();
+  const float* pg = gamma.f32();
+  if (da.defined()) {
+    check_same(op, "da", da, "dy", dy);
+    float* pda = da.f32();
+    parallel_rows(rows, D, [&](int64_t r) {
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) pda[r * D + d] = pdy[r * D + d] * pg[d];
+    });
+  }
+  // Channel blocks in parallel, each summing every row in order: the same result for any
+  // thread count, and contiguous loads within a block.
+  constexpr int64_t kBlock = 64;
+  float* pdg = dgamma.f32();
+  const int64_t blocks = (D + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1 && rows * D > kChunk)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t d0 = blk * kBlock, d1 = std::min(D, d0 + kBlock);
+    float acc[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* dyr = pdy + r * D;
+      const float* ar = pa + r * D;
+#pragma omp simd
+      for (int64_t d = d0; d < d1; ++d) acc[d - d0] += dyr[d] * ar[d];
+    }
+    for (int64_t d = d0; d < d1; ++d) pdg[d] += acc[d - d0];
   }
 }
 

@@ -173,6 +173,11 @@ TEST(Cli, JsonOutputsParse) {
   const auto info = json_of("info --json vit_small_patch16_224");
   EXPECT_EQ(info["config"]["crop_pct"], 0.9);
   EXPECT_EQ(info["parameters"], 22050664);
+  EXPECT_EQ(info["family"], "ViT");
+  // DeiT-III: timm's count for deit3_small_patch16_224 (no class row, 2 x 12 x 384 gammas).
+  const auto deit3 = json_of("info --json deit3_small_patch16_224");
+  EXPECT_EQ(deit3["family"], "DeiT-III");
+  EXPECT_EQ(deit3["parameters"], 22059496);
   const auto kinds = json_of("encodings list --json");
   ASSERT_TRUE(kinds.is_array());
   EXPECT_EQ(kinds[0]["kind"], "none");
@@ -280,8 +285,8 @@ TEST(Cli, VersionIsTheProjectVersion) {
   CmdResult r = vitpe("--version");
   EXPECT_EQ(r.code, 0) << r.out;
   // The version, then the data folder: this build's (the command is not installed).
-  EXPECT_EQ(r.out, "vitpe " VITPE_PROJECT_VERSION "\ndata folder: " VITPE_BINARY_DIR
-                   "/share/vitpe\n");
+  EXPECT_EQ(r.out,
+            "vitpe " VITPE_PROJECT_VERSION "\ndata folder: " VITPE_BINARY_DIR "/share/vitpe\n");
   CmdResult info = vitpe("info vit-fmnist");
   EXPECT_EQ(info.code, 0) << info.out;
   EXPECT_TRUE(contains(info.out, "read by       vitpe " VITPE_PROJECT_VERSION)) << info.out;

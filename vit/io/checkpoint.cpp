@@ -403,16 +403,40 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
     notes.push_back("heads not stored in the file: assumed head dim 64 (" +
                     std::to_string(c.heads) + " heads); pass --heads to override");
   }
-  if (abs && !opts.img_rows) {
-    const int64_t n = squeeze_leading(ts.need("pos_embed").shape())[0] - (c.class_token ? 1 : 0);
-    const int64_t side =
-        n > 0 ? static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n)))) : 0;
-    if (n <= 0 || side * side != n) {
-      throw std::runtime_error(ts.path + ": pos_embed has " + std::to_string(n) +
-                               " patch rows, not a square grid: pass the image size");
+  if (ts.has("blocks.0.ls1.gamma")) {
+    c.layer_scale = 1e-6;  // timm's DeiT-III init_values; the file's gammas are loaded
+    notes.push_back("layer scale (blocks.N.ls1/ls2.gamma, as timm's DeiT-III)");
+  }
+  if (abs) {
+    // pos_embed rows: the patch grid, plus a class row unless timm's no_embed_class (DeiT-III)
+    // left it out. Only a square grid can be inferred; with the size given, the rows decide.
+    const int64_t rows = squeeze_leading(ts.need("pos_embed").shape())[0];
+    auto square_side = [](int64_t n) {
+      const int64_t side =
+          n > 0 ? static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n)))) : 0;
+      return side > 0 && side * side == n ? side : int64_t{0};
+    };
+    int64_t side = square_side(rows - (c.class_token ? 1 : 0));
+    if (opts.img_rows) {
+      const int64_t grid =
+          (opts.img_rows / c.patch) * ((opts.img_cols ? opts.img_cols : opts.img_rows) / c.patch);
+      c.no_embed_class = c.class_token && rows == grid;
+    } else if (side == 0 && c.class_token && square_side(rows) > 0) {
+      side = square_side(rows);
+      c.no_embed_class = true;
     }
-    c.img_rows = c.img_cols = side * c.patch;
-    notes.push_back("image size " + std::to_string(c.img_rows) + " inferred from pos_embed");
+    if (c.no_embed_class) {
+      notes.push_back("pos_embed has no class row (timm's no_embed_class, as DeiT-III)");
+    }
+    if (!opts.img_rows) {
+      if (side == 0) {
+        throw std::runtime_error(
+            ts.path + ": pos_embed has " + std::to_string(rows) + " rows, not a square grid" +
+            (c.class_token ? " with or without a class row" : "") + ": pass the image size");
+      }
+      c.img_rows = c.img_cols = side * c.patch;
+      notes.push_back("image size " + std::to_string(c.img_rows) + " inferred from pos_embed");
+    }
   }
   notes.push_back("config inferred from tensor shapes");
 }

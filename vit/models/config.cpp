@@ -76,6 +76,20 @@ ModelConfig timm_vit(int64_t dim, int64_t depth, int64_t heads) {
   return c;
 }
 
+// timm's DeiT-III (Touvron et al. 2022; deit3_*): ViT with layer scale (init 1e-6) and a
+// position table without a class row; its fb_in1k weights use ImageNet statistics, bicubic, crop
+// 0.9 at 224 and 1.0 at 384.
+ModelConfig timm_deit3(int64_t dim, int64_t depth, int64_t heads, int64_t patch, int64_t size) {
+  ModelConfig c = vit(dim, depth, heads);
+  c.patch = patch;
+  c.img_rows = c.img_cols = size;
+  c.layer_scale = 1e-6;
+  c.no_embed_class = true;
+  c.labels = imagenet_labels();
+  c.crop_pct = size == 224 ? 0.9 : 1.0;
+  return c;
+}
+
 // timm's Swin-T default weights (ms_in1k): ImageNet statistics, crop 0.9, bicubic.
 ModelConfig timm_swin_tiny() {
   ModelConfig c = swin(4, 96, {2, 2, 6, 2}, {3, 6, 12, 24});
@@ -97,6 +111,14 @@ const PresetEntry kPresets[] = {
     {"vit_tiny_patch16_224",         "vit-tiny-patch16-224",         [] { return timm_vit(192, 12, 3); }},
     {"vit_small_patch16_224",        "vit-small-patch16-224",        [] { return timm_vit(384, 12, 6); }},
     {"vit_base_patch16_224",         "vit-base-patch16-224",         [] { return timm_vit(768, 12, 12); }},
+    {"deit3_small_patch16_224",      "",                             [] { return timm_deit3(384, 12, 6, 16, 224); }},
+    {"deit3_small_patch16_384",      "",                             [] { return timm_deit3(384, 12, 6, 16, 384); }},
+    {"deit3_medium_patch16_224",     "",                             [] { return timm_deit3(512, 12, 8, 16, 224); }},
+    {"deit3_base_patch16_224",       "",                             [] { return timm_deit3(768, 12, 12, 16, 224); }},
+    {"deit3_base_patch16_384",       "",                             [] { return timm_deit3(768, 12, 12, 16, 384); }},
+    {"deit3_large_patch16_224",      "",                             [] { return timm_deit3(1024, 24, 16, 16, 224); }},
+    {"deit3_large_patch16_384",      "",                             [] { return timm_deit3(1024, 24, 16, 16, 384); }},
+    {"deit3_huge_patch14_224",       "",                             [] { return timm_deit3(1280, 32, 16, 14, 224); }},
     {"swin_tiny_patch4_window7_224", "swin-tiny-patch4-window7-224", timm_swin_tiny},
     {"vit-fmnist",                   "",                             vit_fmnist},
     {"swin-fmnist",                  "",                             [] { return fashion_mnist(swin(2, 64, {2, 2}, {2, 4})); }},
@@ -157,6 +179,15 @@ std::vector<std::string> closest_presets(const std::string& name, size_t most) {
     }
   }
   return out;
+}
+
+std::string model_family(const ModelConfig& c) {
+  if (c.kind == ModelKind::swin) return "Swin";
+  const bool ls = c.layer_scale > 0, nec = c.no_embed_class && c.class_token;
+  if (ls && nec) return "DeiT-III";
+  if (ls) return "ViT with layer scale";
+  if (nec) return "ViT (no class row in pos_embed)";
+  return "ViT";
 }
 
 ModelConfig preset(const std::string& name) {
@@ -229,6 +260,9 @@ void ModelConfig::validate() const {
       fail("dim " + std::to_string(dim) + " is not divisible by heads " + std::to_string(heads));
     }
     if (!class_token && pool == Pool::cls) fail("pool 'cls' needs a class token");
+    if (!(layer_scale >= 0 && layer_scale <= 1e3)) {
+      fail("layer_scale must be in [0, 1000] (0: none), found " + std::to_string(layer_scale));
+    }
   } else {
     if (depths.empty() || depths.size() != stage_heads.size() || depths.size() > 8) {
       fail("depths and stage_heads need one entry per stage (1 to 8 stages), found " +
@@ -245,6 +279,9 @@ void ModelConfig::validate() const {
       }
     }
     if (class_token) fail("Swin has no class token");
+    if (layer_scale != 0 || no_embed_class) {
+      fail("layer_scale and no_embed_class are ViT options (timm's Swin has neither)");
+    }
   }
 }
 
@@ -265,6 +302,8 @@ std::string ModelConfig::to_json() const {
     j["heads"] = heads;
     j["mlp_dim"] = mlp_dim;
     j["class_token"] = class_token;
+    j["layer_scale"] = layer_scale;
+    j["no_embed_class"] = no_embed_class;
   } else {
     j["depths"] = depths;
     j["stage_heads"] = stage_heads;
@@ -340,6 +379,9 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
       c.heads = integer(j.at("heads"), "heads");
       c.mlp_dim = integer(j.at("mlp_dim"), "mlp_dim");
       c.class_token = j.value("class_token", true);
+      // Files written before DeiT-III support have neither: plain ViT.
+      c.layer_scale = j.value("layer_scale", 0.0);
+      c.no_embed_class = j.value("no_embed_class", false);
     } else {
       c.depths = integers(j.at("depths"), "depths");
       c.stage_heads = integers(j.at("stage_heads"), "stage_heads");

@@ -268,17 +268,28 @@ void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
 
 TransformerBlock::TransformerBlock(const std::string& name, int64_t dim, int64_t heads,
                                    int64_t hidden, float eps,
-                                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng)
+                                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng,
+                                   double layer_scale)
     : norm1_(name + ".norm1", dim, eps),
       norm2_(name + ".norm2", dim, eps),
       attn_(name + ".attn", dim, heads, std::move(encoding), rng),
-      mlp_(name + ".mlp", dim, hidden, rng) {}
+      mlp_(name + ".mlp", dim, hidden, rng) {
+  if (layer_scale > 0) {
+    const float g = static_cast<float>(layer_scale);
+    // 1-D, so no weight decay (timm's param groups).
+    ls1_ = make_param(name + ".ls1.gamma", Tensor::full({dim}, g), true);
+    ls2_ = make_param(name + ".ls2.gamma", Tensor::full({dim}, g), true);
+  }
+}
 
 void TransformerBlock::collect(std::vector<Param*>& out) {
+  // timm's order: norm1, attn, ls1, norm2, mlp, ls2.
   norm1_.collect(out);
   attn_.collect(out);
+  if (ls1_.value.defined()) out.push_back(&ls1_);
   norm2_.collect(out);
   mlp_.collect(out);
+  if (ls2_.value.defined()) out.push_back(&ls2_);
 }
 
 void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& geom,
@@ -286,6 +297,18 @@ void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& g
   windows_ = windows;
   norm1_.forward(n1_, x, training);
   ensure_shape(x1_, x.shape());
+  ensure_shape(y, x.shape());
+  if (ls1_.value.defined()) {
+    if (windows) throw std::logic_error("TransformerBlock: layer scale with windows");
+    ensure_shape(a_, x.shape());
+    attn_.forward(a_, n1_, geom, mask, training);
+    layer_scale_add_forward(x1_, x, ls1_.value, a_);  // x1 = x + gamma1 * attn(norm1(x))
+    norm2_.forward(n2_, x1_, training);
+    ensure_shape(m_, x.shape());
+    mlp_.forward(m_, n2_, training);
+    layer_scale_add_forward(y, x1_, ls2_.value, m_);  // y = x1 + gamma2 * mlp(norm2(x1))
+    return;
+  }
   if (!windows) {
     attn_.forward(x1_, n1_, geom, mask, training, x);  // x1 = x + attn(norm1(x))
   } else {
@@ -298,18 +321,27 @@ void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& g
     window_scatter_add(x1_, aw_, *windows);  // x1 = x + attn(windows(norm1(x)))
   }
   norm2_.forward(n2_, x1_, training);
-  ensure_shape(y, x.shape());
   mlp_.forward(y, n2_, training, x1_);  // y = x1 + mlp(norm2(x1))
 }
 
 void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
+  const bool ls = ls1_.value.defined();
   ensure_shape(dx1_, dy.shape());
   dx1_.copy_from(dy);  // residual path of the MLP
   ensure_shape(dn_, dy.shape());
-  mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
+  if (ls) {
+    ensure_shape(dbranch_, dy.shape());
+    layer_scale_add_backward(dbranch_, ls2_.grad, dy, ls2_.value, m_);
+    mlp_.backward(dn_, dbranch_, /*overwrite_dx=*/true);
+  } else {
+    mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
+  }
   norm2_.backward(dx1_, dn_);
   add_forward(dx, dx, dx1_);  // residual path of the attention
-  if (!windows_) {
+  if (ls) {
+    layer_scale_add_backward(dbranch_, ls1_.grad, dx1_, ls1_.value, a_);
+    attn_.backward(dn_, dbranch_, /*overwrite_dx=*/true);
+  } else if (!windows_) {
     attn_.backward(dn_, dx1_, /*overwrite_dx=*/true);
   } else {
     ensure_shape(daw_, aw_.shape());

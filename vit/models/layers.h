@@ -140,11 +140,14 @@ class MlpLayer {
 // The pre-norm residual block of ViT and Swin: x + attn(norm1(x)), then + mlp(norm2(.)).
 // With a window layout (Swin) the attention runs inside windows:
 // x + scatter(attn(gather(norm1(x)))), with the layout's shift mask.
+// With layer scale (layer_scale > 0, timm's init_values; no windows): each branch is scaled per
+// channel by a learned gamma, "ls1.gamma" and "ls2.gamma" [D], initialised to layer_scale:
+// x + gamma1 * attn(norm1(x)), then + gamma2 * mlp(norm2(.)).
 class TransformerBlock {
  public:
   TransformerBlock() = default;
   TransformerBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
-                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng);
+                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng, double layer_scale = 0);
   // x: [B, L, D] -> y: [B, L, D]. Without `windows`: attention over all L tokens (geom.tokens()
   // == L) with `mask` ([W, L, L] or undefined). With `windows`: over each window of the layout
   // (geom.window == windows->window), with the layout's mask.
@@ -163,8 +166,10 @@ class TransformerBlock {
   LayerNormLayer norm1_, norm2_;
   AttentionLayer attn_;
   MlpLayer mlp_;
+  Param ls1_, ls2_;                        // layer scale gammas (undefined without layer scale)
   const WindowLayout* windows_ = nullptr;  // of the last forward
   Tensor n1_, x1_, n2_, dn_, dx1_;
+  Tensor a_, m_, dbranch_;      // layer scale: the unscaled branch outputs, a branch's gradient
   Tensor xw_, aw_, daw_, dxw_;  // windowed attention's input and output, and their gradients
 };
 

@@ -65,6 +65,12 @@ struct ModelConfig {
   int64_t mlp_dim = 1536;
   Pool pool = Pool::cls;
   bool class_token = true;  // ViT: a learned class token first (timm default)
+  // ViT variants, timm's VisionTransformer arguments: layer_scale > 0 scales each residual
+  // branch by a learned per-channel gamma initialised to it (init_values; DeiT-III: 1e-6);
+  // no_embed_class: the token encoding covers the patch tokens only, added before the class
+  // token is prepended (DeiT-III: pos_embed has no class row).
+  double layer_scale = 0;
+  bool no_embed_class = false;
   float eps = 1e-6f;
   // Swin (dim = embed dim of stage 0; stage i has dim * 2^i channels)
   std::vector<int64_t> depths;       // blocks per stage
@@ -90,6 +96,11 @@ struct ModelConfig {
   // Throws std::invalid_argument describing the first inconsistency (dim % heads, ...).
   void validate() const;
 };
+
+// The family a config belongs to, in timm's terms: "ViT", "DeiT-III" (layer scale and a
+// position table without a class row), "ViT with layer scale", "ViT (no class row in
+// pos_embed)", "Swin".
+std::string model_family(const ModelConfig& c);
 
 // Presets by name: timm's model names (vit_small_patch16_224, ...; also spelt with dashes, as
 // vitpe did first) with the preprocessing of timm's default weights, and our small models.

@@ -19,11 +19,14 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
     cls_ = make_param("cls_token", cls, true);
   }
   const Grid grid = cfg_.patch_grid();
-  token_enc_ = make_token_encoding(spec, D, grid, prefix(), rng);
+  // no_embed_class: the token encoding sees the patch tokens only (timm adds pos_embed before
+  // prepending the class token).
+  token_enc_ = make_token_encoding(spec, D, grid, cfg_.no_embed_class ? 0 : prefix(), rng);
   const int64_t hd = D / cfg_.heads;
   for (int64_t i = 0; i < cfg_.depth; ++i) {
     blocks_.emplace_back("blocks." + std::to_string(i), D, cfg_.heads, cfg_.mlp_dim, cfg_.eps,
-                         make_attention_encoding(spec, cfg_.heads, hd, grid, prefix(), rng), rng);
+                         make_attention_encoding(spec, cfg_.heads, hd, grid, prefix(), rng), rng,
+                         cfg_.layer_scale);
   }
   norm_ = LayerNormLayer(cfg_.pool == Pool::cls ? "norm" : "fc_norm", D, cfg_.eps);
   head_ = LinearLayer("head", D, cfg_.classes, true, rng);
@@ -68,13 +71,14 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
 
   ensure_shape(patches_, {B, Np, D});
   patch_embed_forward(patches_, images, patch_w_.value, patch_b_.value);  // [B, Np, D]
+  if (token_enc_ && cfg_.no_embed_class) token_enc_->forward(patches_, grid_);
   ensure_shape(tokens_, {B, N, D});
   for (int64_t b = 0; b < B; ++b) {
     float* dst = tokens_.f32() + b * N * D;
     if (P) std::memcpy(dst, cls_.value.f32(), D * sizeof(float));
     std::memcpy(dst + P * D, patches_.f32() + b * Np * D, Np * D * sizeof(float));
   }
-  if (token_enc_) token_enc_->forward(tokens_, grid_);  // [B, N, D]
+  if (token_enc_ && !cfg_.no_embed_class) token_enc_->forward(tokens_, grid_);  // [B, N, D]
 
   const AttnGeometry geom{grid_, P};
   const Tensor no_mask;
@@ -127,7 +131,7 @@ void VisionTransformer::backward(const Tensor& dlogits) {
     std::swap(dx, dy);
   }
   // dy: gradient of the encoded tokens
-  if (token_enc_) token_enc_->backward(*dy, grid_);
+  if (token_enc_ && !cfg_.no_embed_class) token_enc_->backward(*dy, grid_);
   ensure_shape(d_patches_, {B, Np, D});
   for (int64_t b = 0; b < B; ++b) {
     const float* src = dy->f32() + b * N * D;
@@ -137,6 +141,7 @@ void VisionTransformer::backward(const Tensor& dlogits) {
     }
     std::memcpy(d_patches_.f32() + b * Np * D, src + P * D, Np * D * sizeof(float));
   }
+  if (token_enc_ && cfg_.no_embed_class) token_enc_->backward(d_patches_, grid_);
   Tensor no_dx;
   patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_, patch_w_.value);
 }
@@ -144,8 +149,8 @@ void VisionTransformer::backward(const Tensor& dlogits) {
 double VisionTransformer::flops_per_image() const {
   const double D = cfg_.dim, Np = cfg_.patch_grid().count(), N = Np + prefix();
   const double pe = 2.0 * Np * D * cfg_.channels * cfg_.patch * cfg_.patch;
-  const double block =
-      2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D + 4.0 * N * D * cfg_.mlp_dim;
+  const double block = 2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D +
+                       4.0 * N * D * cfg_.mlp_dim + (cfg_.layer_scale > 0 ? 4.0 * N * D : 0.0);
   return pe + cfg_.depth * block + 2.0 * D * cfg_.classes;
 }
 

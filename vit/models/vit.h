@@ -4,6 +4,8 @@
 // images [B, C, H, W] -> patch embed [B, Np, D] -> prepend class token -> token encoding
 // -> blocks x depth -> pool (class token, or mean of patch tokens) -> norm (fc_norm for mean
 // pooling, as timm) -> head -> logits [B, classes].
+// Variants (ModelConfig): no_embed_class (the token encoding before the class token is
+// prepended, on the patch tokens only) and layer scale in every block (DeiT-III).
 #pragma once
 
 #include <memory>

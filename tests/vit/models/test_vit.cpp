@@ -84,6 +84,19 @@ TEST(VitGradients, RopeMixed) { check_model_gradients("rope-mixed+learned1d", Po
 TEST(VitGradients, Separable2d) { check_model_gradients("separable2d", Pool::avg); }
 TEST(VitGradients, NoEncodingMeanPool) { check_model_gradients("none", Pool::avg); }
 TEST(VitGradients, Alibi) { check_model_gradients("alibi2d", Pool::cls); }
+// DeiT-III's structure: layer scale in every block, a position table without a class row (the
+// encoding sees the patch tokens only), with a class token and with mean pooling.
+TEST(VitGradients, LayerScaleNoEmbedClass) {
+  for (Pool pool : {Pool::cls, Pool::avg}) {
+    ModelConfig c = tiny_vit("learned1d");
+    c.pool = pool;
+    c.depth = 2;
+    c.layer_scale = 1e-6;  // moved away from by check_model_gradients
+    c.no_embed_class = true;
+    auto model = make_model(c, 7);
+    testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, "deit3");
+  }
+}
 
 TEST(Vit, SizeNotMultipleOfPatchIsAnError) {
   auto model = make_model(tiny_vit("sincos2d"), 1);

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Parity goldens for the timm model-zoo families (tests/vit/io/test_zoo.cpp), timm 1.0.31.
+
+Every model gets synthetic weights: each tensor is a function of its timm name
+(tests/golden/synthetic_weights.h, `synthetic` in make_goldens.py), as are the inputs, so only
+the logits are stored and the test rebuilds the checkpoint under timm's names. Each file's
+`__metadata__` has `state_dict_fnv1a64` (fnv1a64 of the state dict's sorted `name:d0xd1...`
+lines: the test checks that the file it writes is timm's state dict) and `golden_config` (the
+timm constructor arguments).
+
+  zoo/deit3_synth_io.safetensors
+      timm VisionTransformer(img 32, patch 8, D 64, depth 2, heads 4, 10 classes,
+      no_embed_class=True, init_values=1e-6, dynamic_img_size=True): DeiT-III's structure
+      (deit3_* in timm: layer scale ls1/ls2.gamma, pos_embed [1, 16, 64] without a class row).
+      logits [2, 10] of synthetic("input", [2, 3, 32, 32]); logits_48x32 [1, 10] of
+      synthetic("input_48x32", [1, 3, 48, 32]) (pos_embed resampled by timm, 4x4 -> 6x4).
+
+Tooling only (a venv with torch, timm, safetensors, numpy; tests never run Python):
+
+    python3 -m venv /tmp/gold-venv && /tmp/gold-venv/bin/pip install torch torchvision timm safetensors pillow
+    /tmp/gold-venv/bin/python tests/golden/make_zoo_goldens.py
+"""
+import json
+import os
+
+import timm
+import torch
+from timm.models.vision_transformer import VisionTransformer
+
+import make_goldens
+from make_goldens import fnv1a64, save, synthetic
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+make_goldens.OUT = os.path.join(HERE, "..", "data", "zoo")
+
+
+def state_dict_hash(state):
+    """fnv1a64 of 'name:d0xd1x...' lines (sorted names), mirrored by the C++ tests."""
+    text = "".join(f"{k}:{'x'.join(str(d) for d in v.shape)}\n" for k, v in sorted(state.items()))
+    return f"{fnv1a64(text):016x}"
+
+
+def synthesize(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(synthetic(name, list(p.shape)))
+    return model.eval()
+
+
+def metadata(model, cfg):
+    return {"golden_source": f"timm {timm.__version__} {type(model).__name__}, synthetic weights",
+            "golden_config": json.dumps(cfg, sort_keys=True),
+            "state_dict_fnv1a64": state_dict_hash(model.state_dict())}
+
+
+@torch.no_grad()
+def deit3():
+    cfg = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10,
+               no_embed_class=True, init_values=1e-6, dynamic_img_size=True)
+    model = synthesize(VisionTransformer(**cfg))
+    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
+           "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
+    save("deit3_synth_io.safetensors", out, metadata(model, cfg))
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    os.makedirs(make_goldens.OUT, exist_ok=True)
+    deit3()

@@ -1,0 +1,122 @@
+// timm's model-zoo families beyond the plain ViT and Swin (#16), each loaded from a file under
+// timm's names, with no conversion step, and matched against timm's logits at two sizes
+// (tests/golden/make_zoo_goldens.py). The weights are synthetic, a function of each tensor's
+// name (tests/golden/synthetic_weights.h): the test writes the checkpoint and checks its names
+// and shapes against the hash of timm's state dict.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "tests/golden/synthetic_weights.h"
+#include "tests/testing.h"
+#include "vit/io/checkpoint.h"
+#include "vit/io/safetensors.h"
+
+namespace vitpe {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string zoo(const std::string& name) { return std::string(VITPE_TEST_DATA) + "/zoo/" + name; }
+
+// Writes the checkpoint of a model of config `c` with synthetic weights under its parameter
+// names (timm's), after checking the names and shapes against `want_hash` (timm's state dict).
+std::string write_timm_file(const ModelConfig& c, const std::string& want_hash,
+                            const std::string& file) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  auto model = make_model(c, 0);
+  for (Param* p : model->params()) {
+    tensors.emplace_back(p->name, testing::synthetic_tensor(p->name, p->value.shape()));
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string lines;
+  for (const auto& [name, t] : tensors) {
+    std::string dims;
+    for (int64_t d : t.shape().vec()) {
+      if (!dims.empty()) dims += 'x';
+      dims += std::to_string(d);
+    }
+    lines += name + ":" + dims + "\n";
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(testing::fnv1a64(lines)));
+  EXPECT_EQ(hash, want_hash) << "not timm's state dict (names or shapes differ):\n" << lines;
+  const fs::path dir = fs::temp_directory_path() / ("vitpe_zoo_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / file).string();
+  save_safetensors(path, tensors);
+  return path;
+}
+
+ModelConfig small_vit() {
+  ModelConfig c;
+  c.img_rows = c.img_cols = 32;
+  c.patch = 8;
+  c.dim = 64;
+  c.depth = 2;
+  c.heads = 4;
+  c.mlp_dim = 256;
+  c.classes = 10;
+  c.labels.clear();
+  return c;
+}
+
+void expect_logits(Model& m, const Tensor& x, const Tensor& want, const std::string& what) {
+  const Tensor& got = m.forward(x);
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  EXPECT_LT(testing::max_rel_error(got, want), 1e-4) << what;
+}
+
+TEST(Zoo, Deit3LayerScaleAndNoEmbedClass) {
+  SafeTensorsFile io = SafeTensorsFile::open(zoo("deit3_synth_io.safetensors"));
+  ModelConfig c = small_vit();
+  c.layer_scale = 1e-6;
+  c.no_embed_class = true;
+  const std::string path =
+      write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), "deit3.safetensors");
+  LoadOptions o;
+  o.heads = 4;  // not stored in timm's files
+  LoadedModel m = load_model(path, o);
+  EXPECT_EQ(m.format, CheckpointFormat::timm_vit);
+  const ModelConfig& got = m.model->config();
+  EXPECT_GT(got.layer_scale, 0);
+  EXPECT_TRUE(got.no_embed_class);
+  EXPECT_EQ(model_family(got), "DeiT-III");
+  EXPECT_EQ(got.img_rows, 32);  // 16 rows of pos_embed: a 4 x 4 grid, no class row
+  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                "32x32");
+  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                io.get("logits_48x32"), "48x32 (pos_embed resampled)");
+  fs::remove_all(fs::path(path).parent_path());
+}
+
+TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
+  for (const char* name :
+       {"deit3_small_patch16_224", "deit3_base_patch16_384", "deit3_huge_patch14_224"}) {
+    const ModelConfig c = preset(name);
+    EXPECT_TRUE(c.no_embed_class) << name;
+    EXPECT_DOUBLE_EQ(c.layer_scale, 1e-6) << name;
+    EXPECT_EQ(c.labels.size(), 1000u);
+  }
+  auto m = make_model(preset("deit3_small_patch16_224"), 0);
+  bool ls = false;
+  for (Param* p : m->params()) {
+    if (p->name == "pos_embed") {
+      EXPECT_EQ(p->value.shape(), (Shape{1, 196, 384}));
+    }
+    ls |= p->name == "blocks.11.ls2.gamma";
+  }
+  EXPECT_TRUE(ls);
+  // timm's fb_in1k preprocessing: ImageNet statistics, crop 0.9 at 224, 1.0 at 384.
+  EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_224").crop_pct, 0.9);
+  EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_384").crop_pct, 1.0);
+  EXPECT_EQ(preset("deit3_small_patch16_384").img_rows, 384);
+}
+
+}  // namespace
+}  // namespace vitpe
