@@ -15,6 +15,13 @@ timm constructor arguments).
       logits [2, 10] of synthetic("input", [2, 3, 32, 32]); logits_48x32 [1, 10] of
       synthetic("input_48x32", [1, 3, 48, 32]) (pos_embed resampled by timm, 4x4 -> 6x4).
 
+  zoo/reg_cls_synth_io.safetensors
+      the same with reg_tokens=4, class token and class-token pooling, pos_embed WITH the five
+      prefix rows (no_embed_class=False), no layer scale: logits, logits_48x32.
+  zoo/reg_gap_synth_io.safetensors
+      timm's vit_*_reg4_gap_256 structure: class_token=False, reg_tokens=4, no_embed_class=True,
+      global_pool='avg' (fc_norm), init_values=1e-5: logits, logits_48x32.
+
 Tooling only (a venv with torch, timm, safetensors, numpy; tests never run Python):
 
     python3 -m venv /tmp/gold-venv && /tmp/gold-venv/bin/pip install torch torchvision timm safetensors pillow
@@ -63,8 +70,23 @@ def deit3():
     save("deit3_synth_io.safetensors", out, metadata(model, cfg))
 
 
+@torch.no_grad()
+def registers():
+    base = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10,
+                dynamic_img_size=True, reg_tokens=4)
+    for name, extra in (("reg_cls", dict()),
+                        ("reg_gap", dict(class_token=False, no_embed_class=True,
+                                         global_pool="avg", init_values=1e-5))):
+        cfg = dict(base, **extra)
+        model = synthesize(VisionTransformer(**cfg))
+        out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
+               "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
+        save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
     os.makedirs(make_goldens.OUT, exist_ok=True)
     deit3()
+    registers()

@@ -52,7 +52,8 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained,
   const EncodingSpec spec = parse_encoding(c.encoding);
   const fs::path out = fs::path(dir) / spec.str();
   const bool vit = c.kind == ModelKind::vit;
-  const int64_t prefix = vit && c.class_token ? 1 : 0;
+  const int64_t prefix = vit ? c.prefix_tokens() : 0;
+  const int64_t token_prefix = c.no_embed_class ? 0 : prefix;  // the token table's prefix rows
   const int64_t heads = vit ? c.heads : c.stage_heads.at(0);
   const int64_t head_dim = c.dim / heads;
   const Grid grid = c.patch_grid();
@@ -60,7 +61,7 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained,
       vit ? grid : Grid{std::min(c.window, grid.rows), std::min(c.window, grid.cols)};
   Rng rng(0);
   std::vector<std::string> paths;
-  if (auto tok = make_token_encoding(spec, c.dim, grid, prefix, rng)) {
+  if (auto tok = make_token_encoding(spec, c.dim, grid, token_prefix, rng)) {
     copy_trained(tok->params(), trained, {""});
     for (auto& p : write_token_pictures(*tok, grid, out.string(), c.encoding)) paths.push_back(p);
   }

@@ -392,6 +392,15 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   c.depth = count_indexed(ts.names, "blocks.");
   c.mlp_dim = ts.need("blocks.0.mlp.fc1.weight").size(0);
   c.class_token = ts.has("cls_token");
+  if (ts.has("reg_token")) {
+    const Shape reg = ts.need("reg_token").shape();
+    if (reg.size() != 3 || reg[0] != 1 || reg[1] < 1 || reg[1] > 64) {
+      throw std::runtime_error(
+          ts.path + ": reg_token: expected [1, R, D] with 1 <= R <= 64, found " + reg.str());
+    }
+    c.reg_tokens = reg[1];
+    notes.push_back(std::to_string(c.reg_tokens) + " register tokens (reg_token)");
+  }
   c.pool = ts.has("fc_norm.weight") ? Pool::avg : Pool::cls;
   const bool abs = ts.has("pos_embed");
   const bool rel = ts.has("blocks.0.attn.relative_position_bias_table");
@@ -416,17 +425,20 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
           n > 0 ? static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(n)))) : 0;
       return side > 0 && side * side == n ? side : int64_t{0};
     };
-    int64_t side = square_side(rows - (c.class_token ? 1 : 0));
+    const int64_t P = c.prefix_tokens();
+    int64_t side = square_side(rows - P);
     if (opts.img_rows) {
       const int64_t grid =
           (opts.img_rows / c.patch) * ((opts.img_cols ? opts.img_cols : opts.img_rows) / c.patch);
-      c.no_embed_class = c.class_token && rows == grid;
-    } else if (side == 0 && c.class_token && square_side(rows) > 0) {
+      c.no_embed_class = P > 0 && rows == grid;
+    } else if (side == 0 && P > 0 && square_side(rows) > 0) {
       side = square_side(rows);
       c.no_embed_class = true;
     }
     if (c.no_embed_class) {
-      notes.push_back("pos_embed has no class row (timm's no_embed_class, as DeiT-III)");
+      notes.push_back(
+          "pos_embed has no rows for the class or register tokens (timm's "
+          "no_embed_class, as DeiT-III)");
     }
     if (!opts.img_rows) {
       if (side == 0) {

@@ -90,6 +90,21 @@ ModelConfig timm_deit3(int64_t dim, int64_t depth, int64_t heads, int64_t patch,
   return c;
 }
 
+// timm's vit_*_patch16_reg4_gap_256 (the "sbb" recipes): no class token, 4 register tokens
+// without position rows, mean pooling with fc_norm; medium and betwixt with layer scale 1e-5 and
+// crop 0.95 (their sbb weights), base without (untrained in timm: its defaults, crop 0.9).
+ModelConfig timm_reg4_gap(int64_t dim, int64_t heads, double layer_scale, double crop) {
+  ModelConfig c = timm_vit(dim, 12, heads);
+  c.img_rows = c.img_cols = 256;
+  c.class_token = false;
+  c.pool = Pool::avg;
+  c.reg_tokens = 4;
+  c.no_embed_class = true;
+  c.layer_scale = layer_scale;
+  c.crop_pct = crop;
+  return c;
+}
+
 // timm's Swin-T default weights (ms_in1k): ImageNet statistics, crop 0.9, bicubic.
 ModelConfig timm_swin_tiny() {
   ModelConfig c = swin(4, 96, {2, 2, 6, 2}, {3, 6, 12, 24});
@@ -119,6 +134,9 @@ const PresetEntry kPresets[] = {
     {"deit3_large_patch16_224",      "",                             [] { return timm_deit3(1024, 24, 16, 16, 224); }},
     {"deit3_large_patch16_384",      "",                             [] { return timm_deit3(1024, 24, 16, 16, 384); }},
     {"deit3_huge_patch14_224",       "",                             [] { return timm_deit3(1280, 32, 16, 14, 224); }},
+    {"vit_medium_patch16_reg4_gap_256",  "",                         [] { return timm_reg4_gap(512, 8, 1e-5, 0.95); }},
+    {"vit_betwixt_patch16_reg4_gap_256", "",                         [] { return timm_reg4_gap(640, 10, 1e-5, 0.95); }},
+    {"vit_base_patch16_reg4_gap_256",    "",                         [] { return timm_reg4_gap(768, 12, 0, 0.9); }},
     {"swin_tiny_patch4_window7_224", "swin-tiny-patch4-window7-224", timm_swin_tiny},
     {"vit-fmnist",                   "",                             vit_fmnist},
     {"swin-fmnist",                  "",                             [] { return fashion_mnist(swin(2, 64, {2, 2}, {2, 4})); }},
@@ -183,11 +201,14 @@ std::vector<std::string> closest_presets(const std::string& name, size_t most) {
 
 std::string model_family(const ModelConfig& c) {
   if (c.kind == ModelKind::swin) return "Swin";
-  const bool ls = c.layer_scale > 0, nec = c.no_embed_class && c.class_token;
-  if (ls && nec) return "DeiT-III";
-  if (ls) return "ViT with layer scale";
-  if (nec) return "ViT (no class row in pos_embed)";
-  return "ViT";
+  const bool ls = c.layer_scale > 0, nec = c.no_embed_class && c.prefix_tokens() > 0;
+  const std::string reg =
+      c.reg_tokens ? " + " + std::to_string(c.reg_tokens) + " register tokens" : "";
+  if (ls && nec && c.class_token && !c.reg_tokens) return "DeiT-III";
+  if (ls && nec) return "ViT with layer scale, pos_embed without prefix rows" + reg;
+  if (ls) return "ViT with layer scale" + reg;
+  if (nec) return "ViT, pos_embed without prefix rows" + reg;
+  return "ViT" + reg;
 }
 
 ModelConfig preset(const std::string& name) {
@@ -260,6 +281,9 @@ void ModelConfig::validate() const {
       fail("dim " + std::to_string(dim) + " is not divisible by heads " + std::to_string(heads));
     }
     if (!class_token && pool == Pool::cls) fail("pool 'cls' needs a class token");
+    if (reg_tokens < 0 || reg_tokens > 64) {
+      fail("reg_tokens must be in 0..64, found " + std::to_string(reg_tokens));
+    }
     if (!(layer_scale >= 0 && layer_scale <= 1e3)) {
       fail("layer_scale must be in [0, 1000] (0: none), found " + std::to_string(layer_scale));
     }
@@ -279,8 +303,8 @@ void ModelConfig::validate() const {
       }
     }
     if (class_token) fail("Swin has no class token");
-    if (layer_scale != 0 || no_embed_class) {
-      fail("layer_scale and no_embed_class are ViT options (timm's Swin has neither)");
+    if (layer_scale != 0 || no_embed_class || reg_tokens != 0) {
+      fail("layer_scale, no_embed_class and reg_tokens are ViT options (timm's Swin has none)");
     }
   }
 }
@@ -304,6 +328,7 @@ std::string ModelConfig::to_json() const {
     j["class_token"] = class_token;
     j["layer_scale"] = layer_scale;
     j["no_embed_class"] = no_embed_class;
+    j["reg_tokens"] = reg_tokens;
   } else {
     j["depths"] = depths;
     j["stage_heads"] = stage_heads;
@@ -382,6 +407,7 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
       // Files written before DeiT-III support have neither: plain ViT.
       c.layer_scale = j.value("layer_scale", 0.0);
       c.no_embed_class = j.value("no_embed_class", false);
+      c.reg_tokens = j.contains("reg_tokens") ? integer(j.at("reg_tokens"), "reg_tokens") : 0;
     } else {
       c.depths = integers(j.at("depths"), "depths");
       c.stage_heads = integers(j.at("stage_heads"), "stage_heads");

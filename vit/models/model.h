@@ -69,8 +69,11 @@ struct ModelConfig {
   // branch by a learned per-channel gamma initialised to it (init_values; DeiT-III: 1e-6);
   // no_embed_class: the token encoding covers the patch tokens only, added before the class
   // token is prepended (DeiT-III: pos_embed has no class row).
+  // reg_tokens: learned register tokens ("reg_token" [1, R, D], Darcet et al.) after the class
+  // token; like the class token they get no 2D position, and mean pooling skips them.
   double layer_scale = 0;
   bool no_embed_class = false;
+  int64_t reg_tokens = 0;
   float eps = 1e-6f;
   // Swin (dim = embed dim of stage 0; stage i has dim * 2^i channels)
   std::vector<int64_t> depths;       // blocks per stage
@@ -90,6 +93,8 @@ struct ModelConfig {
   std::vector<std::string> labels;
 
   Grid patch_grid() const { return {img_rows / patch, img_cols / patch}; }
+  // ViT: the tokens before the patch tokens (class token, registers).
+  int64_t prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }
   // Serialised as JSON (checkpoint __metadata__ "vitpe.config") and back.
   std::string to_json() const;
   static ModelConfig from_json(const std::string& json);

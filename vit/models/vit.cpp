@@ -18,6 +18,11 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
     rng.fill_normal(cls, 1e-6);  // timm
     cls_ = make_param("cls_token", cls, true);
   }
+  if (cfg_.reg_tokens) {
+    Tensor reg = Tensor::empty({1, cfg_.reg_tokens, D});
+    rng.fill_normal(reg, 1e-6);  // timm
+    reg_ = make_param("reg_token", reg, true);
+  }
   const Grid grid = cfg_.patch_grid();
   // no_embed_class: the token encoding sees the patch tokens only (timm adds pos_embed before
   // prepending the class token).
@@ -41,6 +46,7 @@ void VisionTransformer::collect_linears(std::vector<LinearLayer*>& out) {
 std::vector<Param*> VisionTransformer::params() {
   std::vector<Param*> out;
   if (cfg_.class_token) out.push_back(&cls_);
+  if (cfg_.reg_tokens) out.push_back(&reg_);
   if (token_enc_) {
     for (Param* p : token_enc_->params()) out.push_back(p);
   }
@@ -75,7 +81,11 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   ensure_shape(tokens_, {B, N, D});
   for (int64_t b = 0; b < B; ++b) {
     float* dst = tokens_.f32() + b * N * D;
-    if (P) std::memcpy(dst, cls_.value.f32(), D * sizeof(float));
+    if (cfg_.class_token) std::memcpy(dst, cls_.value.f32(), D * sizeof(float));
+    if (cfg_.reg_tokens) {
+      std::memcpy(dst + (cfg_.class_token ? D : 0), reg_.value.f32(),
+                  cfg_.reg_tokens * D * sizeof(float));
+    }
     std::memcpy(dst + P * D, patches_.f32() + b * Np * D, Np * D * sizeof(float));
   }
   if (token_enc_ && !cfg_.no_embed_class) token_enc_->forward(tokens_, grid_);  // [B, N, D]
@@ -135,9 +145,14 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   ensure_shape(d_patches_, {B, Np, D});
   for (int64_t b = 0; b < B; ++b) {
     const float* src = dy->f32() + b * N * D;
-    if (P) {
+    if (cfg_.class_token) {
       float* g = cls_.grad.f32();
       for (int64_t d = 0; d < D; ++d) g[d] += src[d];
+    }
+    if (cfg_.reg_tokens) {
+      const float* s = src + (cfg_.class_token ? D : 0);
+      float* g = reg_.grad.f32();
+      for (int64_t i = 0; i < cfg_.reg_tokens * D; ++i) g[i] += s[i];
     }
     std::memcpy(d_patches_.f32() + b * Np * D, src + P * D, Np * D * sizeof(float));
   }

@@ -5,7 +5,8 @@
 // -> blocks x depth -> pool (class token, or mean of patch tokens) -> norm (fc_norm for mean
 // pooling, as timm) -> head -> logits [B, classes].
 // Variants (ModelConfig): no_embed_class (the token encoding before the class token is
-// prepended, on the patch tokens only) and layer scale in every block (DeiT-III).
+// prepended, on the patch tokens only), layer scale in every block (DeiT-III) and register
+// tokens after the class token (prefix tokens: class, registers, then the patches).
 #pragma once
 
 #include <memory>
@@ -33,10 +34,10 @@ class VisionTransformer : public Model {
   void collect_linears(std::vector<LinearLayer*>& out) override;
 
  private:
-  int64_t prefix() const { return cfg_.class_token ? 1 : 0; }
+  int64_t prefix() const { return cfg_.prefix_tokens(); }
 
   ModelConfig cfg_;
-  Param patch_w_, patch_b_, cls_;
+  Param patch_w_, patch_b_, cls_, reg_;
   std::unique_ptr<TokenEncoding> token_enc_;
   std::vector<TransformerBlock> blocks_;
   LayerNormLayer norm_;  // "norm" (class-token pooling) or "fc_norm" (mean pooling)

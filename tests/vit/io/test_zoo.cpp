@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 
 #include "tests/golden/synthetic_weights.h"
 #include "tests/testing.h"
@@ -72,27 +73,68 @@ void expect_logits(Model& m, const Tensor& x, const Tensor& want, const std::str
   EXPECT_LT(testing::max_rel_error(got, want), 1e-4) << what;
 }
 
+// Writes the synthetic checkpoint of config `c` under timm's names, loads it as a user would (only
+// the heads given: timm's files do not store them), checks the config read from the tensors with
+// `check`, and compares the logits with timm's at 32x32 and 48x32.
+void check_family(const std::string& golden, const ModelConfig& c,
+                  const std::function<void(const LoadedModel&)>& check) {
+  SafeTensorsFile io = SafeTensorsFile::open(zoo(golden));
+  const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden);
+  LoadOptions o;
+  o.heads = c.heads;
+  LoadedModel m = load_model(path, o);
+  EXPECT_EQ(m.format, CheckpointFormat::timm_vit) << golden;
+  EXPECT_EQ(m.model->config().img_rows, 32) << golden;  // a 4 x 4 grid in pos_embed
+  check(m);
+  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                golden + " at 32x32");
+  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                io.get("logits_48x32"), golden + " at 48x32 (pos_embed resampled)");
+  fs::remove_all(fs::path(path).parent_path());
+}
+
 TEST(Zoo, Deit3LayerScaleAndNoEmbedClass) {
-  SafeTensorsFile io = SafeTensorsFile::open(zoo("deit3_synth_io.safetensors"));
   ModelConfig c = small_vit();
   c.layer_scale = 1e-6;
   c.no_embed_class = true;
-  const std::string path =
-      write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), "deit3.safetensors");
-  LoadOptions o;
-  o.heads = 4;  // not stored in timm's files
-  LoadedModel m = load_model(path, o);
-  EXPECT_EQ(m.format, CheckpointFormat::timm_vit);
-  const ModelConfig& got = m.model->config();
-  EXPECT_GT(got.layer_scale, 0);
-  EXPECT_TRUE(got.no_embed_class);
-  EXPECT_EQ(model_family(got), "DeiT-III");
-  EXPECT_EQ(got.img_rows, 32);  // 16 rows of pos_embed: a 4 x 4 grid, no class row
-  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                "32x32");
-  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
-                io.get("logits_48x32"), "48x32 (pos_embed resampled)");
-  fs::remove_all(fs::path(path).parent_path());
+  check_family("deit3_synth_io.safetensors", c, [](const LoadedModel& m) {
+    const ModelConfig& got = m.model->config();
+    EXPECT_GT(got.layer_scale, 0);
+    EXPECT_TRUE(got.no_embed_class);
+    EXPECT_EQ(model_family(got), "DeiT-III");
+  });
+}
+
+// Register tokens (Darcet et al.), as timm's reg_tokens: after the class token, with rows in
+// pos_embed, class-token pooling.
+TEST(Zoo, RegisterTokensWithClassToken) {
+  ModelConfig c = small_vit();
+  c.reg_tokens = 4;
+  check_family("reg_cls_synth_io.safetensors", c, [](const LoadedModel& m) {
+    const ModelConfig& got = m.model->config();
+    EXPECT_EQ(got.reg_tokens, 4);
+    EXPECT_FALSE(got.no_embed_class);
+    EXPECT_EQ(got.prefix_tokens(), 5);
+  });
+}
+
+// timm's vit_*_reg4_gap_256: no class token, 4 registers without position rows, mean pooling of
+// the patch tokens (registers excluded) with fc_norm, layer scale.
+TEST(Zoo, RegisterTokensMeanPoolingNoEmbedClass) {
+  ModelConfig c = small_vit();
+  c.class_token = false;
+  c.pool = Pool::avg;
+  c.reg_tokens = 4;
+  c.no_embed_class = true;
+  c.layer_scale = 1e-5;
+  check_family("reg_gap_synth_io.safetensors", c, [](const LoadedModel& m) {
+    const ModelConfig& got = m.model->config();
+    EXPECT_EQ(got.reg_tokens, 4);
+    EXPECT_FALSE(got.class_token);
+    EXPECT_TRUE(got.no_embed_class);
+    EXPECT_EQ(got.pool, Pool::avg);
+    EXPECT_NE(model_family(got).find("4 register tokens"), std::string::npos) << model_family(got);
+  });
 }
 
 TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
@@ -116,6 +158,19 @@ TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
   EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_224").crop_pct, 0.9);
   EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_384").crop_pct, 1.0);
   EXPECT_EQ(preset("deit3_small_patch16_384").img_rows, 384);
+}
+
+// Parameter counts of timm 1.0.31's models of the same names (sum of p.numel()).
+TEST(Zoo, PresetParameterCountsAreTimms) {
+  const std::pair<const char*, int64_t> want[] = {
+      {"deit3_small_patch16_224", 22059496},
+      {"vit_medium_patch16_reg4_gap_256", 38881768},
+      {"vit_betwixt_patch16_reg4_gap_256", 60398440},
+      {"vit_base_patch16_reg4_gap_256", 86615272},
+  };
+  for (const auto& [name, count] : want) {
+    EXPECT_EQ(make_model(preset(name), 0)->num_params(), count) << name;
+  }
 }
 
 }  // namespace

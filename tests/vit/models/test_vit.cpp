@@ -97,6 +97,20 @@ TEST(VitGradients, LayerScaleNoEmbedClass) {
     testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, "deit3");
   }
 }
+// Register tokens: with a class token and the registers' rows in the table; without a class
+// token, mean pooling over the patches only, no position rows for the registers.
+TEST(VitGradients, RegisterTokens) {
+  ModelConfig c = tiny_vit("learned1d+relbias");
+  c.depth = 1;
+  c.reg_tokens = 2;
+  auto with_cls = make_model(c, 7);
+  testing::check_model_gradients(*with_cls, random_tensor({2, 2, 12, 8}, 8), 12, "reg+cls");
+  c.class_token = false;
+  c.pool = Pool::avg;
+  c.no_embed_class = true;
+  auto gap = make_model(c, 7);
+  testing::check_model_gradients(*gap, random_tensor({2, 2, 12, 8}, 8), 12, "reg gap");
+}
 
 TEST(Vit, SizeNotMultipleOfPatchIsAnError) {
   auto model = make_model(tiny_vit("sincos2d"), 1);
