@@ -22,6 +22,11 @@ timm constructor arguments).
       timm's vit_*_reg4_gap_256 structure: class_token=False, reg_tokens=4, no_embed_class=True,
       global_pool='avg' (fc_norm), init_values=1e-5: logits, logits_48x32.
 
+  zoo/deit_dist_synth_io.safetensors
+      timm VisionTransformerDistilled (deit_*_distilled_*): class and distillation tokens
+      (pos_embed with both rows), head and head_dist; eval mode returns the mean of the heads:
+      logits, logits_48x32.
+
 Tooling only (a venv with torch, timm, safetensors, numpy; tests never run Python):
 
     python3 -m venv /tmp/gold-venv && /tmp/gold-venv/bin/pip install torch torchvision timm safetensors pillow
@@ -32,6 +37,7 @@ import os
 
 import timm
 import torch
+from timm.models.deit import VisionTransformerDistilled
 from timm.models.vision_transformer import VisionTransformer
 
 import make_goldens
@@ -84,9 +90,20 @@ def registers():
         save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
 
 
+@torch.no_grad()
+def deit_distilled():
+    cfg = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10,
+               dynamic_img_size=True)
+    model = synthesize(VisionTransformerDistilled(**cfg))
+    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
+           "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
+    save("deit_dist_synth_io.safetensors", out, metadata(model, cfg))
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
     os.makedirs(make_goldens.OUT, exist_ok=True)
     deit3()
     registers()
+    deit_distilled()

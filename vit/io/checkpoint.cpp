@@ -392,6 +392,12 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   c.depth = count_indexed(ts.names, "blocks.");
   c.mlp_dim = ts.need("blocks.0.mlp.fc1.weight").size(0);
   c.class_token = ts.has("cls_token");
+  if (ts.has("dist_token")) {
+    c.dist_token = true;
+    notes.push_back(
+        "distillation token and head_dist (DeiT distilled: the logits are the mean "
+        "of both heads, as timm at inference)");
+  }
   if (ts.has("reg_token")) {
     const Shape reg = ts.need("reg_token").shape();
     if (reg.size() != 3 || reg[0] != 1 || reg[1] < 1 || reg[1] > 64) {

@@ -76,6 +76,17 @@ ModelConfig timm_vit(int64_t dim, int64_t depth, int64_t heads) {
   return c;
 }
 
+// timm's DeiT (Touvron et al. 2021; deit_*): plain ViT, or with the distillation token and
+// head_dist; its fb_in1k weights use ImageNet statistics, bicubic, crop 0.9 at 224, 1.0 at 384.
+ModelConfig timm_deit(int64_t dim, int64_t heads, int64_t size, bool distilled) {
+  ModelConfig c = vit(dim, 12, heads);
+  c.img_rows = c.img_cols = size;
+  c.dist_token = distilled;
+  c.labels = imagenet_labels();
+  c.crop_pct = size == 224 ? 0.9 : 1.0;
+  return c;
+}
+
 // timm's DeiT-III (Touvron et al. 2022; deit3_*): ViT with layer scale (init 1e-6) and a
 // position table without a class row; its fb_in1k weights use ImageNet statistics, bicubic, crop
 // 0.9 at 224 and 1.0 at 384.
@@ -126,6 +137,14 @@ const PresetEntry kPresets[] = {
     {"vit_tiny_patch16_224",         "vit-tiny-patch16-224",         [] { return timm_vit(192, 12, 3); }},
     {"vit_small_patch16_224",        "vit-small-patch16-224",        [] { return timm_vit(384, 12, 6); }},
     {"vit_base_patch16_224",         "vit-base-patch16-224",         [] { return timm_vit(768, 12, 12); }},
+    {"deit_tiny_patch16_224",        "",                             [] { return timm_deit(192, 3, 224, false); }},
+    {"deit_small_patch16_224",       "",                             [] { return timm_deit(384, 6, 224, false); }},
+    {"deit_base_patch16_224",        "",                             [] { return timm_deit(768, 12, 224, false); }},
+    {"deit_base_patch16_384",        "",                             [] { return timm_deit(768, 12, 384, false); }},
+    {"deit_tiny_distilled_patch16_224",  "",                         [] { return timm_deit(192, 3, 224, true); }},
+    {"deit_small_distilled_patch16_224", "",                         [] { return timm_deit(384, 6, 224, true); }},
+    {"deit_base_distilled_patch16_224",  "",                         [] { return timm_deit(768, 12, 224, true); }},
+    {"deit_base_distilled_patch16_384",  "",                         [] { return timm_deit(768, 12, 384, true); }},
     {"deit3_small_patch16_224",      "",                             [] { return timm_deit3(384, 12, 6, 16, 224); }},
     {"deit3_small_patch16_384",      "",                             [] { return timm_deit3(384, 12, 6, 16, 384); }},
     {"deit3_medium_patch16_224",     "",                             [] { return timm_deit3(512, 12, 8, 16, 224); }},
@@ -204,6 +223,7 @@ std::string model_family(const ModelConfig& c) {
   const bool ls = c.layer_scale > 0, nec = c.no_embed_class && c.prefix_tokens() > 0;
   const std::string reg =
       c.reg_tokens ? " + " + std::to_string(c.reg_tokens) + " register tokens" : "";
+  if (c.dist_token) return std::string("DeiT distilled") + (ls ? " with layer scale" : "");
   if (ls && nec && c.class_token && !c.reg_tokens) return "DeiT-III";
   if (ls && nec) return "ViT with layer scale, pos_embed without prefix rows" + reg;
   if (ls) return "ViT with layer scale" + reg;
@@ -284,6 +304,9 @@ void ModelConfig::validate() const {
     if (reg_tokens < 0 || reg_tokens > 64) {
       fail("reg_tokens must be in 0..64, found " + std::to_string(reg_tokens));
     }
+    if (dist_token && (!class_token || pool != Pool::cls || reg_tokens != 0)) {
+      fail("dist_token needs a class token and class-token pooling, and no registers (DeiT)");
+    }
     if (!(layer_scale >= 0 && layer_scale <= 1e3)) {
       fail("layer_scale must be in [0, 1000] (0: none), found " + std::to_string(layer_scale));
     }
@@ -303,8 +326,10 @@ void ModelConfig::validate() const {
       }
     }
     if (class_token) fail("Swin has no class token");
-    if (layer_scale != 0 || no_embed_class || reg_tokens != 0) {
-      fail("layer_scale, no_embed_class and reg_tokens are ViT options (timm's Swin has none)");
+    if (layer_scale != 0 || no_embed_class || reg_tokens != 0 || dist_token) {
+      fail(
+          "layer_scale, no_embed_class, reg_tokens and dist_token are ViT options (timm's Swin "
+          "has none)");
     }
   }
 }
@@ -329,6 +354,7 @@ std::string ModelConfig::to_json() const {
     j["layer_scale"] = layer_scale;
     j["no_embed_class"] = no_embed_class;
     j["reg_tokens"] = reg_tokens;
+    j["dist_token"] = dist_token;
   } else {
     j["depths"] = depths;
     j["stage_heads"] = stage_heads;
@@ -408,6 +434,7 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
       c.layer_scale = j.value("layer_scale", 0.0);
       c.no_embed_class = j.value("no_embed_class", false);
       c.reg_tokens = j.contains("reg_tokens") ? integer(j.at("reg_tokens"), "reg_tokens") : 0;
+      c.dist_token = j.value("dist_token", false);
     } else {
       c.depths = integers(j.at("depths"), "depths");
       c.stage_heads = integers(j.at("stage_heads"), "stage_heads");

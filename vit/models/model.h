@@ -71,9 +71,13 @@ struct ModelConfig {
   // token is prepended (DeiT-III: pos_embed has no class row).
   // reg_tokens: learned register tokens ("reg_token" [1, R, D], Darcet et al.) after the class
   // token; like the class token they get no 2D position, and mean pooling skips them.
+  // dist_token: DeiT's distillation token ("dist_token" [1, 1, D]) after the class token, with
+  // its own head ("head_dist"); the logits are the mean of the two heads (timm at inference,
+  // and here in training too).
   double layer_scale = 0;
   bool no_embed_class = false;
   int64_t reg_tokens = 0;
+  bool dist_token = false;
   float eps = 1e-6f;
   // Swin (dim = embed dim of stage 0; stage i has dim * 2^i channels)
   std::vector<int64_t> depths;       // blocks per stage
@@ -93,8 +97,10 @@ struct ModelConfig {
   std::vector<std::string> labels;
 
   Grid patch_grid() const { return {img_rows / patch, img_cols / patch}; }
-  // ViT: the tokens before the patch tokens (class token, registers).
-  int64_t prefix_tokens() const { return (class_token ? 1 : 0) + reg_tokens; }
+  // ViT: the tokens before the patch tokens (class token, distillation token, registers).
+  int64_t prefix_tokens() const {
+    return (class_token ? 1 : 0) + (dist_token ? 1 : 0) + reg_tokens;
+  }
   // Serialised as JSON (checkpoint __metadata__ "vitpe.config") and back.
   std::string to_json() const;
   static ModelConfig from_json(const std::string& json);

@@ -18,6 +18,11 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
     rng.fill_normal(cls, 1e-6);  // timm
     cls_ = make_param("cls_token", cls, true);
   }
+  if (cfg_.dist_token) {
+    Tensor dist = Tensor::empty({1, 1, D});
+    rng.fill_normal(dist, 0.02);  // timm's trunc_normal_(std=.02), untruncated
+    dist_ = make_param("dist_token", dist, true);
+  }
   if (cfg_.reg_tokens) {
     Tensor reg = Tensor::empty({1, cfg_.reg_tokens, D});
     rng.fill_normal(reg, 1e-6);  // timm
@@ -35,17 +40,20 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
   }
   norm_ = LayerNormLayer(cfg_.pool == Pool::cls ? "norm" : "fc_norm", D, cfg_.eps);
   head_ = LinearLayer("head", D, cfg_.classes, true, rng);
+  if (cfg_.dist_token) head_dist_ = LinearLayer("head_dist", D, cfg_.classes, true, rng);
   outs_.resize(blocks_.size());
 }
 
 void VisionTransformer::collect_linears(std::vector<LinearLayer*>& out) {
   for (auto& b : blocks_) b.collect_linears(out);
   out.push_back(&head_);
+  if (cfg_.dist_token) out.push_back(&head_dist_);
 }
 
 std::vector<Param*> VisionTransformer::params() {
   std::vector<Param*> out;
   if (cfg_.class_token) out.push_back(&cls_);
+  if (cfg_.dist_token) out.push_back(&dist_);
   if (cfg_.reg_tokens) out.push_back(&reg_);
   if (token_enc_) {
     for (Param* p : token_enc_->params()) out.push_back(p);
@@ -55,6 +63,7 @@ std::vector<Param*> VisionTransformer::params() {
   for (auto& b : blocks_) b.collect(out);
   norm_.collect(out);
   head_.collect(out);
+  if (cfg_.dist_token) head_dist_.collect(out);
   return out;
 }
 
@@ -82,6 +91,7 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   for (int64_t b = 0; b < B; ++b) {
     float* dst = tokens_.f32() + b * N * D;
     if (cfg_.class_token) std::memcpy(dst, cls_.value.f32(), D * sizeof(float));
+    if (cfg_.dist_token) std::memcpy(dst + D, dist_.value.f32(), D * sizeof(float));
     if (cfg_.reg_tokens) {
       std::memcpy(dst + (cfg_.class_token ? D : 0), reg_.value.f32(),
                   cfg_.reg_tokens * D * sizeof(float));
@@ -98,6 +108,7 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
     x = &outs_[i];
   }
 
+  if (cfg_.dist_token) return forward_distilled(*x, training);
   ensure_shape(pooled_, {B, D});
   if (cfg_.pool == Pool::cls) {
     // LayerNorm is per token, so normalising only the class token equals timm's norm-then-pool.
@@ -111,27 +122,66 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   return logits_;
 }
 
+// DeiT distilled: the class and distillation tokens ([2, B, D]: token t of image b at t * B + b),
+// normalised, through head and head_dist; the logits are their mean.
+const Tensor& VisionTransformer::forward_distilled(const Tensor& x, bool training) {
+  const int64_t B = x.size(0), N = x.size(1), D = cfg_.dim;
+  ensure_shape(pooled_, {2, B, D});
+  for (int64_t t = 0; t < 2; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      std::memcpy(pooled_.f32() + (t * B + b) * D, x.f32() + (b * N + t) * D, D * sizeof(float));
+    }
+  }
+  norm_.forward(normed_, pooled_, training);
+  head_.forward(logits_, normed_.slice(0, 1).reshape({B, D}), training);
+  head_dist_.forward(logits_dist_, normed_.slice(1, 2).reshape({B, D}), training);
+  float* l = logits_.f32();
+  const float* ld = logits_dist_.f32();
+  for (int64_t i = 0; i < logits_.numel(); ++i) l[i] = 0.5f * (l[i] + ld[i]);
+  return logits_;
+}
+
 void VisionTransformer::backward(const Tensor& dlogits) {
   const int64_t B = logits_.size(0), D = cfg_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
   check_shape("VisionTransformer::backward", "dlogits", dlogits, logits_.shape());
   ensure_grads();
 
-  ensure_shape(d_normed_, {B, D});
-  d_normed_.zero();
-  head_.backward(d_normed_, dlogits);
-  ensure_shape(d_pooled_, {B, D});
-  d_pooled_.zero();
-  norm_.backward(d_pooled_, d_normed_);
-
   ensure_shape(d_a_, {B, N, D});
   ensure_shape(d_b_, {B, N, D});
   d_a_.zero();
-  if (cfg_.pool == Pool::cls) {
-    for (int64_t b = 0; b < B; ++b)
-      std::memcpy(d_a_.f32() + b * N * D, d_pooled_.f32() + b * D, D * sizeof(float));
+  if (cfg_.dist_token) {
+    // Each head got half of the logits' gradient.
+    ensure_shape(d_half_, dlogits.shape());
+    for (int64_t i = 0; i < dlogits.numel(); ++i) d_half_.f32()[i] = 0.5f * dlogits.f32()[i];
+    ensure_shape(d_normed_, {2, B, D});
+    d_normed_.zero();
+    Tensor d_cls = d_normed_.slice(0, 1).reshape({B, D});
+    Tensor d_dist = d_normed_.slice(1, 2).reshape({B, D});
+    head_.backward(d_cls, d_half_);
+    head_dist_.backward(d_dist, d_half_);
+    ensure_shape(d_pooled_, {2, B, D});
+    d_pooled_.zero();
+    norm_.backward(d_pooled_, d_normed_);
+    for (int64_t t = 0; t < 2; ++t) {
+      for (int64_t b = 0; b < B; ++b) {
+        std::memcpy(d_a_.f32() + (b * N + t) * D, d_pooled_.f32() + (t * B + b) * D,
+                    D * sizeof(float));
+      }
+    }
   } else {
-    mean_tokens_backward(d_a_, d_pooled_, P);
+    ensure_shape(d_normed_, {B, D});
+    d_normed_.zero();
+    head_.backward(d_normed_, dlogits);
+    ensure_shape(d_pooled_, {B, D});
+    d_pooled_.zero();
+    norm_.backward(d_pooled_, d_normed_);
+    if (cfg_.pool == Pool::cls) {
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(d_a_.f32() + b * N * D, d_pooled_.f32() + b * D, D * sizeof(float));
+    } else {
+      mean_tokens_backward(d_a_, d_pooled_, P);
+    }
   }
   Tensor* dy = &d_a_;
   Tensor* dx = &d_b_;
@@ -148,6 +198,10 @@ void VisionTransformer::backward(const Tensor& dlogits) {
     if (cfg_.class_token) {
       float* g = cls_.grad.f32();
       for (int64_t d = 0; d < D; ++d) g[d] += src[d];
+    }
+    if (cfg_.dist_token) {
+      float* g = dist_.grad.f32();
+      for (int64_t d = 0; d < D; ++d) g[d] += src[D + d];
     }
     if (cfg_.reg_tokens) {
       const float* s = src + (cfg_.class_token ? D : 0);
@@ -166,7 +220,7 @@ double VisionTransformer::flops_per_image() const {
   const double pe = 2.0 * Np * D * cfg_.channels * cfg_.patch * cfg_.patch;
   const double block = 2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D +
                        4.0 * N * D * cfg_.mlp_dim + (cfg_.layer_scale > 0 ? 4.0 * N * D : 0.0);
-  return pe + cfg_.depth * block + 2.0 * D * cfg_.classes;
+  return pe + cfg_.depth * block + (cfg_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
 }
 
 }  // namespace vitpe

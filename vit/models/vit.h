@@ -6,7 +6,8 @@
 // pooling, as timm) -> head -> logits [B, classes].
 // Variants (ModelConfig): no_embed_class (the token encoding before the class token is
 // prepended, on the patch tokens only), layer scale in every block (DeiT-III) and register
-// tokens after the class token (prefix tokens: class, registers, then the patches).
+// tokens after the class token (prefix tokens: class, registers, then the patches), or DeiT's
+// distillation token with its own head (class, distillation, patches; logits: the heads' mean).
 #pragma once
 
 #include <memory>
@@ -35,20 +36,22 @@ class VisionTransformer : public Model {
 
  private:
   int64_t prefix() const { return cfg_.prefix_tokens(); }
+  const Tensor& forward_distilled(const Tensor& tokens, bool training);
 
   ModelConfig cfg_;
-  Param patch_w_, patch_b_, cls_, reg_;
+  Param patch_w_, patch_b_, cls_, dist_, reg_;
   std::unique_ptr<TokenEncoding> token_enc_;
   std::vector<TransformerBlock> blocks_;
   LayerNormLayer norm_;  // "norm" (class-token pooling) or "fc_norm" (mean pooling)
   LinearLayer head_;
+  LinearLayer head_dist_;  // DeiT distilled only
 
   // activations of the last forward
   Grid grid_;
-  Tensor images_, patches_, tokens_, pooled_, normed_, logits_;
+  Tensor images_, patches_, tokens_, pooled_, normed_, logits_, logits_dist_;
   std::vector<Tensor> outs_;
   // gradients
-  Tensor d_normed_, d_pooled_, d_a_, d_b_, d_patches_;
+  Tensor d_normed_, d_pooled_, d_a_, d_b_, d_patches_, d_half_;
 };
 
 }  // namespace vitpe

@@ -105,6 +105,19 @@ TEST(Zoo, Deit3LayerScaleAndNoEmbedClass) {
   });
 }
 
+// DeiT distilled: class and distillation tokens, both with position rows, two heads whose mean
+// is the output (timm's VisionTransformerDistilled at inference).
+TEST(Zoo, DeitDistilledTokenAndHead) {
+  ModelConfig c = small_vit();
+  c.dist_token = true;
+  check_family("deit_dist_synth_io.safetensors", c, [](const LoadedModel& m) {
+    const ModelConfig& got = m.model->config();
+    EXPECT_TRUE(got.dist_token);
+    EXPECT_EQ(got.prefix_tokens(), 2);
+    EXPECT_EQ(model_family(got), "DeiT distilled");
+  });
+}
+
 // Register tokens (Darcet et al.), as timm's reg_tokens: after the class token, with rows in
 // pos_embed, class-token pooling.
 TEST(Zoo, RegisterTokensWithClassToken) {
@@ -163,6 +176,9 @@ TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
 // Parameter counts of timm 1.0.31's models of the same names (sum of p.numel()).
 TEST(Zoo, PresetParameterCountsAreTimms) {
   const std::pair<const char*, int64_t> want[] = {
+      {"deit_tiny_patch16_224", 5717416},
+      {"deit_small_distilled_patch16_224", 22436432},
+      {"deit_base_distilled_patch16_384", 87630032},
       {"deit3_small_patch16_224", 22059496},
       {"vit_medium_patch16_reg4_gap_256", 38881768},
       {"vit_betwixt_patch16_reg4_gap_256", 60398440},

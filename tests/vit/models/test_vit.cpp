@@ -97,6 +97,14 @@ TEST(VitGradients, LayerScaleNoEmbedClass) {
     testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, "deit3");
   }
 }
+// DeiT distilled: the distillation token and head_dist, the logits the mean of the two heads.
+TEST(VitGradients, DistillationToken) {
+  ModelConfig c = tiny_vit("learned1d");
+  c.depth = 1;
+  c.dist_token = true;
+  auto model = make_model(c, 7);
+  testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, "dist");
+}
 // Register tokens: with a class token and the registers' rows in the table; without a class
 // token, mean pooling over the patches only, no position rows for the registers.
 TEST(VitGradients, RegisterTokens) {
