@@ -97,8 +97,8 @@ void run_bench(const BenchOptions& o) {
   if (!o.json) {
     std::printf(
         "model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads, %s linears\n",
-        o.model.c_str(), c.kind == ModelKind::vit ? "ViT" : "Swin", c.encoding.c_str(),
-        model.num_params() / 1e6, weights_mib, threads, o.precision.c_str());
+        o.model.c_str(), model_family(c).c_str(), c.encoding.c_str(), model.num_params() / 1e6,
+        weights_mib, threads, o.precision.c_str());
     std::printf("%6s %12s %10s %10s %14s\n", "batch", "median ms", "img/s", "GFLOP/s",
                 "peak RSS MiB");
   }

@@ -19,8 +19,8 @@ void run_convert(const ConvertOptions& o) {
   save_model(*loaded.model, o.out,
              {{"vitpe.converted_from", checkpoint_format_name(loaded.format)}});
   std::printf("wrote %s (%s, %lld parameters, encoding %s)\n", o.out.c_str(),
-              loaded.model->config().kind == ModelKind::vit ? "ViT" : "Swin",
-              (long long)loaded.model->num_params(), loaded.model->config().encoding.c_str());
+              model_family(loaded.model->config()).c_str(), (long long)loaded.model->num_params(),
+              loaded.model->config().encoding.c_str());
 }
 
 void setup(CLI::App& root) {

@@ -90,6 +90,14 @@ void check_family(const std::string& golden, const ModelConfig& c,
                 golden + " at 32x32");
   expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
                 io.get("logits_48x32"), golden + " at 48x32 (pos_embed resampled)");
+  // Converted to our format (vitpe convert), the file alone rebuilds the same model.
+  const std::string ours = path + ".vitpe.safetensors";
+  save_model(*m.model, ours);
+  LoadedModel back = load_model(ours);
+  EXPECT_EQ(back.format, CheckpointFormat::vitpe) << golden;
+  EXPECT_EQ(back.model->config().to_json(), m.model->config().to_json()) << golden;
+  expect_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                golden + " converted");
   fs::remove_all(fs::path(path).parent_path());
 }
 

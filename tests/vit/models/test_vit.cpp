@@ -57,6 +57,32 @@ TEST_P(VitEveryEncoding, ForwardShapeAndFinite) {
   }
 }
 
+// The zoo's structures keep the encoding interchangeable: DeiT-III (no table rows for the class
+// token), DeiT distilled (two prefix tokens), registers without a class token, at two sizes.
+TEST_P(VitEveryEncoding, ZooVariantsRunWithEveryEncoding) {
+  ModelConfig deit3 = tiny_vit(GetParam());
+  deit3.layer_scale = 0.1;
+  deit3.no_embed_class = true;
+  ModelConfig dist = tiny_vit(GetParam());
+  dist.dist_token = true;
+  ModelConfig reg = tiny_vit(GetParam());
+  reg.class_token = false;
+  reg.pool = Pool::avg;
+  reg.reg_tokens = 3;
+  reg.no_embed_class = true;
+  for (const ModelConfig& c : {deit3, dist, reg}) {
+    auto model = make_model(c, 1);
+    EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(c)) << GetParam();
+    for (const Shape& s : {Shape{2, 2, 12, 8}, Shape{1, 2, 16, 12}}) {
+      const Tensor& y = model->forward(random_tensor(s, 2));
+      ASSERT_EQ(y.shape(), Shape({s[0], 3}));
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        EXPECT_TRUE(std::isfinite(y.at(i))) << GetParam() << " " << model_family(c);
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, VitEveryEncoding,
                          ::testing::ValuesIn(testing::every_encoding_spec()));
 
@@ -236,6 +262,26 @@ TEST(Vit, ConfigJsonRoundTrip) {
   c.encoding = "rope-mixed+learned1d";
   ModelConfig d = ModelConfig::from_json(c.to_json());
   EXPECT_EQ(d.to_json(), c.to_json());
+  // The zoo's variants travel in our files too.
+  for (const char* name : {"deit3_small_patch16_224", "deit_small_distilled_patch16_224",
+                           "vit_medium_patch16_reg4_gap_256"}) {
+    const ModelConfig z = preset(name);
+    const ModelConfig back = ModelConfig::from_json(z.to_json());
+    EXPECT_EQ(back.to_json(), z.to_json()) << name;
+    EXPECT_EQ(back.layer_scale, z.layer_scale) << name;
+    EXPECT_EQ(back.no_embed_class, z.no_embed_class) << name;
+    EXPECT_EQ(back.reg_tokens, z.reg_tokens) << name;
+    EXPECT_EQ(back.dist_token, z.dist_token) << name;
+  }
+  // Inconsistent variants are refused with the reason.
+  ModelConfig bad = preset("deit_small_distilled_patch16_224");
+  bad.pool = Pool::avg;
+  EXPECT_NE(testing::message_of([&] { bad.validate(); }).find("dist_token needs a class token"),
+            std::string::npos);
+  bad = preset("vit-fmnist");
+  bad.reg_tokens = 65;
+  EXPECT_NE(testing::message_of([&] { bad.validate(); }).find("reg_tokens must be in 0..64"),
+            std::string::npos);
   EXPECT_THROW(ModelConfig::from_json("{\"kind\": \"vit\"}"), std::invalid_argument);
   EXPECT_THROW(ModelConfig::from_json("not json"), std::invalid_argument);
 }
