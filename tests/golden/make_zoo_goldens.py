@@ -27,6 +27,15 @@ timm constructor arguments).
       (pos_embed with both rows), head and head_dist; eval mode returns the mean of the heads:
       logits, logits_48x32.
 
+  zoo/beit_synth_io.safetensors, zoo/beit_48x32_synth_io.safetensors
+      timm Beit(img 32 / img (48, 32), patch 8, D 64, depth 2, heads 4, 10 classes,
+      use_abs_pos_emb=False, use_rel_pos_bias=True, init_values=0.1): q_bias and v_bias (no k
+      bias), per-block relative_position_bias_table with BEiT's three class entries,
+      gamma_1/gamma_2, mean pooling with fc_norm: logits of synthetic("input", [2, 3, 32, 32])
+      and of synthetic("input_48x32", [1, 3, 48, 32]) by the model built for that size (timm
+      resizes BEiT's tables with unilm's geometric interpolation, which vitpe does not
+      reproduce: its relbias resamples bicubic).
+
 Tooling only (a venv with torch, timm, safetensors, numpy; tests never run Python):
 
     python3 -m venv /tmp/gold-venv && /tmp/gold-venv/bin/pip install torch torchvision timm safetensors pillow
@@ -37,6 +46,7 @@ import os
 
 import timm
 import torch
+from timm.models.beit import Beit
 from timm.models.deit import VisionTransformerDistilled
 from timm.models.vision_transformer import VisionTransformer
 
@@ -100,6 +110,17 @@ def deit_distilled():
     save("deit_dist_synth_io.safetensors", out, metadata(model, cfg))
 
 
+@torch.no_grad()
+def beit():
+    for name, size, shape in (("beit", 32, [2, 3, 32, 32]),
+                              ("beit_48x32", (48, 32), [1, 3, 48, 32])):
+        cfg = dict(img_size=size, patch_size=8, embed_dim=64, depth=2, num_heads=4,
+                   num_classes=10, use_abs_pos_emb=False, use_rel_pos_bias=True, init_values=0.1)
+        model = synthesize(Beit(**cfg))
+        x = synthetic("input" if size == 32 else "input_48x32", shape)
+        save(f"{name}_synth_io.safetensors", {"logits": model(x)}, metadata(model, cfg))
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -107,3 +128,4 @@ if __name__ == "__main__":
     deit3()
     registers()
     deit_distilled()
+    beit()

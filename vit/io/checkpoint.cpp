@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -107,9 +108,17 @@ std::string map_checkpoint_name(const std::string& name, CheckpointFormat format
   if (is_derived_buffer(name)) return "";
   switch (format) {
     case CheckpointFormat::vitpe:
-    case CheckpointFormat::timm_vit:
     case CheckpointFormat::timm_swin:
       return name;
+    case CheckpointFormat::timm_vit: {
+      // BEiT (timm's Beit): layer scale as gamma_1 / gamma_2 of each block.
+      auto p = split(name, '.');
+      if (p.size() == 3 && p[0] == "blocks" && is_number(p[1]) &&
+          (p[2] == "gamma_1" || p[2] == "gamma_2")) {
+        return "blocks." + p[1] + (p[2] == "gamma_1" ? ".ls1.gamma" : ".ls2.gamma");
+      }
+      return name;
+    }
     case CheckpointFormat::timm_swin_old: {
       // Merging at the end of stage i becomes merging at the start of stage i + 1.
       auto p = split(name, '.');
@@ -422,6 +431,22 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
     c.layer_scale = 1e-6;  // timm's DeiT-III init_values; the file's gammas are loaded
     notes.push_back("layer scale (blocks.N.ls1/ls2.gamma, as timm's DeiT-III)");
   }
+  if (!abs && rel && !opts.img_rows) {
+    // BEiT: no position table; the first block's relative table covers a (2M-1) x (2M-1) grid
+    // of offsets (plus three class entries with a class token): a square M x M patch grid.
+    const int64_t rows = ts.need("blocks.0.attn.relative_position_bias_table").size(0) -
+                         (c.prefix_tokens() > 0 ? 3 : 0);
+    const int64_t side =
+        rows > 0 ? static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(rows)))) : 0;
+    if (side < 1 || side * side != rows || side % 2 == 0) {
+      throw std::runtime_error(ts.path + ": blocks.0.attn.relative_position_bias_table has " +
+                               std::to_string(rows) +
+                               " offset rows, not (2M-1)^2 of a square grid: pass the image size");
+    }
+    c.img_rows = c.img_cols = (side + 1) / 2 * c.patch;
+    notes.push_back("image size " + std::to_string(c.img_rows) +
+                    " inferred from the relative position table");
+  }
   if (abs) {
     // pos_embed rows: the patch grid, plus a class row unless timm's no_embed_class (DeiT-III)
     // left it out. Only a square grid can be inferred; with the size given, the rows decide.
@@ -581,6 +606,44 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
 
 }  // namespace
 
+namespace {
+
+// BEiT's attention has a query and a value bias and no key bias ("attn.q_bias", "attn.v_bias";
+// timm adds zeros for the keys): they become the qkv bias [q, 0, v] of our attention. A block
+// with only one of them, or with them beside a qkv bias, is an error naming it.
+void merge_beit_qkv_bias(std::map<std::string, Tensor>& tensors, const std::string& path) {
+  std::vector<std::string> blocks;
+  for (const auto& [name, t] : tensors) {
+    if (ends_with(name, ".attn.q_bias")) blocks.push_back(name.substr(0, name.size() - 6));
+  }
+  for (const std::string& attn : blocks) {  // "blocks.N.attn."
+    const Tensor& q = tensors.at(attn + "q_bias");
+    auto v = tensors.find(attn + "v_bias");
+    if (v == tensors.end()) {
+      throw std::runtime_error(path + ": " + attn + "q_bias without " + attn +
+                               "v_bias (BEiT has both)");
+    }
+    if (tensors.count(attn + "qkv.bias")) {
+      throw std::runtime_error(path + ": " + attn + "q_bias beside " + attn + "qkv.bias");
+    }
+    if (q.ndim() != 1 || v->second.shape() != q.shape()) {
+      throw std::runtime_error(path + ": " + attn + "q_bias and v_bias: expected two [D], found " +
+                               q.shape().str() + " and " + v->second.shape().str());
+    }
+    const int64_t D = q.size(0);
+    Tensor qkv = Tensor::zeros({3 * D});
+    const Tensor qf = q.dtype() == DType::f32 ? q : q.to(DType::f32);
+    const Tensor vf = v->second.dtype() == DType::f32 ? v->second : v->second.to(DType::f32);
+    std::memcpy(qkv.f32(), qf.f32(), D * sizeof(float));
+    std::memcpy(qkv.f32() + 2 * D, vf.f32(), D * sizeof(float));
+    tensors.erase(attn + "q_bias");
+    tensors.erase(attn + "v_bias");
+    tensors.emplace(attn + "qkv.bias", qkv);
+  }
+}
+
+}  // namespace
+
 LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opts) {
   LoadedModel out;
   if (is_preset(path_or_preset)) {
@@ -612,6 +675,7 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     }
     tensors.emplace(mapped, file.get(n));
   }
+  if (out.format == CheckpointFormat::timm_vit) merge_beit_qkv_bias(tensors, path_or_preset);
   ModelConfig c;
   if (out.format == CheckpointFormat::vitpe) {
     c = ModelConfig::from_json(file.metadata().at("vitpe.config"));

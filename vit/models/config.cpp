@@ -87,6 +87,19 @@ ModelConfig timm_deit(int64_t dim, int64_t heads, int64_t size, bool distilled) 
   return c;
 }
 
+// timm's BEiT (Bao et al. 2022; beit_*): no position table, a relative position bias in every
+// block with BEiT's three class-token entries (our relbias with a prefix), layer scale 0.1, mean
+// pooling with fc_norm; its weights use mean = std = 0.5, bicubic, crop 0.9 at 224, 1.0 at 384.
+ModelConfig timm_beit(int64_t dim, int64_t depth, int64_t heads, int64_t size) {
+  ModelConfig c = timm_vit(dim, depth, heads);
+  c.img_rows = c.img_cols = size;
+  c.encoding = "relbias";
+  c.pool = Pool::avg;
+  c.layer_scale = 0.1;
+  c.crop_pct = size == 224 ? 0.9 : 1.0;
+  return c;
+}
+
 // timm's DeiT-III (Touvron et al. 2022; deit3_*): ViT with layer scale (init 1e-6) and a
 // position table without a class row; its fb_in1k weights use ImageNet statistics, bicubic, crop
 // 0.9 at 224 and 1.0 at 384.
@@ -145,6 +158,9 @@ const PresetEntry kPresets[] = {
     {"deit_small_distilled_patch16_224", "",                         [] { return timm_deit(384, 6, 224, true); }},
     {"deit_base_distilled_patch16_224",  "",                         [] { return timm_deit(768, 12, 224, true); }},
     {"deit_base_distilled_patch16_384",  "",                         [] { return timm_deit(768, 12, 384, true); }},
+    {"beit_base_patch16_224",        "",                             [] { return timm_beit(768, 12, 12, 224); }},
+    {"beit_base_patch16_384",        "",                             [] { return timm_beit(768, 12, 12, 384); }},
+    {"beit_large_patch16_224",       "",                             [] { return timm_beit(1024, 24, 16, 224); }},
     {"deit3_small_patch16_224",      "",                             [] { return timm_deit3(384, 12, 6, 16, 224); }},
     {"deit3_small_patch16_384",      "",                             [] { return timm_deit3(384, 12, 6, 16, 384); }},
     {"deit3_medium_patch16_224",     "",                             [] { return timm_deit3(512, 12, 8, 16, 224); }},
@@ -223,6 +239,7 @@ std::string model_family(const ModelConfig& c) {
   const bool ls = c.layer_scale > 0, nec = c.no_embed_class && c.prefix_tokens() > 0;
   const std::string reg =
       c.reg_tokens ? " + " + std::to_string(c.reg_tokens) + " register tokens" : "";
+  if (ls && c.class_token && c.pool == Pool::avg && c.encoding == "relbias") return "BEiT";
   if (c.dist_token) return std::string("DeiT distilled") + (ls ? " with layer scale" : "");
   if (ls && nec && c.class_token && !c.reg_tokens) return "DeiT-III";
   if (ls && nec) return "ViT with layer scale, pos_embed without prefix rows" + reg;
