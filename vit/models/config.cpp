@@ -129,10 +129,23 @@ ModelConfig timm_reg4_gap(int64_t dim, int64_t heads, double layer_scale, double
   return c;
 }
 
-// timm's Swin-T default weights (ms_in1k): ImageNet statistics, crop 0.9, bicubic.
-ModelConfig timm_swin_tiny() {
-  ModelConfig c = swin(4, 96, {2, 2, 6, 2}, {3, 6, 12, 24});
-  c.crop_pct = 0.9;
+// timm's ViT at another patch or size: the augreg weights' preprocessing, crop 1.0 at 384.
+ModelConfig timm_vit_at(int64_t dim, int64_t depth, int64_t heads, int64_t patch, int64_t size) {
+  ModelConfig c = timm_vit(dim, depth, heads);
+  c.patch = patch;
+  c.img_rows = c.img_cols = size;
+  c.crop_pct = size == 224 ? 0.9 : 1.0;
+  return c;
+}
+
+// timm's Swin default weights (ms_in1k / ms_in22k_ft_in1k): ImageNet statistics, bicubic, crop
+// 0.9 at 224 (window 7), 1.0 at 384 (window 12).
+ModelConfig timm_swin(int64_t dim, std::vector<int64_t> depths, std::vector<int64_t> heads,
+                      int64_t window, int64_t size) {
+  ModelConfig c = swin(4, dim, std::move(depths), std::move(heads));
+  c.window = window;
+  c.img_rows = c.img_cols = size;
+  c.crop_pct = size == 224 ? 0.9 : 1.0;
   c.labels = imagenet_labels();
   return c;
 }
@@ -150,6 +163,16 @@ const PresetEntry kPresets[] = {
     {"vit_tiny_patch16_224",         "vit-tiny-patch16-224",         [] { return timm_vit(192, 12, 3); }},
     {"vit_small_patch16_224",        "vit-small-patch16-224",        [] { return timm_vit(384, 12, 6); }},
     {"vit_base_patch16_224",         "vit-base-patch16-224",         [] { return timm_vit(768, 12, 12); }},
+    {"vit_tiny_patch16_384",         "",                             [] { return timm_vit_at(192, 12, 3, 16, 384); }},
+    {"vit_small_patch16_384",        "",                             [] { return timm_vit_at(384, 12, 6, 16, 384); }},
+    {"vit_small_patch32_224",        "",                             [] { return timm_vit_at(384, 12, 6, 32, 224); }},
+    {"vit_small_patch32_384",        "",                             [] { return timm_vit_at(384, 12, 6, 32, 384); }},
+    {"vit_base_patch16_384",         "",                             [] { return timm_vit_at(768, 12, 12, 16, 384); }},
+    {"vit_base_patch32_224",         "",                             [] { return timm_vit_at(768, 12, 12, 32, 224); }},
+    {"vit_base_patch32_384",         "",                             [] { return timm_vit_at(768, 12, 12, 32, 384); }},
+    {"vit_large_patch16_224",        "",                             [] { return timm_vit_at(1024, 24, 16, 16, 224); }},
+    {"vit_large_patch16_384",        "",                             [] { return timm_vit_at(1024, 24, 16, 16, 384); }},
+    {"vit_large_patch32_384",        "",                             [] { return timm_vit_at(1024, 24, 16, 32, 384); }},
     {"deit_tiny_patch16_224",        "",                             [] { return timm_deit(192, 3, 224, false); }},
     {"deit_small_patch16_224",       "",                             [] { return timm_deit(384, 6, 224, false); }},
     {"deit_base_patch16_224",        "",                             [] { return timm_deit(768, 12, 224, false); }},
@@ -172,7 +195,12 @@ const PresetEntry kPresets[] = {
     {"vit_medium_patch16_reg4_gap_256",  "",                         [] { return timm_reg4_gap(512, 8, 1e-5, 0.95); }},
     {"vit_betwixt_patch16_reg4_gap_256", "",                         [] { return timm_reg4_gap(640, 10, 1e-5, 0.95); }},
     {"vit_base_patch16_reg4_gap_256",    "",                         [] { return timm_reg4_gap(768, 12, 0, 0.9); }},
-    {"swin_tiny_patch4_window7_224", "swin-tiny-patch4-window7-224", timm_swin_tiny},
+    {"swin_tiny_patch4_window7_224", "swin-tiny-patch4-window7-224", [] { return timm_swin(96, {2, 2, 6, 2}, {3, 6, 12, 24}, 7, 224); }},
+    {"swin_small_patch4_window7_224",  "",                           [] { return timm_swin(96, {2, 2, 18, 2}, {3, 6, 12, 24}, 7, 224); }},
+    {"swin_base_patch4_window7_224",   "",                           [] { return timm_swin(128, {2, 2, 18, 2}, {4, 8, 16, 32}, 7, 224); }},
+    {"swin_base_patch4_window12_384",  "",                           [] { return timm_swin(128, {2, 2, 18, 2}, {4, 8, 16, 32}, 12, 384); }},
+    {"swin_large_patch4_window7_224",  "",                           [] { return timm_swin(192, {2, 2, 18, 2}, {6, 12, 24, 48}, 7, 224); }},
+    {"swin_large_patch4_window12_384", "",                           [] { return timm_swin(192, {2, 2, 18, 2}, {6, 12, 24, 48}, 12, 384); }},
     {"vit-fmnist",                   "",                             vit_fmnist},
     {"swin-fmnist",                  "",                             [] { return fashion_mnist(swin(2, 64, {2, 2}, {2, 4})); }},
 };

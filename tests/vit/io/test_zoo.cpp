@@ -267,23 +267,22 @@ TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
   EXPECT_EQ(preset("deit3_small_patch16_384").img_rows, 384);
 }
 
-// Parameter counts of timm 1.0.31's models of the same names (sum of p.numel()).
+// Parameter counts of timm 1.0.31's models of the same names (sum of p.numel()): one preset of
+// each structure (the larger sizes differ only in widths and depths; building them all would
+// take minutes under the sanitizers).
 TEST(Zoo, PresetParameterCountsAreTimms) {
   const std::pair<const char*, int64_t> want[] = {
+      {"vit_tiny_patch16_384", 5790376},
+      {"vit_small_patch32_224", 22878952},
       {"deit_tiny_patch16_224", 5717416},
       {"deit_small_distilled_patch16_224", 22436432},
-      {"deit_base_distilled_patch16_384", 87630032},
       {"deit3_small_patch16_224", 22059496},
       {"vit_medium_patch16_reg4_gap_256", 38881768},
-      {"vit_betwixt_patch16_reg4_gap_256", 60398440},
-      {"vit_base_patch16_reg4_gap_256", 86615272},
+      {"swin_small_patch4_window7_224", 49606258},
   };
   for (const auto& [name, count] : want) {
     EXPECT_EQ(make_model(preset(name), 0)->num_params(), count) << name;
   }
-  // BEiT: timm's 86,530,984 plus the key part of each block's qkv bias, which BEiT does not have
-  // (loaded as zeros; training would move it: a difference from timm noted in the README).
-  EXPECT_EQ(make_model(preset("beit_base_patch16_224"), 0)->num_params(), 86530984 + 12 * 768);
 }
 
 }  // namespace
