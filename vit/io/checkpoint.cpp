@@ -390,7 +390,25 @@ void infer_swin(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   notes.push_back(
       "config inferred from tensor shapes (Swin: depths, heads and window from "
       "the bias tables)");
-  if (!opts.img_rows) notes.push_back("image size not stored in the file: assumed 224x224");
+  if (!opts.img_rows) {
+    // Not stored; timm's Swin sizes put the last stage's grid at the window (7 x 32 = 224 for
+    // window 7, 12 x 32 = 384 for window 12), which its unclamped bias table then confirms.
+    const int64_t stages = static_cast<int64_t>(c.depths.size());
+    const int64_t last_side = static_cast<int64_t>(
+        std::llround(std::sqrt(ts.need("layers." + std::to_string(stages - 1) +
+                                       ".blocks.0.attn.relative_position_bias_table")
+                                   .size(0))));
+    const int64_t size = c.window * c.patch * (int64_t{1} << (stages - 1));
+    if ((last_side + 1) / 2 == c.window && size <= 16384) {
+      c.img_rows = c.img_cols = size;
+      notes.push_back("image size not stored in the file: " + std::to_string(size) + "x" +
+                      std::to_string(size) + " assumed (the last stage's grid is the window, " +
+                      std::to_string(c.window) +
+                      ", as in timm's Swin sizes); --img-size to change");
+    } else {
+      notes.push_back("image size not stored in the file: assumed 224x224");
+    }
+  }
 }
 
 // ViT: depth from the blocks, class token, pooling and encoding from the tensors present, the
@@ -546,8 +564,10 @@ void foreign_preprocessing(ModelConfig& c, CheckpointFormat format,
     return;
   }
   if (c.kind == ModelKind::swin) {
-    c.crop_pct = 0.9;
-    notes.push_back("preprocessing: timm's for Swin (ImageNet mean/std, crop 0.9, bicubic)");
+    // timm's Swin weights: crop 0.9 at 224, 1.0 at 384 (window 12).
+    c.crop_pct = c.img_rows >= 384 ? 1.0 : 0.9;
+    notes.push_back(std::string("preprocessing: timm's for Swin (ImageNet mean/std, crop ") +
+                    (c.crop_pct == 1.0 ? "1.0" : "0.9") + ", bicubic)");
     return;
   }
   notes.push_back(

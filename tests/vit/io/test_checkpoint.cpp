@@ -223,6 +223,25 @@ TEST(Checkpoint, ConfigMustFitTheTensorsBeforeAnythingIsAllocated) {
 }
 
 // A timm pos_embed without patch rows ([1, 0, D]) is an error, not a square root of -1.
+// A timm Swin file does not store its image size; timm's sizes put the last stage's grid at the
+// window (224 for window 7, 384 for window 12), which the unclamped last table confirms. The
+// swin-fmnist shape: window 7, patch 2, two stages -> 7 x 2 x 2 = 28.
+TEST(Checkpoint, SwinImageSizeFromTheLastStagesWindow) {
+  auto model = make_model(preset("swin-fmnist"), 1);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Param* p : model->params()) tensors.emplace_back(p->name, p->value);
+  const std::string path = std::string(VITPE_BINARY_DIR) + "/swin_size.safetensors";
+  save_safetensors(path, tensors);
+  LoadedModel m = load_model(path);
+  EXPECT_EQ(m.format, CheckpointFormat::timm_swin);
+  EXPECT_EQ(m.model->config().img_rows, 28);
+  EXPECT_EQ(m.model->config().window, 7);
+  bool noted = false;
+  for (const auto& n : m.notes) noted |= n.find("28x28 assumed") != std::string::npos;
+  EXPECT_TRUE(noted);
+  std::filesystem::remove(path);
+}
+
 TEST(Checkpoint, EmptyPosEmbedIsAnError) {
   auto model = make_model(preset("vit-tiny-patch16-224"), 1);
   std::vector<std::pair<std::string, Tensor>> tensors;
