@@ -4,8 +4,12 @@
 // both sides produce bit-identical values.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ops/tensor.h"
 
@@ -46,6 +50,26 @@ inline Tensor synthetic_tensor(const std::string& name, const Shape& shape) {
     t.at(i) = v;
   }
   return t;
+}
+
+// fnv1a64 of the tensors' "name:d0xd1x...\n" lines in name order, as 16 hex digits: what
+// tests/golden/make_*_goldens.py record of timm's state dict (`state_dict_hash`), so a test can
+// tell that the file it writes has timm's names and shapes. Sorts `tensors` by name.
+inline std::string state_dict_hash(std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string lines;
+  for (const auto& [name, t] : tensors) {
+    std::string dims;
+    for (int64_t d : t.shape().vec()) {
+      if (!dims.empty()) dims += 'x';  // (one append at a time: GCC 12's -Wrestrict misfires)
+      dims += std::to_string(d);
+    }
+    lines += name + ":" + dims + "\n";
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(lines)));
+  return hash;
 }
 
 }  // namespace vitpe::testing

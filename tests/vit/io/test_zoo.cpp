@@ -44,21 +44,8 @@ std::string write_timm_file(const ModelConfig& c, const std::string& want_hash,
       tensors.emplace_back(name, testing::synthetic_tensor(name, shape));
     }
   }
-  std::sort(tensors.begin(), tensors.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::string lines;
-  for (const auto& [name, t] : tensors) {
-    std::string dims;
-    for (int64_t d : t.shape().vec()) {
-      if (!dims.empty()) dims += 'x';
-      dims += std::to_string(d);
-    }
-    lines += name + ":" + dims + "\n";
-  }
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx",
-                static_cast<unsigned long long>(testing::fnv1a64(lines)));
-  EXPECT_EQ(hash, want_hash) << "not timm's state dict (names or shapes differ):\n" << lines;
+  EXPECT_EQ(testing::state_dict_hash(tensors), want_hash)
+      << "not timm's state dict (names or shapes differ)";
   const fs::path dir = fs::temp_directory_path() / ("vitpe_zoo_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string path = (dir / file).string();
@@ -272,12 +259,9 @@ TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
 // take minutes under the sanitizers).
 TEST(Zoo, PresetParameterCountsAreTimms) {
   const std::pair<const char*, int64_t> want[] = {
-      {"vit_tiny_patch16_384", 5790376},
-      {"vit_small_patch32_224", 22878952},
-      {"deit_tiny_patch16_224", 5717416},
-      {"deit_small_distilled_patch16_224", 22436432},
-      {"deit3_small_patch16_224", 22059496},
-      {"vit_medium_patch16_reg4_gap_256", 38881768},
+      {"vit_tiny_patch16_384", 5790376},           {"vit_small_patch32_224", 22878952},
+      {"deit_tiny_patch16_224", 5717416},          {"deit_small_distilled_patch16_224", 22436432},
+      {"deit3_small_patch16_224", 22059496},       {"vit_medium_patch16_reg4_gap_256", 38881768},
       {"swin_small_patch4_window7_224", 49606258},
   };
   for (const auto& [name, count] : want) {
