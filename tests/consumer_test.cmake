@@ -8,7 +8,9 @@
 #  4. the installed command finds its library and its data folder in the prefix;
 #  5. the two Debian packages (cpack -G DEB) unpacked into a scratch root, their dependencies real
 #     Debian packages, the consumer built against them and run with their data folder.
-# Arguments: VITPE_BINARY_DIR, VITPE_SOURCE_DIR, WORK_DIR, CXX.
+# Arguments: VITPE_BINARY_DIR, VITPE_SOURCE_DIR, WORK_DIR, CXX, VITPE_SHARED (OFF: a static
+# libvitpe, which has no soname and cannot find its data folder from its own location: an
+# application linked statically outside the prefix is pointed at it with VITPE_DATA_DIR).
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 file(REAL_PATH ${WORK_DIR} WORK_DIR)  # as the library reports its own location
@@ -36,8 +38,14 @@ function(vitpe_consumer prefix build)
   vitpe_run("configuring the consumer against ${prefix}" ${CMAKE_COMMAND}
     -S ${VITPE_SOURCE_DIR}/apps/examples/consumer -B ${build} -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_BUILD_TYPE=Release)
+  vitpe_expect("${output}" "vitpe data folder: ${prefix}/share/vitpe"
+    "the package's vitpe_DATA_DIR must be the data folder of the prefix it was found in")
   vitpe_run("building the consumer against ${prefix}" ${CMAKE_COMMAND} --build ${build})
+  if(NOT VITPE_SHARED)
+    set(ENV{VITPE_DATA_DIR} ${prefix}/share/vitpe)
+  endif()
   vitpe_run("the consumer (bundled checkpoint)" ${build}/consumer)
+  unset(ENV{VITPE_DATA_DIR})
   message(STATUS "${output}")
   vitpe_expect("${output}" "model ${prefix}/share/vitpe/models/vit-fmnist.safetensors"
     "the consumer must find the bundled checkpoint in the data folder it was installed with")
@@ -59,14 +67,21 @@ function(vitpe_check_layout prefix libdir)
     message(FATAL_ERROR "installed headers under ${prefix}/include: expected the public ones "
       "(${expected}), found ${headers}")
   endif()
-  foreach(f ${libdir}/libvitpe.so.0.1 ${prefix}/share/vitpe/models/vit-fmnist.safetensors
+  if(VITPE_SHARED)
+    set(library ${libdir}/libvitpe.so.0.1)
+  else()
+    set(library ${libdir}/libvitpe.a)
+  endif()
+  foreach(f ${library} ${prefix}/share/vitpe/models/vit-fmnist.safetensors
       ${prefix}/share/vitpe/labels/imagenet-1k.txt ${prefix}/share/vitpe/labels/fashion-mnist.txt)
     if(NOT EXISTS ${f})
       message(FATAL_ERROR "the install has no ${f}")
     endif()
   endforeach()
-  vitpe_run("readelf" readelf -d ${libdir}/libvitpe.so.0.1)
-  vitpe_expect("${output}" "Library soname: [libvitpe.so.0.1]" "libvitpe's soname")
+  if(VITPE_SHARED)
+    vitpe_run("readelf" readelf -d ${library})
+    vitpe_expect("${output}" "Library soname: [libvitpe.so.0.1]" "libvitpe's soname")
+  endif()
   file(STRINGS ${prefix}/share/vitpe/labels/imagenet-1k.txt names)
   list(LENGTH names n)
   if(NOT n EQUAL 1000)
