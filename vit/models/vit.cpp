@@ -50,11 +50,16 @@ void VisionTransformer::collect_linears(std::vector<LinearLayer*>& out) {
   if (cfg_.dist_token) out.push_back(&head_dist_);
 }
 
-std::vector<Param*> VisionTransformer::params() {
+std::vector<Param*> VisionTransformer::prefix_params() {
   std::vector<Param*> out;
   if (cfg_.class_token) out.push_back(&cls_);
   if (cfg_.dist_token) out.push_back(&dist_);
   if (cfg_.reg_tokens) out.push_back(&reg_);
+  return out;
+}
+
+std::vector<Param*> VisionTransformer::params() {
+  std::vector<Param*> out = prefix_params();
   if (token_enc_) {
     for (Param* p : token_enc_->params()) out.push_back(p);
   }
@@ -88,15 +93,14 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   patch_embed_forward(patches_, images, patch_w_.value, patch_b_.value);  // [B, Np, D]
   if (token_enc_ && cfg_.no_embed_class) token_enc_->forward(patches_, grid_);
   ensure_shape(tokens_, {B, N, D});
+  const std::vector<Param*> prefix_tokens = prefix_params();
   for (int64_t b = 0; b < B; ++b) {
     float* dst = tokens_.f32() + b * N * D;
-    if (cfg_.class_token) std::memcpy(dst, cls_.value.f32(), D * sizeof(float));
-    if (cfg_.dist_token) std::memcpy(dst + D, dist_.value.f32(), D * sizeof(float));
-    if (cfg_.reg_tokens) {
-      std::memcpy(dst + (cfg_.class_token ? D : 0), reg_.value.f32(),
-                  cfg_.reg_tokens * D * sizeof(float));
+    for (const Param* p : prefix_tokens) {  // class, distillation, registers, in order
+      std::memcpy(dst, p->value.f32(), p->value.numel() * sizeof(float));
+      dst += p->value.numel();
     }
-    std::memcpy(dst + P * D, patches_.f32() + b * Np * D, Np * D * sizeof(float));
+    std::memcpy(dst, patches_.f32() + b * Np * D, Np * D * sizeof(float));
   }
   if (token_enc_ && !cfg_.no_embed_class) token_enc_->forward(tokens_, grid_);  // [B, N, D]
 
@@ -193,20 +197,14 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   // dy: gradient of the encoded tokens
   if (token_enc_ && !cfg_.no_embed_class) token_enc_->backward(*dy, grid_);
   ensure_shape(d_patches_, {B, Np, D});
+  const std::vector<Param*> prefix_tokens = prefix_params();
   for (int64_t b = 0; b < B; ++b) {
     const float* src = dy->f32() + b * N * D;
-    if (cfg_.class_token) {
-      float* g = cls_.grad.f32();
-      for (int64_t d = 0; d < D; ++d) g[d] += src[d];
-    }
-    if (cfg_.dist_token) {
-      float* g = dist_.grad.f32();
-      for (int64_t d = 0; d < D; ++d) g[d] += src[D + d];
-    }
-    if (cfg_.reg_tokens) {
-      const float* s = src + (cfg_.class_token ? D : 0);
-      float* g = reg_.grad.f32();
-      for (int64_t i = 0; i < cfg_.reg_tokens * D; ++i) g[i] += s[i];
+    const float* s = src;
+    for (Param* p : prefix_tokens) {
+      float* g = p->grad.f32();
+      for (int64_t i = 0; i < p->value.numel(); ++i) g[i] += s[i];
+      s += p->value.numel();
     }
     std::memcpy(d_patches_.f32() + b * Np * D, src + P * D, Np * D * sizeof(float));
   }

@@ -36,6 +36,9 @@ class VisionTransformer : public Model {
 
  private:
   int64_t prefix() const { return cfg_.prefix_tokens(); }
+  // The learned prefix tokens in token order (class [1, 1, D], distillation [1, 1, D], registers
+  // [1, R, D]): what forward copies before the patches and backward accumulates into.
+  std::vector<Param*> prefix_params();
   const Tensor& forward_distilled(const Tensor& tokens, bool training);
 
   ModelConfig cfg_;
