@@ -19,9 +19,9 @@ using enc::Site;
 
 const std::vector<KindDef>& registry() {
   static const std::vector<KindDef> kinds = {
-      enc::none_kind(),        enc::learned1d_kind(),  enc::sincos1d_kind(),
-      enc::separable2d_kind(), enc::sincos2d_kind(),   enc::relbias_kind(),
-      enc::rope_axial_kind(),  enc::rope_mixed_kind(), enc::alibi2d_kind()};
+      enc::none_kind(),     enc::learned1d_kind(), enc::sincos1d_kind(),   enc::separable2d_kind(),
+      enc::sincos2d_kind(), enc::relbias_kind(),   enc::rope_axial_kind(), enc::rope_mixed_kind(),
+      enc::alibi2d_kind(),  enc::cpb_kind()};
   return kinds;
 }
 
@@ -47,7 +47,9 @@ std::string accepted_options(const KindDef& k) {
   for (const auto& o : k.options) {
     if (!s.empty()) s += ", ";
     s += o.name + "=";
-    if (o.choices.empty()) {
+    if (o.grid) {
+      s += "<RxC|N|none>";
+    } else if (o.choices.empty()) {
       s += "<number > 0>";
     } else {
       for (size_t i = 0; i < o.choices.size(); ++i) s += (i ? "|" : "") + o.choices[i];
@@ -86,6 +88,13 @@ const KindDef& find_kind(const std::string& name, const std::string& spec) {
 // Validates one option value; throws naming the kind, the option and what is accepted.
 void check_value(const KindDef& k, const enc::OptionDef& o, const std::string& value) {
   const std::string where = k.name + ": option " + o.name + "=" + value;
+  if (o.grid) {
+    if (!enc::parse_grid_value(value))
+      throw std::invalid_argument(where +
+                                  " is not a grid (RxC, N for NxN, or none; sides 1..4096)" +
+                                  "; accepted: " + accepted_options(k));
+    return;
+  }
   if (!o.choices.empty()) {
     if (std::find(o.choices.begin(), o.choices.end(), value) == o.choices.end())
       throw std::invalid_argument(where + " is not accepted; accepted: " + accepted_options(k));

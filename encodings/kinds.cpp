@@ -29,6 +29,28 @@ const std::string& Options::str(const std::string& name) const {
 
 double Options::number(const std::string& name) const { return std::stod(str(name)); }
 
+Grid Options::grid(const std::string& name) const {
+  const std::optional<Grid> g = parse_grid_value(str(name));
+  require(g.has_value(), kind_, "option " + name + "=" + str(name) + " is not a grid");
+  return *g;
+}
+
+std::optional<Grid> parse_grid_value(const std::string& value) {
+  if (value == "none") return Grid{0, 0};
+  auto side = [](const std::string& s) -> int64_t {
+    if (s.empty() || s.size() > 4) return 0;
+    for (char ch : s)
+      if (ch < '0' || ch > '9') return 0;
+    const int64_t v = std::stoll(s);
+    return v >= 1 && v <= 4096 ? v : 0;
+  };
+  const size_t x = value.find('x');
+  const int64_t r = side(value.substr(0, x));
+  const int64_t c = x == std::string::npos ? r : side(value.substr(x + 1));
+  if (r == 0 || c == 0) return std::nullopt;
+  return Grid{r, c};
+}
+
 void require(bool cond, const std::string& kind, const std::string& what) {
   if (!cond) throw std::invalid_argument(kind + ": " + what);
 }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,12 @@
 
 namespace vitpe::enc {
 
-// One option of a kind. `choices` empty means the value is a positive number.
+// One option of a kind: a positive number (`choices` empty, `grid` false), one of `choices`, or
+// with `grid` set a grid "RxC" / "N" (N x N) or "none".
 struct OptionDef {
   std::string name, default_value, help;
   std::vector<std::string> choices;
+  bool grid = false;
 };
 
 // Validated options with every default filled in.
@@ -29,6 +32,8 @@ class Options {
       : kind_(std::move(kind)), values_(std::move(values)) {}
   const std::string& str(const std::string& name) const;
   double number(const std::string& name) const;
+  // A grid option's value; {0, 0} for "none".
+  Grid grid(const std::string& name) const;
 
  private:
   std::string kind_;
@@ -65,10 +70,14 @@ KindDef relbias_kind();
 KindDef rope_axial_kind();
 KindDef rope_mixed_kind();
 KindDef alibi2d_kind();
+KindDef cpb_kind();
 
 // Throws std::invalid_argument("<kind>: <what>") when cond is false.
 void require(bool cond, const std::string& kind, const std::string& what);
 void check_grid(const std::string& kind, Grid grid);
+// "RxC" or "N" (N x N) with 1 <= R, C <= 4096 -> the grid; "none" -> {0, 0}; anything else ->
+// std::nullopt.
+std::optional<Grid> parse_grid_value(const std::string& value);
 
 // Attention kinds that only add a bias: no rotation (q and k pass through unchanged).
 class BiasAttentionEncoding : public AttentionEncoding {

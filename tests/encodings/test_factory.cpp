@@ -74,13 +74,15 @@ TEST(Factory, OnePartPerSite) {
 
 TEST(Factory, KindsListedWithSitesAndDefaults) {
   auto kinds = encoding_kinds();
-  ASSERT_EQ(kinds.size(), 9u);
+  ASSERT_EQ(kinds.size(), 10u);
   std::map<std::string, EncodingKindInfo> by;
   for (auto& k : kinds) by[k.name] = k;
   EXPECT_EQ(by["learned1d"].site, "token");
   EXPECT_EQ(by["relbias"].site, "attention");
   EXPECT_EQ(by["none"].site, "-");
   EXPECT_EQ(by["rope-axial"].options, "theta=100");
+  EXPECT_EQ(by["cpb"].site, "attention");
+  EXPECT_EQ(by["cpb"].options, "hidden=512, ref=none");
   EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");
   for (auto& k : kinds) EXPECT_FALSE(k.summary.empty()) << k.name;
 }
@@ -105,7 +107,10 @@ TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
   }
   EXPECT_EQ(default_study_encodings(AttentionLayout::global), global);
   EXPECT_EQ(default_study_encodings(AttentionLayout::windowed), windowed);
-  EXPECT_EQ(global.size(), encoding_kinds().size());
+  // Every kind but cpb (kept out so that the default studies stay as they were).
+  EXPECT_EQ(global.size(), encoding_kinds().size() - 1);
+  EXPECT_EQ(std::count(global.begin(), global.end(), "cpb"), 0);
+  EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "cpb"), 0);
   // The 1D kinds (a flattened index) are left out of windowed-model studies.
   EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "learned1d"), 0);
   EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "sincos1d"), 0);

@@ -55,6 +55,7 @@ void check_swin_gradients(const std::string& encoding) {
 
 TEST(SwinGradients, Relbias) { check_swin_gradients("relbias"); }
 TEST(SwinGradients, LearnedAndRope) { check_swin_gradients("rope-mixed+learned1d"); }
+TEST(SwinGradients, Cpb) { check_swin_gradients("cpb:hidden=16,ref=8x8"); }
 
 TEST(Swin, OddSizesArePadded) {
   auto model = make_model(tiny_swin("relbias"), 1);

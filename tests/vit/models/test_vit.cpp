@@ -110,6 +110,7 @@ TEST(VitGradients, RopeMixed) { check_model_gradients("rope-mixed+learned1d", Po
 TEST(VitGradients, Separable2d) { check_model_gradients("separable2d", Pool::avg); }
 TEST(VitGradients, NoEncodingMeanPool) { check_model_gradients("none", Pool::avg); }
 TEST(VitGradients, Alibi) { check_model_gradients("alibi2d", Pool::cls); }
+TEST(VitGradients, CpbWithClassEntries) { check_model_gradients("cpb:hidden=16", Pool::cls); }
 // DeiT-III's structure: layer scale in every block, a position table without a class row (the
 // encoding sees the patch tokens only), with a class token and with mean pooling.
 TEST(VitGradients, LayerScaleNoEmbedClass) {
