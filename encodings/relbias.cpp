@@ -9,9 +9,15 @@
 // Prefix tokens: learned kind. Built with prefix > 0 the table has 3 extra rows at its end, as
 // BEiT's: L = (2Mh-1)(2Mw-1); row L for pairs (prefix query -> patch key), L+1 for (patch query ->
 // prefix key), L+2 for (prefix -> prefix). Every prefix token shares them (BEiT has one).
-// Resampling to another window: the main rows as H planes [2Mh-1, 2Mw-1], bicubic,
-// antialias=True, align_corners=False (the 3 extra rows kept, as timm). bias() for another
-// window uses a cached resampled table; bias_backward() then goes through the adjoint.
+// Resampling to another window: the main rows as H planes [2Mh-1, 2Mw-1] -> [2Mh'-1, 2Mw'-1],
+// the 3 extra rows kept (as timm), by option resize:
+//   bicubic (default)  F.interpolate bicubic, antialias=True, align_corners=False (as timm resizes
+//                      Swin's tables and abs. position embeddings);
+//   beit               timm's resize_rel_pos_bias_table, which its BEiT checkpoint_filter_fn uses:
+//                      unilm's geometric source offsets, linear, border held (ops/resample.h,
+//                      resample_beit).
+// bias() for another window uses a cached resampled table; bias_backward() then goes through the
+// adjoint of the same resampling; resample(new_window) replaces the table by it.
 // Backward: the table's gradient is the scatter-sum of dbias over the pairs that share an index.
 #include <cstring>
 
@@ -22,10 +28,13 @@ namespace vitpe::enc {
 
 namespace {
 
+// How the table meets another window (option resize).
+enum class Resize : uint8_t { bicubic, beit };
+
 class RelBias final : public BiasAttentionEncoding {
  public:
-  RelBias(int64_t heads, Grid window, int64_t prefix, Rng& rng)
-      : heads_(heads), window_(window), extra_(prefix > 0 ? 3 : 0) {
+  RelBias(int64_t heads, Grid window, int64_t prefix, Resize resize, Rng& rng)
+      : heads_(heads), window_(window), extra_(prefix > 0 ? 3 : 0), resize_(resize) {
     require(heads >= 1, "relbias", "heads must be >= 1, got " + std::to_string(heads));
     check_grid("relbias", window);
     param_.name = "attn.relative_position_bias_table";
@@ -74,10 +83,7 @@ class RelBias final : public BiasAttentionEncoding {
     }
     if (own) return;
     // Through the adjoint of the resampling of the main rows; extra rows map one to one.
-    Tensor planes = to_planes(g, geom.window);
-    Tensor back = resample_backward(planes, 2 * window_.rows - 1, 2 * window_.cols - 1,
-                                    Filter::bicubic, true);
-    Tensor mine = from_planes(back, window_);
+    Tensor mine = from_planes(resize_planes_backward(to_planes(g, geom.window)), window_);
     for (int64_t i = 0; i < mine.numel(); ++i) param_.grad.f32()[i] += mine.f32()[i];
     for (int64_t i = 0; i < extra_ * heads_; ++i)
       param_.grad.f32()[main_rows(window_) * heads_ + i] += gt[L * heads_ + i];
@@ -126,10 +132,22 @@ class RelBias final : public BiasAttentionEncoding {
     return t;
   }
 
+  // planes [H, 2Mh-1, 2Mw-1] of the built window -> [H, 2Mh'-1, 2Mw'-1] of w
+  Tensor resize_planes(const Tensor& planes, Grid w) const {
+    const int64_t h = 2 * w.rows - 1, wd = 2 * w.cols - 1;
+    return resize_ == Resize::beit ? resample_beit(planes, h, wd)
+                                   : vitpe::resample(planes, h, wd, Filter::bicubic, true);
+  }
+  // The adjoint: dplanes [H, 2Mh'-1, 2Mw'-1] of another window -> [H, 2Mh-1, 2Mw-1] of the built
+  // one.
+  Tensor resize_planes_backward(const Tensor& dplanes) const {
+    const int64_t h = 2 * window_.rows - 1, wd = 2 * window_.cols - 1;
+    return resize_ == Resize::beit ? resample_beit_backward(dplanes, h, wd)
+                                   : resample_backward(dplanes, h, wd, Filter::bicubic, true);
+  }
+
   Tensor resampled(Grid w) const {
-    Tensor planes = to_planes(param_.value, window_);
-    Tensor out = vitpe::resample(planes, 2 * w.rows - 1, 2 * w.cols - 1, Filter::bicubic, true);
-    Tensor t = from_planes(out, w);
+    Tensor t = from_planes(resize_planes(to_planes(param_.value, window_), w), w);
     std::memcpy(t.f32() + main_rows(w) * heads_, param_.value.f32() + main_rows(window_) * heads_,
                 sizeof(float) * extra_ * heads_);
     return t;
@@ -138,6 +156,7 @@ class RelBias final : public BiasAttentionEncoding {
   int64_t heads_;
   Grid window_;
   int64_t extra_;
+  Resize resize_;
   Param param_;
   DerivedCache cache_;
 };
@@ -150,10 +169,20 @@ KindDef relbias_kind() {
   k.site = Site::attention;
   k.summary = "learned bias table [(2Mh-1)(2Mw-1)(+3 class entries), H] per block (Swin, BEiT)";
   k.extension = Extension::interpolate;
+  k.options = {{"resize",
+                "bicubic",
+                "how the table is resampled for another window: bicubic (F.interpolate, "
+                "antialias) or beit (timm's BEiT checkpoint resize: geometric offsets, linear)",
+                {"bicubic", "beit"}}};
   k.extension_note =
-      "the (2Mh-1)x(2Mw-1) bias table is resampled bicubic to the new window; class entries kept";
-  k.make_attention = [](const Options&, int64_t heads, int64_t, Grid window, int64_t prefix,
-                        Rng& rng) { return std::make_unique<RelBias>(heads, window, prefix, rng); };
+      "the (2Mh-1)x(2Mw-1) bias table is resampled to the new window, bicubic (resize=bicubic) or "
+      "by timm's BEiT resize (resize=beit: geometric offsets, linear, border held); class entries "
+      "kept";
+  k.make_attention = [](const Options& o, int64_t heads, int64_t, Grid window, int64_t prefix,
+                        Rng& rng) {
+    const Resize resize = o.str("resize") == "beit" ? Resize::beit : Resize::bicubic;
+    return std::make_unique<RelBias>(heads, window, prefix, resize, rng);
+  };
   return k;
 }
 

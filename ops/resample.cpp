@@ -1,4 +1,5 @@
-// Separable resampling with PyTorch's weights (see resample.h for the two families of kernels).
+// Separable resampling with PyTorch's weights (see resample.h for the two families of kernels)
+// and with BEiT's geometric offsets (timm's resize_rel_pos_bias_table).
 #include "ops/resample.h"
 
 #include <algorithm>
@@ -112,16 +113,13 @@ ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter, boo
   return t;
 }
 
-void resample_planes(const float* x, int64_t c, int64_t h, int64_t w, float* y, int64_t out_h,
-                     int64_t out_w, Filter filter, bool antialias) {
-  check_sizes("resample", h, out_h);
-  check_sizes("resample", w, out_w);
-  if (h == out_h && w == out_w) {
-    std::copy(x, x + c * h * w, y);
-    return;
-  }
-  const ResampleTaps tw = resample_taps(w, out_w, filter, antialias);
-  const ResampleTaps th = resample_taps(h, out_h, filter, antialias);
+namespace {
+
+// y = (H taps) x (W taps) applied to each of c planes [th.in_size, tw.in_size]; y overwritten.
+// The W axis first, then the H axis (PyTorch's order).
+void apply_taps(const float* x, int64_t c, const ResampleTaps& th, const ResampleTaps& tw,
+                float* y) {
+  const int64_t h = th.in_size, w = tw.in_size, out_h = th.out_size, out_w = tw.out_size;
   std::vector<float> tmp(static_cast<size_t>(h * out_w));  // one plane after the W pass
   for (int64_t p = 0; p < c; ++p) {
     const float* xp = x + p * h * w;
@@ -148,16 +146,11 @@ void resample_planes(const float* x, int64_t c, int64_t h, int64_t w, float* y, 
   }
 }
 
-void resample_planes_backward(const float* dy, int64_t c, int64_t out_h, int64_t out_w, float* dx,
-                              int64_t h, int64_t w, Filter filter, bool antialias) {
-  check_sizes("resample_backward", h, out_h);
-  check_sizes("resample_backward", w, out_w);
-  if (h == out_h && w == out_w) {
-    std::copy(dy, dy + c * h * w, dx);
-    return;
-  }
-  const ResampleTaps tw = resample_taps(w, out_w, filter, antialias);
-  const ResampleTaps th = resample_taps(h, out_h, filter, antialias);
+// The transpose of apply_taps: dy [c, th.out_size, tw.out_size] -> dx [c, th.in_size,
+// tw.in_size], overwritten.
+void apply_taps_backward(const float* dy, int64_t c, const ResampleTaps& th, const ResampleTaps& tw,
+                         float* dx) {
+  const int64_t h = th.in_size, w = tw.in_size, out_h = th.out_size, out_w = tw.out_size;
   std::vector<float> tmp(static_cast<size_t>(h * out_w));
   for (int64_t p = 0; p < c; ++p) {
     const float* dyp = dy + p * out_h * out_w;
@@ -181,6 +174,109 @@ void resample_planes_backward(const float* dy, int64_t c, int64_t out_h, int64_t
         for (int64_t k = 0; k < tw.count[i]; ++k) dst[k] += wt[k] * g;
       }
   }
+}
+
+}  // namespace
+
+void resample_planes(const float* x, int64_t c, int64_t h, int64_t w, float* y, int64_t out_h,
+                     int64_t out_w, Filter filter, bool antialias) {
+  check_sizes("resample", h, out_h);
+  check_sizes("resample", w, out_w);
+  if (h == out_h && w == out_w) {
+    std::copy(x, x + c * h * w, y);
+    return;
+  }
+  apply_taps(x, c, resample_taps(h, out_h, filter, antialias),
+             resample_taps(w, out_w, filter, antialias), y);
+}
+
+void resample_planes_backward(const float* dy, int64_t c, int64_t out_h, int64_t out_w, float* dx,
+                              int64_t h, int64_t w, Filter filter, bool antialias) {
+  check_sizes("resample_backward", h, out_h);
+  check_sizes("resample_backward", w, out_w);
+  if (h == out_h && w == out_w) {
+    std::copy(dy, dy + c * h * w, dx);
+    return;
+  }
+  apply_taps_backward(dy, c, resample_taps(h, out_h, filter, antialias),
+                      resample_taps(w, out_w, filter, antialias), dx);
+}
+
+// ---- BEiT's geometric resize (timm's resize_rel_pos_bias_table, see resample.h) ----------------
+
+namespace {
+
+void check_odd_sizes(const char* op, int64_t in, int64_t out) {
+  if (in < 1 || out < 1 || in % 2 == 0 || out % 2 == 0)
+    throw std::invalid_argument(std::string(op) +
+                                ": sizes count relative offsets -(M-1)..M-1, so must be odd and "
+                                ">= 1, got " +
+                                std::to_string(in) + " -> " + std::to_string(out));
+}
+
+// unilm's source offsets -d_n..-d_1, 0, d_1..d_n for src samples and m = dst // 2, in double
+// (Python floats, the same operations in the same order) and then rounded to float32 as timm's
+// torch.tensor(...) does.
+std::vector<float> beit_source_offsets(int64_t src, int64_t dst) {
+  const int64_t n = src / 2, m = dst / 2;
+  double left = 1.01, right = 1.5, q = 0;
+  while (right - left > 1e-6) {
+    q = (left + right) / 2.0;
+    const double gp = (1.0 - std::pow(q, static_cast<double>(n))) / (1.0 - q);
+    if (gp > static_cast<double>(m)) {
+      right = q;
+    } else {
+      left = q;
+    }
+  }
+  std::vector<double> dis;
+  double cur = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    dis.push_back(cur);
+    cur += std::pow(q, static_cast<double>(i + 1));
+  }
+  std::vector<float> p(static_cast<size_t>(src));
+  for (int64_t k = 0; k < n; ++k) {
+    p[n - 1 - k] = static_cast<float>(-dis[k]);
+    p[n + 1 + k] = static_cast<float>(dis[k]);
+  }
+  p[n] = 0.f;
+  return p;
+}
+
+}  // namespace
+
+ResampleTaps beit_resample_taps(int64_t in_size, int64_t out_size) {
+  check_odd_sizes("beit_resample_taps", in_size, out_size);
+  const std::vector<float> p = beit_source_offsets(in_size, out_size);
+  ResampleTaps t;
+  t.in_size = in_size;
+  t.out_size = out_size;
+  t.max_taps = 2;
+  t.start.resize(out_size);
+  t.count.resize(out_size);
+  t.weight.assign(out_size * 2, 0.f);
+  const int64_t m = out_size / 2;
+  for (int64_t i = 0; i < out_size; ++i) {
+    const double x = static_cast<double>(i - m);  // target offset
+    // torch.bucketize(x, p): the first r with p[r] >= x; past the end -> the last sample.
+    const int64_t r = std::min<int64_t>(
+        std::lower_bound(p.begin(), p.end(), static_cast<float>(x)) - p.begin(), in_size - 1);
+    const int64_t l = std::max<int64_t>(r - 1, 0);
+    double a = std::max(x - p[l], 0.0);  // distance to the left sample: weight of the right one
+    double b = std::max(p[r] - x, 0.0);  // distance to the right sample: weight of the left one
+    if (a == 0.0 && b == 0.0) a = b = 1.0;
+    t.start[i] = l;
+    if (l == r) {
+      t.count[i] = 1;
+      t.weight[i * 2] = 1.f;
+    } else {
+      t.count[i] = 2;
+      t.weight[i * 2] = static_cast<float>(b / (a + b));
+      t.weight[i * 2 + 1] = static_cast<float>(a / (a + b));
+    }
+  }
+  return t;
 }
 
 namespace {
@@ -212,6 +308,35 @@ Tensor resample_backward(const Tensor& dy, int64_t in_h, int64_t in_w, Filter fi
   planes_of("resample_backward", dy, c, oh, ow);
   Tensor dx = dy.ndim() == 3 ? Tensor::empty({c, in_h, in_w}) : Tensor::empty({in_h, in_w});
   resample_planes_backward(dy.f32(), c, oh, ow, dx.f32(), in_h, in_w, filter, antialias);
+  return dx;
+}
+
+Tensor resample_beit(const Tensor& x, int64_t out_h, int64_t out_w) {
+  int64_t c, h, w;
+  planes_of("resample_beit", x, c, h, w);
+  check_odd_sizes("resample_beit", h, out_h);
+  check_odd_sizes("resample_beit", w, out_w);
+  Tensor y = x.ndim() == 3 ? Tensor::empty({c, out_h, out_w}) : Tensor::empty({out_h, out_w});
+  if (h == out_h && w == out_w) {
+    y.copy_from(x);
+  } else {
+    apply_taps(x.f32(), c, beit_resample_taps(h, out_h), beit_resample_taps(w, out_w), y.f32());
+  }
+  return y;
+}
+
+Tensor resample_beit_backward(const Tensor& dy, int64_t in_h, int64_t in_w) {
+  int64_t c, oh, ow;
+  planes_of("resample_beit_backward", dy, c, oh, ow);
+  check_odd_sizes("resample_beit_backward", in_h, oh);
+  check_odd_sizes("resample_beit_backward", in_w, ow);
+  Tensor dx = dy.ndim() == 3 ? Tensor::empty({c, in_h, in_w}) : Tensor::empty({in_h, in_w});
+  if (in_h == oh && in_w == ow) {
+    dx.copy_from(dy);
+  } else {
+    apply_taps_backward(dy.f32(), c, beit_resample_taps(in_h, oh), beit_resample_taps(in_w, ow),
+                        dx.f32());
+  }
   return dx;
 }
 

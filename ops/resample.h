@@ -1,6 +1,6 @@
 // Resampling of float planes [C, H, W] -> [C, H', W'], as PyTorch's F.interpolate with
 // align_corners=False, for position tables (timm's resample_abs_pos_embed, relative-bias
-// tables) and images.
+// tables) and images; and BEiT's geometric resize of relative-bias tables (resample_beit, below).
 //
 // Separable: every output sample of an axis is a weighted sum of a contiguous run of input
 // samples ("taps"); the W axis is resampled first, then the H axis (PyTorch's order).
@@ -54,5 +54,34 @@ void resample_planes(const float* x, int64_t c, int64_t h, int64_t w, float* y, 
                      int64_t out_w, Filter filter, bool antialias);
 void resample_planes_backward(const float* dy, int64_t c, int64_t out_h, int64_t out_w, float* dx,
                               int64_t h, int64_t w, Filter filter, bool antialias);
+
+// BEiT's resize of relative-position planes: timm's resize_rel_pos_bias_table without scipy (its
+// default; unilm's geometric offsets, with timm's linear RegularGridInterpolator in place of
+// scipy's cubic interp2d), which timm's beit checkpoint_filter_fn applies when a checkpoint meets
+// another window. Both sizes of an axis count relative offsets, so they are odd: src = 2M-1
+// samples at offsets p_0..p_{src-1}, dst = 2M'-1 at t = -m..m, m = dst // 2. Per axis:
+// clang-format off
+//   n = src // 2;  gp(q) = (1 - q^n) / (1 - q)          (= 1 + q + ... + q^(n-1))
+//   q: bisection on [left, right] = [1.01, 1.5] while right - left > 1e-6:
+//        q = (left + right) / 2;  if gp(q) > m: right = q  else left = q;   q = the last midpoint
+//   d_k = 1 + q + ... + q^(k-1), k = 1..n;  p = (-d_n, ..., -d_1, 0, d_1, ..., d_n) in float32
+//   for t: r = the first index with p_r >= t (src-1 if none), l = max(r-1, 0),
+//          a = max(t - p_l, 0), b = max(p_r - t, 0) (a = b = 1 when both are 0),
+//          out(t) = (b in[l] + a in[r]) / (a + b)
+// clang-format on
+// so targets beyond the outermost source offsets take the border value (held, no extrapolation).
+// The 2-D interpolation is the product of the two axes' weights (timm's numerator over
+// denominator factorises); the weights are computed in double from the float32 offsets (timm:
+// in float32; they differ by an ulp or so). q is confined to [1.01, 1.5]: shrinking ends near
+// q = 1.01 (source offsets spread wider than the targets), m > gp(1.5) ends near 1.5 (the outer
+// targets take the border value). An axis whose size stays is still resampled (q ~ 1.01, not the
+// identity) when the other axis changes, as timm does; the same size in both axes returns a copy.
+//
+// The taps of one axis (two per output, or one where both fall on the same sample); sizes odd.
+ResampleTaps beit_resample_taps(int64_t in_size, int64_t out_size);
+// x: [C, H, W] -> [C, out_h, out_w] (or [H, W] -> [out_h, out_w]); all four sizes odd.
+Tensor resample_beit(const Tensor& x, int64_t out_h, int64_t out_w);
+// The adjoint (transpose) of resample_beit: dy: [C, out_h, out_w] -> dx: [C, in_h, in_w].
+Tensor resample_beit_backward(const Tensor& dy, int64_t in_h, int64_t in_w);
 
 }  // namespace vitpe

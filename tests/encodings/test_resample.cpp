@@ -1,5 +1,7 @@
 // ops/resample: PyTorch F.interpolate goldens (bilinear/bicubic, with and without antialias),
-// identity at the same size, weights summing to one, and the backward being the exact adjoint.
+// identity at the same size, weights summing to one, and the backward being the exact adjoint;
+// BEiT's geometric resize against a naive interpolation on unilm's offsets, identity only when
+// both axes stay, and its adjoint.
 #include "golden.h"
 #include "ops/resample.h"
 #include "tests/testing.h"
@@ -61,6 +63,91 @@ TEST(Resample, BackwardIsAdjoint) {
       double a = testing::weighted_sum(rx, y), b = testing::weighted_sum(x, rty);
       EXPECT_NEAR(a, b, 1e-4 * (std::fabs(a) + 1));
     }
+}
+
+// BEiT's geometric resize (timm's resize_rel_pos_bias_table; its golden is in test_relbias.cpp,
+// through the encoding): the source offsets are those of unilm's formula, written out here as a
+// naive 1-D interpolation on them, with the border held beyond the outermost offset.
+TEST(ResampleBeit, TapsMatchNaiveInterpolationOnGeometricOffsets) {
+  for (auto [src, dst] : {std::pair{7, 11}, {7, 13}, {13, 9}, {7, 7}, {1, 5}, {5, 1}}) {
+    // unilm: q by bisection so that 1 + q + ... + q^(n-1) just exceeds dst // 2
+    const int n = src / 2;
+    double lo = 1.01, hi = 1.5, q = 0;
+    while (hi - lo > 1e-6) {
+      q = (lo + hi) / 2;
+      double gp = 0;
+      for (int i = 0; i < n; ++i) gp += std::pow(q, i);
+      (gp > dst / 2 ? hi : lo) = q;
+    }
+    std::vector<double> p(src, 0.0);
+    for (int k = 1; k <= n; ++k) {
+      double d = 0;
+      for (int i = 0; i < k; ++i) d += std::pow(q, i);
+      p[n + k] = d;
+      p[n - k] = -d;
+    }
+    ResampleTaps t = beit_resample_taps(src, dst);
+    ASSERT_EQ(t.out_size, dst);
+    for (int i = 0; i < dst; ++i) {
+      const double x = i - dst / 2;
+      std::vector<double> want(src, 0.0);
+      if (x <= p.front()) {
+        want.front() = 1;
+      } else if (x >= p.back()) {
+        want.back() = 1;
+      } else {
+        int r = 0;
+        while (p[r] < x) ++r;
+        want[r - 1] = (p[r] - x) / (p[r] - p[r - 1]);
+        want[r] = (x - p[r - 1]) / (p[r] - p[r - 1]);
+      }
+      std::vector<double> got(src, 0.0);
+      for (int64_t k = 0; k < t.count[i]; ++k) got[t.start[i] + k] += t.weight[i * t.max_taps + k];
+      for (int j = 0; j < src; ++j)
+        EXPECT_NEAR(got[j], want[j], 1e-6) << src << "->" << dst << " out " << i << " tap " << j;
+    }
+  }
+}
+
+TEST(ResampleBeit, SameSizeIsIdentityButNotPerAxis) {
+  Tensor x = testing::random_tensor({2, 5, 7}, 1);
+  EXPECT_EQ(testing::max_rel_error(resample_beit(x, 5, 7), x), 0.0);
+  EXPECT_EQ(testing::max_rel_error(resample_beit_backward(x, 5, 7), x), 0.0);
+  // As timm: once one axis changes, the other is resampled too (q ~ 1.01 spreads its offsets).
+  Tensor y = resample_beit(x, 9, 7);
+  Tensor z = resample_beit(x, 5, 9);
+  ASSERT_EQ(y.shape(), Shape({2, 9, 7}));
+  ASSERT_EQ(z.shape(), Shape({2, 5, 9}));
+  double diff = 0;
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t j = 0; j < 7; ++j)  // row 4 of y is offset 0, as row 2 of x
+      diff =
+          std::max(diff, std::fabs(double(y.at((c * 9 + 4) * 7 + j)) - x.at((c * 5 + 2) * 7 + j)));
+  EXPECT_GT(diff, 1e-4);
+}
+
+// <R a, b> == <a, R^T b> for random a, b: the backward is the transpose of the forward.
+TEST(ResampleBeit, BackwardIsAdjoint) {
+  for (auto [in, out] : {std::pair{std::pair{7, 7}, std::pair{11, 7}},
+                         {{7, 7}, {13, 13}},
+                         {{13, 13}, {9, 9}},
+                         {{5, 9}, {11, 3}}}) {
+    Tensor a = testing::random_tensor({3, in.first, in.second}, 2);
+    Tensor b = testing::random_tensor({3, out.first, out.second}, 3);
+    Tensor ra = resample_beit(a, out.first, out.second);
+    Tensor rtb = resample_beit_backward(b, in.first, in.second);
+    ASSERT_EQ(rtb.shape(), a.shape());
+    double lhs = testing::weighted_sum(ra, b), rhs = testing::weighted_sum(a, rtb);
+    EXPECT_NEAR(lhs, rhs, 1e-5 * (std::fabs(lhs) + 1));
+  }
+}
+
+TEST(ResampleBeit, RejectsEvenSizes) {
+  const std::string m = testing::message_of([] { resample_beit(Tensor::zeros({2, 7, 7}), 8, 7); });
+  EXPECT_NE(m.find("odd"), std::string::npos) << m;
+  EXPECT_NE(m.find("7 -> 8"), std::string::npos) << m;
+  EXPECT_THROW(resample_beit_backward(Tensor::zeros({6, 7}), 7, 7), std::invalid_argument);
+  EXPECT_THROW(resample_beit(Tensor::zeros({2, 2, 2, 2}), 3, 3), ShapeError);
 }
 
 TEST(Resample, RejectsBadShapes) {
