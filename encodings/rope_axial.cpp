@@ -4,9 +4,14 @@
 //   pairs p >= hd/4:       y * theta_k,  k = p - hd/4    (y = row)
 //   theta_k = theta^(-4k/hd), option theta (default 100, as published).
 // Same rotation as timm's Eva vit_*_rope_* models (RotaryEmbeddingCat, temperature 100,
-// grid_indexing 'xy', interleaved pairs; checked by a golden). head_dim % 4 == 0. Prefix tokens:
-// fixed kind, not rotated (angle zero). No parameters; any window works (the grid simply grows), so
-// it keeps the interface's resample(), which only checks the window.
+// grid_indexing 'xy', interleaved pairs; checked by a golden). Options for timm's other Eva
+// models: indexing=ij puts y on the first half of the pairs (timm's default grid_indexing, e.g.
+// vit_*_rope_reg*_gap_256, theta 10000); ref=RxC is timm's ref_feat_shape: on an Mh x Mw
+// window the coordinates are scaled to the reference, y * R / Mh and x * C / Mw (the same range
+// on every window: the `interpolate` way to meet another grid), where ref=none keeps integer
+// coordinates (they run past the trained range on a larger grid: `extrapolate`).
+// head_dim % 4 == 0. Prefix tokens: fixed kind, not rotated (angle zero). No parameters; any
+// window works, so it keeps the interface's resample(), which only checks the window.
 #include <deque>
 
 #include "encodings/kinds.h"
@@ -18,8 +23,8 @@ namespace {
 
 class RopeAxial final : public RotationAttentionEncoding {
  public:
-  RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta)
-      : heads_(heads), hd_(head_dim), theta_(theta) {
+  RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta, bool x_first, Grid ref)
+      : heads_(heads), hd_(head_dim), theta_(theta), x_first_(x_first), ref_(ref) {
     require(head_dim % 4 == 0, "rope-axial",
             "head_dim must be divisible by 4 (pairs split between x and y), got " +
                 std::to_string(head_dim));
@@ -49,7 +54,7 @@ class RopeAxial final : public RotationAttentionEncoding {
   AttentionTerms terms(const AttnGeometry& geom) override {
     check_grid("rope-axial", geom.window);
     AttentionTerms t = AttentionEncoding::terms(geom);
-    t.rotation_freqs = rope_axial_freqs(heads_, hd_, theta_);
+    t.rotation_freqs = rope_axial_freqs(heads_, hd_, layout(geom.window));
     return t;
   }
 
@@ -65,13 +70,25 @@ class RopeAxial final : public RotationAttentionEncoding {
     for (const Tables& t : cache_)
       if (t.window == w) return t;
     Tables t{w, {}, {}};
-    rope_axial_tables(t.cos, t.sin, w, hd_, theta_);
+    rope_axial_tables(t.cos, t.sin, w, hd_, layout(w));
     cache_.push_back(std::move(t));
     return cache_.back();
   }
 
+  // The angles' layout on window w: coordinates scaled to the reference grid when one is set.
+  RopeAxialLayout layout(Grid w) const {
+    RopeAxialLayout l{theta_, x_first_, 1.0, 1.0};
+    if (ref_.rows > 0) {
+      l.scale_x = static_cast<double>(ref_.cols) / static_cast<double>(w.cols);
+      l.scale_y = static_cast<double>(ref_.rows) / static_cast<double>(w.rows);
+    }
+    return l;
+  }
+
   int64_t heads_, hd_;
   double theta_;
+  bool x_first_;
+  Grid ref_;
   std::deque<Tables> cache_;  // one entry per window seen; a deque keeps references valid
 };
 
@@ -81,13 +98,22 @@ KindDef rope_axial_kind() {
   KindDef k;
   k.name = "rope-axial";
   k.site = Site::attention;
-  k.options = {{"theta", "100", "base: theta_k = theta^(-4k/hd)", {}}};
+  k.options = {
+      {"theta", "100", "base: theta_k = theta^(-4k/hd)", {}},
+      {"indexing",
+       "xy",
+       "xy: x turns the first half of the pairs; ij: y (timm's names)",
+       {"xy", "ij"}},
+      {"ref", "none", "coordinates scaled to this grid (timm's ref_feat_shape)", {}, true}};
   k.summary = "RoPE-ViT axial: half the pairs rotate with x, half with y; fixed; hd % 4 == 0";
   k.extension = Extension::extrapolate;
-  k.extension_note = "integer coordinates run past the trained range (the same frequencies)";
+  k.extension_note =
+      "integer coordinates run past the trained range (the same frequencies); with ref=RxC the "
+      "coordinates are rescaled to that grid instead (interpolate)";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
-    return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"));
+    return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"),
+                                       o.str("indexing") == "xy", o.grid("ref"));
   };
   return k;
 }

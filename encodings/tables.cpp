@@ -60,35 +60,40 @@ std::vector<double> alibi2d_slopes(int64_t heads) {
   return s;
 }
 
-void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim, double theta) {
+void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim,
+                       const RopeAxialLayout& layout) {
   require(head_dim > 0 && head_dim % 4 == 0,
           "rope-axial: head_dim must be a positive multiple of 4", std::to_string(head_dim));
   const int64_t half = head_dim / 2, quarter = head_dim / 4;
   cos = Tensor::empty({1, grid.count(), half});
   sin = Tensor::empty({1, grid.count(), half});
   for (int64_t n = 0; n < grid.count(); ++n) {
-    const double x = static_cast<double>(n % grid.cols);
-    const double y = static_cast<double>(n / grid.cols);
+    const double x = static_cast<double>(n % grid.cols) * layout.scale_x;
+    const double y = static_cast<double>(n / grid.cols) * layout.scale_y;
+    const double first = layout.x_first ? x : y, second = layout.x_first ? y : x;
     for (int64_t p = 0; p < half; ++p) {
       const int64_t k = p % quarter;
-      const double a = (p < quarter ? x : y) * std::pow(theta, -4.0 * k / head_dim);
+      const double a = (p < quarter ? first : second) * std::pow(layout.theta, -4.0 * k / head_dim);
       cos.f32()[n * half + p] = static_cast<float>(std::cos(a));
       sin.f32()[n * half + p] = static_cast<float>(std::sin(a));
     }
   }
 }
 
-Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, double theta) {
+Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, const RopeAxialLayout& layout) {
   require(heads >= 1, "rope-axial: heads must be >= 1", std::to_string(heads));
   require(head_dim > 0 && head_dim % 4 == 0,
           "rope-axial: head_dim must be a positive multiple of 4", std::to_string(head_dim));
   const int64_t half = head_dim / 2, quarter = head_dim / 4;
+  const int first = layout.x_first ? 0 : 1;  // the axis of the first half of the pairs
+  const double s0 = layout.x_first ? layout.scale_x : layout.scale_y;
+  const double s1 = layout.x_first ? layout.scale_y : layout.scale_x;
   Tensor f = Tensor::zeros({heads, half, 2});
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t k = 0; k < quarter; ++k) {
-      const float w = static_cast<float>(std::pow(theta, -4.0 * k / head_dim));
-      f.f32()[(h * half + k) * 2 + 0] = w;            // x turns the first half of the pairs
-      f.f32()[(h * half + quarter + k) * 2 + 1] = w;  // y the second half
+      const double w = std::pow(layout.theta, -4.0 * k / head_dim);
+      f.f32()[(h * half + k) * 2 + first] = static_cast<float>(s0 * w);
+      f.f32()[(h * half + quarter + k) * 2 + (1 - first)] = static_cast<float>(s1 * w);
     }
   }
   return f;

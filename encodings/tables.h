@@ -28,13 +28,26 @@ Tensor sincos1d_table(int64_t tokens, int64_t dim, int64_t prefix, double temper
 // ALiBi's geometric slopes for heads h = 0..H-1: 2^(-8 (h+1) / H).
 std::vector<double> alibi2d_slopes(int64_t heads);
 
-// RoPE-ViT axial angles -> cos, sin: [1, grid.count(), hd/2]. Pair p < hd/4 turns by
-// x * theta^(-4k/hd), pair hd/4 + k by y * theta^(-4k/hd) (k = p mod hd/4). hd % 4 == 0.
-void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim, double theta);
+// How the axial RoPE angles are laid out: the base, which axis the first half of the pairs
+// follows (x = column first: timm's grid_indexing 'xy'; y first: 'ij'), and the coordinate
+// scale per axis (1 for integer coordinates; timm's ref_feat_shape r on a grid of s cells scales
+// by r / s).
+struct RopeAxialLayout {
+  double theta = 100;
+  bool x_first = true;
+  double scale_x = 1, scale_y = 1;
+};
 
-// The same angles as frequencies for AttentionTerms::rotation_freqs -> [H, hd/2, 2]: pair
-// k < hd/4 has (theta^(-4k/hd), 0), pair hd/4 + k has (0, theta^(-4k/hd)), for every head.
-Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, double theta);
+// RoPE-ViT axial angles -> cos, sin: [1, grid.count(), hd/2]. With x first, pair p < hd/4 turns
+// by x * theta^(-4k/hd), pair hd/4 + k by y * theta^(-4k/hd) (k = p mod hd/4); x, y the scaled
+// coordinates. hd % 4 == 0.
+void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim,
+                       const RopeAxialLayout& layout);
+
+// The same angles as frequencies for AttentionTerms::rotation_freqs -> [H, hd/2, 2] (angle =
+// x * f[.., 0] + y * f[.., 1] on integer coordinates, so the scales are folded in): with x first,
+// pair k < hd/4 has (scale_x theta^(-4k/hd), 0), pair hd/4 + k (0, scale_y theta^(-4k/hd)).
+Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, const RopeAxialLayout& layout);
 
 // rope-mixed's parameter planes [2, H, hd/2] = (fx, fy) -> frequencies [H, hd/2, 2].
 Tensor rope_freqs_from_planes(const Tensor& planes);

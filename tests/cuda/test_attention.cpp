@@ -72,7 +72,7 @@ double run_case(const Case& c, DType t, uint64_t seed) {
   }
   Tensor qr = q, kr = k;
   if (c.rope) {
-    Tensor f = c.rope == 1 ? rope_axial_freqs(H, hd, 100.0)
+    Tensor f = c.rope == 1 ? rope_axial_freqs(H, hd, RopeAxialLayout{})
                            : testing::random_tensor(Shape{H, hd / 2, 2}, seed + 6, 0.5);
     p.terms.rotation_freqs = f.to(Device::cuda);
     qr = rope_ref(q, f, c.prefix, c.Mw);

@@ -80,7 +80,7 @@ TEST(Factory, KindsListedWithSitesAndDefaults) {
   EXPECT_EQ(by["learned1d"].site, "token");
   EXPECT_EQ(by["relbias"].site, "attention");
   EXPECT_EQ(by["none"].site, "-");
-  EXPECT_EQ(by["rope-axial"].options, "theta=100");
+  EXPECT_EQ(by["rope-axial"].options, "theta=100, indexing=xy (xy|ij), ref=none");
   EXPECT_EQ(by["cpb"].site, "attention");
   EXPECT_EQ(by["cpb"].options, "hidden=512, ref=none");
   EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");

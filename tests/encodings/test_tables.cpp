@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
 
 #include "encodings/tables.h"
 #include "golden.h"
@@ -46,7 +47,7 @@ TEST(Tables, AlibiSlopesAreGeometricDownTo2PowMinus8) {
 TEST(Tables, RopeAxialAnglesAreCoordinateTimesFrequency) {
   const int64_t hd = 8, half = 4, quarter = 2;
   Tensor c, s;
-  rope_axial_tables(c, s, {3, 5}, hd, 100.0);
+  rope_axial_tables(c, s, {3, 5}, hd, RopeAxialLayout{});
   ASSERT_EQ(c.shape(), Shape({1, 15, half}));
   for (int64_t n = 0; n < 15; ++n) {
     const double y = n / 5, x = n % 5;
@@ -57,6 +58,29 @@ TEST(Tables, RopeAxialAnglesAreCoordinateTimesFrequency) {
       EXPECT_NEAR(cs * cs + sn * sn, 1.0, 1e-6);
       EXPECT_NEAR(std::cos(want), cs, 1e-6) << n << " " << p;
       EXPECT_NEAR(std::sin(want), sn, 1e-6) << n << " " << p;
+    }
+  }
+}
+
+TEST(Tables, RopeAxialLayoutSwapsAxesAndScalesCoordinates) {
+  // timm's 'ij' indexing (y turns the first half of the pairs) with ref_feat_shape-style scales;
+  // the frequencies fold the scales in and give the same angles.
+  const int64_t hd = 8, half = 4, quarter = 2;
+  const RopeAxialLayout layout{10000.0, false, 0.75, 2.5};
+  Tensor c, s;
+  rope_axial_tables(c, s, {3, 4}, hd, layout);
+  Tensor f = rope_axial_freqs(2, hd, layout);
+  ASSERT_EQ(f.shape(), Shape({2, half, 2}));
+  for (int64_t n = 0; n < 12; ++n) {
+    const double y = n / 4, x = n % 4;
+    for (int64_t p = 0; p < half; ++p) {
+      const double w = std::pow(10000.0, -4.0 * (p % quarter) / hd);
+      const double want = (p < quarter ? y * 2.5 : x * 0.75) * w;
+      EXPECT_NEAR(std::atan2(s.at(n * half + p), c.at(n * half + p)),
+                  std::remainder(want, 2 * std::numbers::pi), 1e-5)
+          << n << " " << p;
+      const double from_freqs = x * f.at((half + p) * 2) + y * f.at((half + p) * 2 + 1);
+      EXPECT_NEAR(from_freqs, want, 1e-5) << n << " " << p;
     }
   }
 }
@@ -78,7 +102,7 @@ TEST(Tables, BadDimensionsSayWhat) {
   EXPECT_NE(message([] { alibi2d_slopes(0); }).find("got 0"), std::string::npos);
   Tensor c, s;
   EXPECT_NE(message([&] {
-              rope_axial_tables(c, s, {2, 2}, 6, 100);
+              rope_axial_tables(c, s, {2, 2}, 6, RopeAxialLayout{});
             }).find("got 6"),
             std::string::npos);
 }

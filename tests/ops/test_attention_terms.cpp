@@ -154,7 +154,7 @@ TEST(AttentionTerms, TermsAddUp) {
 TEST(AttentionTerms, RopeAxialFreqsMatchTheEncoding) {
   // Rotating with the encoding's terms (through rope_angle) equals its own rotate().
   const int64_t B = 2, H = 3, hd = 32, Mh = 3, Mw = 4, P = 1, N = P + Mh * Mw;
-  Tensor freqs = rope_axial_freqs(H, hd, 100.0);
+  Tensor freqs = rope_axial_freqs(H, hd, RopeAxialLayout{});
   Tensor q = testing::random_tensor(Shape{B, H, N, hd}, 8);
   Tensor k = testing::random_tensor(Shape{B, H, N, hd}, 9);
   Rng rng(10);
