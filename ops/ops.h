@@ -77,6 +77,26 @@ void layer_scale_add_forward(Tensor& y, const Tensor& x, const Tensor& gamma, co
 void layer_scale_add_backward(Tensor& da, Tensor& dgamma, const Tensor& dy, const Tensor& gamma,
                               const Tensor& a);
 
+// ---- gated linear unit (EVA-02's SwiGLU MLP) --------------------------------------------------
+// x: [..., 2H] (timm's fc1 output: the gate half first, then the value half) -> y: [..., H] =
+// silu(x[..., :H]) * x[..., H:], silu(g) = g / (1 + exp(-g)). y overwritten.
+void swiglu_forward(Tensor& y, const Tensor& x);
+// dy: [..., H] -> dx: [..., 2H] (overwritten).
+void swiglu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
+
+// ---- Swin V2's scaled cosine attention --------------------------------------------------------
+// q, k: [B, H, N, hd] -> qn = s_h q / max(|q|, 1e-12), kn = k / max(|k|, 1e-12) (per token and
+// head, F.normalize), s_h = exp(min(logit_scale[h], max_log)); logit_scale holds H values (timm
+// keeps [H, 1, 1]). Then attention with scale 1 on (qn, kn) is timm's
+// (normalize(q) @ normalize(k)^T) * logit_scale.exp(). Outputs overwritten.
+void cosine_qk_forward(Tensor& qn, Tensor& kn, const Tensor& q, const Tensor& k,
+                       const Tensor& logit_scale, float max_log);
+// dqn, dkn -> dq, dk (overwritten) and dlogit_scale (accumulated; zero where clamped). The sums
+// over tokens run in the same order whatever the thread count.
+void cosine_qk_backward(Tensor& dq, Tensor& dk, Tensor& dlogit_scale, const Tensor& dqn,
+                        const Tensor& dkn, const Tensor& q, const Tensor& k,
+                        const Tensor& logit_scale, float max_log);
+
 // ---- softmax over the last dimension --------------------------------------------------------
 void softmax_forward(Tensor& y, const Tensor& x);
 void softmax_backward(Tensor& dx, const Tensor& dy, const Tensor& y);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "ops/ops.h"
 
@@ -29,6 +30,11 @@ Tensor gelu(const Tensor& x);
 // x + gamma * a (gamma [D] over the last dimension), in double.
 Tensor layer_scale_add(const Tensor& x, const Tensor& gamma, const Tensor& a);
 Tensor softmax(const Tensor& x);
+// silu(first half) * second half of the last dimension, in double.
+Tensor swiglu(const Tensor& x);
+// Swin V2's normalised q and k, see cosine_qk_forward: {qn, kn}.
+std::pair<Tensor, Tensor> cosine_qk(const Tensor& q, const Tensor& k, const Tensor& logit_scale,
+                                    float max_log);
 Tensor mean_tokens(const Tensor& x, int64_t start);
 double cross_entropy(const Tensor& logits, const int32_t* targets, float smoothing);
 

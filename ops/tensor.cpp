@@ -321,6 +321,15 @@ void check_cpu_f32(const char* op, const char* what, const Tensor& t) {
   }
 }
 
+void check_same(const char* op, const char* what, const Tensor& t, const char* ref_what,
+                const Tensor& ref) {
+  check_cpu_f32(op, what, t);
+  if (t.shape() != ref.shape()) {
+    throw ShapeError(std::string(op) + ": expected " + what + " of shape " + ref.shape().str() +
+                     " (the shape of " + ref_what + "), found " + t.shape().str());
+  }
+}
+
 uint16_t float_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);

@@ -129,6 +129,10 @@ int64_t storage_allocation_count();
 void check_shape(const char* op, const char* what, const Tensor& t, const Shape& expected);
 // Throws unless t is defined, on the CPU and f32.
 void check_cpu_f32(const char* op, const char* what, const Tensor& t);
+// check_cpu_f32, then ShapeError("op: expected <what> of shape S (the shape of <ref_what>),
+// found F") unless t has ref's shape.
+void check_same(const char* op, const char* what, const Tensor& t, const char* ref_what,
+                const Tensor& ref);
 
 // bf16 helpers (round to nearest even).
 uint16_t float_to_bf16(float f);

@@ -5,7 +5,9 @@
 // a SIMD erfc (ops/cpu/vec_math.h), so the loops run at SIMD width instead of calling std::erf
 // per element. Work is split into contiguous chunks over the OpenMP threads.
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
@@ -75,15 +77,6 @@ void parallel_chunks(int64_t n, F&& f) {
   for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
-void check_same(const char* op, const char* what, const Tensor& t, const char* ref_what,
-                const Tensor& ref) {
-  check_cpu_f32(op, what, t);
-  if (t.shape() != ref.shape()) {
-    throw ShapeError(std::string(op) + ": expected " + what + " of shape " + ref.shape().str() +
-                     " (the shape of " + ref_what + "), found " + t.shape().str());
-  }
-}
-
 }  // namespace
 
 void gelu_forward(Tensor& y, const Tensor& x) {
@@ -139,6 +132,56 @@ void add_backward(Tensor& da, Tensor& db, const Tensor& dy) {
     parallel_chunks(dy.numel(), [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) pd[i] += pdy[i];
     });
+  }
+}
+
+namespace {
+
+// x [..., 2H] and its gated output [..., H]: the rows and H.
+int64_t check_swiglu(const char* op, const Tensor& x, const Tensor& y, const char* y_what) {
+  check_cpu_f32(op, "x", x);
+  check_cpu_f32(op, y_what, y);
+  const int64_t two_h = x.ndim() ? x.size(-1) : 0;
+  std::vector<int64_t> want = x.shape().vec();
+  if (!want.empty()) want.back() = two_h / 2;
+  if (two_h == 0 || two_h % 2 || y.shape() != Shape(want)) {
+    throw ShapeError(std::string(op) + ": expected x [..., 2H] and " + y_what +
+                     " [..., H], found " + x.shape().str() + " and " + y.shape().str());
+  }
+  return two_h / 2;
+}
+
+}  // namespace
+
+void swiglu_forward(Tensor& y, const Tensor& x) {
+  const int64_t H = check_swiglu("swiglu_forward", x, y, "y"), rows = y.numel() / H;
+  const float* px = x.f32();
+  float* py = y.f32();
+#pragma omp parallel for schedule(static) if (rows * H > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = px + r * 2 * H;
+    const float* v = g + H;
+    for (int64_t j = 0; j < H; ++j) py[r * H + j] = g[j] / (1.0f + std::exp(-g[j])) * v[j];
+  }
+}
+
+void swiglu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
+  const int64_t H = check_swiglu("swiglu_backward", x, dy, "dy"), rows = dy.numel() / H;
+  check_same("swiglu_backward", "dx", dx, "x", x);
+  const float* px = x.f32();
+  const float* pdy = dy.f32();
+  float* pdx = dx.f32();
+#pragma omp parallel for schedule(static) if (rows * H > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* g = px + r * 2 * H;
+    const float* v = g + H;
+    float* dg = pdx + r * 2 * H;
+    float* dv = dg + H;
+    for (int64_t j = 0; j < H; ++j) {
+      const float s = 1.0f / (1.0f + std::exp(-g[j]));  // sigmoid; silu' = s (1 + g (1 - s))
+      dg[j] = pdy[r * H + j] * v[j] * s * (1.0f + g[j] * (1.0f - s));
+      dv[j] = pdy[r * H + j] * g[j] * s;
+    }
   }
 }
 
