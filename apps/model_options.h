@@ -13,7 +13,9 @@ namespace vitpe::app {
 struct ModelOptions {
   std::string model;
   std::string preset;
+  std::string encoding;
   int64_t heads = 0;
+  int64_t window = 0;
   std::string img_size;  // "224" or "224x160"
   std::string labels;
   std::string precision = "f32";
@@ -24,7 +26,9 @@ struct ModelOptions {
   LoadOptions load_options() const {
     LoadOptions o;
     o.preset = preset;
+    o.encoding = encoding;
     o.heads = heads;
+    o.window = window;
     o.labels_file = labels;
     if (!img_size.empty()) {
       // N or ROWSxCOLS, nothing else ("28abc" and "28x28x5" were once read as 28).
@@ -43,13 +47,18 @@ struct ModelOptions {
   }
 };
 
-// Adds --preset, --heads, --img-size and (if with_labels) --labels; the model itself is added
-// by the caller (positional or --model).
+// Adds --preset, --encoding, --heads, --img-size and (if with_labels) --labels; the model itself
+// is added by the caller (positional or --model).
 inline void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_labels = true) {
   cmd->add_option("--preset", o.preset,
                   "For timm/torchvision files: take the config from this preset");
+  cmd->add_option("--encoding", o.encoding,
+                  "For timm/torchvision files: the positional encoding spec, over the one read off "
+                  "the file or preset (e.g. rope-axial for an Eva RoPE-ViT without --preset)");
   cmd->add_option("--heads", o.heads, "For ViT files without config: number of heads")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--window", o.window, "For Swin V2 files (which do not store it): the window")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--img-size", o.img_size,
                   "Input size N or ROWSxCOLS (default: the checkpoint's, else 224)");
   if (with_labels) {

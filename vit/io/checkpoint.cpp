@@ -231,7 +231,10 @@ std::vector<std::string> read_labels(const std::string& path) {
   return labels;
 }
 
-std::string apply_timm_config_json(ModelConfig& c, const std::string& path) {
+namespace {
+
+// timm's config.json, parsed with a depth limit; throws naming the file and what is wrong.
+nlohmann::json read_timm_config_json(const std::string& path) {
   using nlohmann::json;
   auto fail = [&](const std::string& what) -> void {
     throw std::runtime_error("config.json '" + path + "': " + what);
@@ -257,6 +260,27 @@ std::string apply_timm_config_json(ModelConfig& c, const std::string& path) {
   if (!j.is_object() || !j.contains("pretrained_cfg") || !j["pretrained_cfg"].is_object()) {
     fail("expected timm's layout, an object with a \"pretrained_cfg\" object");
   }
+  return j;
+}
+
+std::string timm_config_architecture(const std::string& path) {
+  const nlohmann::json j = read_timm_config_json(path);
+  if (!j.contains("architecture")) return "";
+  if (!j["architecture"].is_string()) {
+    throw std::runtime_error("config.json '" + path + "': architecture: expected a string, found " +
+                             j["architecture"].dump().substr(0, 40));
+  }
+  return j["architecture"].get<std::string>();
+}
+
+}  // namespace
+
+std::string apply_timm_config_json(ModelConfig& c, const std::string& path) {
+  using nlohmann::json;
+  auto fail = [&](const std::string& what) -> void {
+    throw std::runtime_error("config.json '" + path + "': " + what);
+  };
+  const json j = read_timm_config_json(path);
   const json& cfg = j["pretrained_cfg"];
   std::vector<std::string> set;
   auto number = [&](const json& v, const std::string& field) {
@@ -373,11 +397,21 @@ void infer_swin(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   c.pool = Pool::avg;
   c.class_token = false;
   c.encoding = "relbias";
+  // Swin V2 (timm's swinv2_*): a temperature per head instead of a bias table, and the cpb MLP.
+  c.swin_v2 = ts.has("layers.0.blocks.0.attn.logit_scale");
+  if (c.swin_v2) {
+    const int64_t hidden = ts.need("layers.0.blocks.0.attn.cpb_mlp.0.weight").size(0);
+    c.encoding = hidden == 512 ? "cpb" : "cpb:hidden=" + std::to_string(hidden);
+  }
   for (int64_t s = 0;; ++s) {
     const std::string prefix = "layers." + std::to_string(s) + ".blocks.";
     int64_t n = count_indexed(ts.names, prefix);
     if (n == 0) break;
     c.depths.push_back(n);
+    if (c.swin_v2) {
+      c.stage_heads.push_back(ts.need(prefix + "0.attn.logit_scale").size(0));  // [H, 1, 1]
+      continue;
+    }
     const Tensor& table = ts.need(prefix + "0.attn.relative_position_bias_table");
     c.stage_heads.push_back(table.size(1));
     const int64_t side = static_cast<int64_t>(std::llround(std::sqrt(table.size(0))));
@@ -387,6 +421,30 @@ void infer_swin(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   c.heads = c.stage_heads[0];
   c.mlp_dim = ts.need("layers.0.blocks.0.mlp.fc1.weight").size(0);
   c.mlp_ratio = static_cast<float>(c.mlp_dim) / c.dim;
+  if (c.swin_v2) {
+    // Nothing in a V2 file holds the window or the size: timm's most common V2 sizes.
+    c.window = opts.window ? opts.window : 8;
+    const int64_t size = 8 * c.patch * (int64_t{1} << (c.depths.size() - 1));
+    if (!opts.img_rows && size <= 16384) c.img_rows = c.img_cols = size;
+    if (!opts.window) {
+      notes.push_back(
+          "Swin V2: window not stored in the file: 8 assumed (timm's swinv2_*_window8_" +
+          std::to_string(size) +
+          "); for other windows pass --window, or --preset with the model's timm name (e.g. "
+          "swinv2_tiny_window16_256), or keep timm's config.json beside the file");
+    }
+    if (!opts.img_rows) {
+      notes.push_back("image size not stored in the file: " + std::to_string(c.img_rows) + "x" +
+                      std::to_string(c.img_cols) +
+                      " assumed (timm's V2 size); --img-size to change");
+    }
+    return;
+  }
+  if (opts.window && opts.window != c.window) {
+    throw std::runtime_error(ts.path + ": --window " + std::to_string(opts.window) +
+                             ", but the relative position tables are for window " +
+                             std::to_string(c.window));
+  }
   notes.push_back(
       "config inferred from tensor shapes (Swin: depths, heads and window from "
       "the bias tables)");
@@ -418,6 +476,17 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   c.eps = 1e-6f;
   c.depth = count_indexed(ts.names, "blocks.");
   c.mlp_dim = ts.need("blocks.0.mlp.fc1.weight").size(0);
+  // EVA-02's SwiGLU: fc1 makes twice the width fc2 reads (gate and value halves).
+  const int64_t fc2_in = ts.need("blocks.0.mlp.fc2.weight").size(1);
+  if (fc2_in * 2 == c.mlp_dim) {
+    c.mlp = "swiglu";
+    c.mlp_dim = fc2_in;
+    c.mlp_norm = ts.has("blocks.0.mlp.norm.weight");
+    notes.push_back(std::string("SwiGLU MLP (EVA-02)") +
+                    (c.mlp_norm ? " with a norm before fc2" : "") +
+                    "; EVA-02 computes its RoPE in code: pass --preset with the model's timm name "
+                    "(e.g. eva02_small_patch14_336) for it");
+  }
   c.class_token = ts.has("cls_token");
   if (ts.has("dist_token")) {
     c.dist_token = true;
@@ -437,9 +506,23 @@ void infer_vit(ModelConfig& c, const TensorSet& ts, const LoadOptions& opts,
   c.pool = ts.has("fc_norm.weight") ? Pool::avg : Pool::cls;
   const bool abs = ts.has("pos_embed");
   const bool rel = ts.has("blocks.0.attn.relative_position_bias_table");
-  c.encoding = abs && rel ? "learned1d+relbias" : abs ? "learned1d" : rel ? "relbias" : "none";
+  const bool mixed = ts.has("blocks.0.attn.rope.freqs");  // timm's Eva, rope_type 'mixed'
+  const std::string token_part = abs ? "learned1d" : "";
+  // A ViT with relative tables is BEiT's: met at another size, its tables resize as timm's.
+  const std::string attn_part = rel ? "relbias:resize=beit" : mixed ? "rope-mixed" : "";
+  c.encoding = token_part.empty() ? (attn_part.empty() ? "none" : attn_part)
+                                  : (attn_part.empty() ? token_part : token_part + "+" + attn_part);
+  if (mixed) notes.push_back("RoPE-Mixed frequencies (rope.freqs, timm's Eva RoPE-ViT)");
+  if (!abs && !rel && !mixed && opts.encoding.empty()) {
+    notes.push_back(
+        "no position tensors in the file: encoding 'none' assumed. timm's Eva RoPE-ViTs "
+        "(vit_*_rope_*) compute their axial RoPE in code: pass --preset with the model's timm "
+        "name, or --encoding rope-axial");
+  }
   if (opts.heads) {
     c.heads = opts.heads;
+  } else if (mixed) {
+    c.heads = ts.need("blocks.0.attn.rope.freqs").size(1);  // [2, H, hd/2]
   } else {
     c.heads = c.dim % 64 == 0 ? c.dim / 64 : 1;
     notes.push_back("heads not stored in the file: assumed head dim 64 (" +
@@ -526,7 +609,7 @@ void check_config_against_tensors(const ModelConfig& c, const TensorSet& ts) {
   mismatch("classes", c.classes, ts.need(swin ? "head.fc.weight" : "head.weight").size(0));
   if (!swin) {
     mismatch("depth", c.depth, count_indexed(ts.names, "blocks."));
-    mismatch("mlp_dim", c.mlp_dim, ts.need("blocks.0.mlp.fc1.weight").size(0));
+    mismatch("mlp_dim", c.mlp_dim, ts.need("blocks.0.mlp.fc2.weight").size(1));
     return;
   }
   int64_t stages = 0;
@@ -628,10 +711,11 @@ ModelConfig infer_config(const std::map<std::string, Tensor>& t, CheckpointForma
 
 namespace {
 
-// BEiT's attention has a query and a value bias and no key bias ("attn.q_bias", "attn.v_bias";
-// timm adds zeros for the keys): they become the qkv bias [q, 0, v] of our attention. A block
-// with only one of them, or with them beside a qkv bias, is an error naming it.
-void merge_beit_qkv_bias(std::map<std::string, Tensor>& tensors, const std::string& path) {
+// BEiT's, Eva's and Swin V2's attention has a query and a value bias and no key bias
+// ("attn.q_bias", "attn.v_bias"; timm adds zeros for the keys): they become the qkv bias
+// [q, 0, v] of our attention. A block with only one of them, or with them beside a qkv bias, is
+// an error naming it.
+void merge_qv_bias(std::map<std::string, Tensor>& tensors, const std::string& path) {
   std::vector<std::string> blocks;
   for (const auto& [name, t] : tensors) {
     if (ends_with(name, ".attn.q_bias")) blocks.push_back(name.substr(0, name.size() - 6));
@@ -641,7 +725,7 @@ void merge_beit_qkv_bias(std::map<std::string, Tensor>& tensors, const std::stri
     auto v = tensors.find(attn + "v_bias");
     if (v == tensors.end()) {
       throw std::runtime_error(path + ": " + attn + "q_bias without " + attn +
-                               "v_bias (BEiT has both)");
+                               "v_bias (timm's q/v-bias attention has both)");
     }
     if (tensors.count(attn + "qkv.bias")) {
       throw std::runtime_error(path + ": " + attn + "q_bias beside " + attn + "qkv.bias");
@@ -663,6 +747,104 @@ void merge_beit_qkv_bias(std::map<std::string, Tensor>& tensors, const std::stri
 }
 
 }  // namespace
+
+// Concatenates tensors along dim 0 (f32), in order.
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  int64_t rows = 0;
+  for (const Tensor& t : parts) rows += t.size(0);
+  std::vector<int64_t> dims = parts[0].shape().vec();
+  dims[0] = rows;
+  Tensor out = Tensor::empty(Shape(dims));
+  int64_t at = 0;
+  for (const Tensor& t : parts) {
+    const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+    std::memcpy(out.f32() + at, f.f32(), f.numel() * sizeof(float));
+    at += f.numel();
+  }
+  return out;
+}
+
+// EVA-02 base and large keep separate projections: attn.q_proj / k_proj / v_proj (k without a
+// bias) and the SwiGLU's mlp.fc1_g / fc1_x. They become our fused attn.qkv [3D, D] (bias
+// [q, 0, v]) and mlp.fc1 [2 hidden, D] (gate rows first, as timm's GluMlp). A block with only
+// some of the parts, or parts of different shapes, is an error naming them.
+void fuse_split_projections(std::map<std::string, Tensor>& tensors, const std::string& path) {
+  std::vector<std::string> attns, mlps;
+  for (const auto& [name, t] : tensors) {
+    if (ends_with(name, ".attn.q_proj.weight")) attns.push_back(name.substr(0, name.size() - 13));
+    if (ends_with(name, ".mlp.fc1_g.weight")) mlps.push_back(name.substr(0, name.size() - 12));
+  }
+  auto take = [&](const std::string& name, const std::string& what) {
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+      throw std::runtime_error(path + ": " + name + " missing beside " + what);
+    Tensor t = it->second;
+    tensors.erase(it);
+    return t;
+  };
+  auto check_same_shape = [&](const std::vector<Tensor>& ts, const std::string& what) {
+    for (const Tensor& t : ts) {
+      if (t.shape() != ts[0].shape()) {
+        throw std::runtime_error(path + ": " + what + ": the parts have different shapes (" +
+                                 ts[0].shape().str() + " and " + t.shape().str() + ")");
+      }
+    }
+  };
+  for (const std::string& attn : attns) {  // "blocks.N.attn."
+    const std::string what = attn + "q_proj.weight";
+    std::vector<Tensor> w = {take(attn + "q_proj.weight", what), take(attn + "k_proj.weight", what),
+                             take(attn + "v_proj.weight", what)};
+    check_same_shape(w, attn + "{q,k,v}_proj.weight");
+    tensors.emplace(attn + "qkv.weight", concat_rows(w));
+    const bool qb = tensors.count(attn + "q_proj.bias"), vb = tensors.count(attn + "v_proj.bias");
+    if (qb || vb || tensors.count(attn + "k_proj.bias")) {
+      const int64_t D = w[0].size(0);
+      std::vector<Tensor> b;
+      for (const char* part : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) {
+        auto it = tensors.find(attn + part);
+        b.push_back(it == tensors.end() ? Tensor::zeros({D}) : take(attn + part, what));
+      }
+      check_same_shape(b, attn + "{q,k,v}_proj.bias");
+      tensors.emplace(attn + "qkv.bias", concat_rows(b));
+    }
+  }
+  for (const std::string& mlp : mlps) {  // "blocks.N.mlp."
+    const std::string what = mlp + "fc1_g.weight";
+    std::vector<Tensor> w = {take(mlp + "fc1_g.weight", what), take(mlp + "fc1_x.weight", what)};
+    check_same_shape(w, mlp + "fc1_{g,x}.weight");
+    tensors.emplace(mlp + "fc1.weight", concat_rows(w));
+    if (tensors.count(mlp + "fc1_g.bias") || tensors.count(mlp + "fc1_x.bias")) {
+      std::vector<Tensor> b = {take(mlp + "fc1_g.bias", what), take(mlp + "fc1_x.bias", what)};
+      check_same_shape(b, mlp + "fc1_{g,x}.bias");
+      tensors.emplace(mlp + "fc1.bias", concat_rows(b));
+    }
+  }
+}
+
+// timm's Eva keeps RoPE-Mixed's frequencies of all blocks in one tensor "rope.freqs" [2, depth,
+// H, hd/2]; ours are per block, "blocks.N.attn.rope.freqs" [2, H, hd/2].
+void split_eva_rope_freqs(std::map<std::string, Tensor>& tensors, const std::string& path) {
+  auto it = tensors.find("rope.freqs");
+  if (it == tensors.end()) return;
+  const Tensor f = it->second.dtype() == DType::f32 ? it->second : it->second.to(DType::f32);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) names.push_back(name);
+  const int64_t depth = count_indexed(names, "blocks.");
+  if (f.ndim() != 4 || f.size(0) != 2 || f.size(1) != depth || f.size(2) < 1 || f.size(3) < 1) {
+    throw std::runtime_error(path + ": rope.freqs: expected [2, depth " + std::to_string(depth) +
+                             ", heads, head_dim/2] (timm's RoPE-Mixed), found " + f.shape().str());
+  }
+  const int64_t H = f.size(2), half = f.size(3), plane = depth * H * half;
+  for (int64_t b = 0; b < depth; ++b) {
+    Tensor block = Tensor::empty({2, H, half});
+    for (int64_t axis = 0; axis < 2; ++axis) {
+      std::memcpy(block.f32() + axis * H * half, f.f32() + axis * plane + b * H * half,
+                  H * half * sizeof(float));
+    }
+    tensors.emplace("blocks." + std::to_string(b) + ".attn.rope.freqs", block);
+  }
+  tensors.erase(it);
+}
 
 LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opts) {
   LoadedModel out;
@@ -695,7 +877,25 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     }
     tensors.emplace(mapped, file.get(n));
   }
-  if (out.format == CheckpointFormat::timm_vit) merge_beit_qkv_bias(tensors, path_or_preset);
+  if (out.format == CheckpointFormat::timm_vit) {
+    split_eva_rope_freqs(tensors, path_or_preset);
+    fuse_split_projections(tensors, path_or_preset);
+  }
+  if (out.format == CheckpointFormat::timm_vit || out.format == CheckpointFormat::timm_swin ||
+      out.format == CheckpointFormat::timm_swin_old) {
+    merge_qv_bias(tensors, path_or_preset);
+  }
+  // A timm hub download keeps its config.json beside the weights: its architecture names the
+  // preset when none is given (an Eva RoPE-ViT's file alone cannot tell its encoding).
+  const std::string config_json =
+      (std::filesystem::path(path_or_preset).parent_path() / "config.json").string();
+  const bool has_config_json = opts.read_config_json && out.format != CheckpointFormat::vitpe &&
+                               std::filesystem::exists(config_json);
+  std::string preset_name = opts.preset;
+  if (preset_name.empty() && has_config_json) {
+    const std::string arch = timm_config_architecture(config_json);
+    if (is_preset(arch)) preset_name = arch;
+  }
   ModelConfig c;
   if (out.format == CheckpointFormat::vitpe) {
     c = ModelConfig::from_json(file.metadata().at("vitpe.config"));
@@ -703,27 +903,34 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     if (auto it = file.metadata().find("vitpe.version"); it != file.metadata().end()) {
       out.written_by = "vitpe " + it->second;
     }
-  } else if (!opts.preset.empty()) {
-    c = preset(opts.preset);
+  } else if (!preset_name.empty()) {
+    c = preset(preset_name);
     if (auto it = tensors.find("head.weight"); it != tensors.end()) c.classes = it->second.size(0);
     if (auto it = tensors.find("head.fc.weight"); it != tensors.end()) {
       c.classes = it->second.size(0);
     }
     if (c.classes != 1000 && c.labels.size() != static_cast<size_t>(c.classes)) c.labels.clear();
-    out.notes.push_back("config from preset '" + opts.preset + "'");
+    out.notes.push_back("config from preset '" + preset_name + "'" +
+                        (opts.preset.empty() ? " (the architecture in " + config_json + ")" : ""));
   } else {
     c = infer_config(tensors, out.format, opts, out.notes, path_or_preset);
   }
-  // A timm hub download keeps its pretrained_cfg beside the weights.
-  const std::string config_json =
-      (std::filesystem::path(path_or_preset).parent_path() / "config.json").string();
-  if (opts.read_config_json && std::filesystem::exists(config_json)) {
+  if (!opts.encoding.empty()) {
     if (out.format == CheckpointFormat::vitpe) {
-      out.notes.push_back(config_json + " ignored: the checkpoint carries its own config");
-    } else {
-      const std::string applied = apply_timm_config_json(c, config_json);
-      out.notes.push_back("from " + config_json + " (timm's pretrained_cfg): " + applied);
+      throw std::runtime_error(path_or_preset +
+                               ": --encoding is for timm/torchvision files; this "
+                               "checkpoint records its encoding ('" +
+                               c.encoding + "')");
     }
+    c.encoding = parse_encoding(opts.encoding).str();
+    out.notes.push_back("encoding '" + c.encoding + "' from the command line");
+  }
+  if (has_config_json) {
+    const std::string applied = apply_timm_config_json(c, config_json);
+    out.notes.push_back("from " + config_json + " (timm's pretrained_cfg): " + applied);
+  } else if (opts.read_config_json && out.format == CheckpointFormat::vitpe &&
+             std::filesystem::exists(config_json)) {
+    out.notes.push_back(config_json + " ignored: the checkpoint carries its own config");
   }
   if (opts.img_rows) {
     c.img_rows = opts.img_rows;
@@ -742,7 +949,7 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
                              " classes, the labels file names " + std::to_string(c.labels.size()));
   }
   c.validate();
-  if (out.format == CheckpointFormat::vitpe || !opts.preset.empty()) {
+  if (out.format == CheckpointFormat::vitpe || !preset_name.empty()) {
     check_config_against_tensors(c, TensorSet(tensors, path_or_preset));
   }
   out.model = make_model(c, 0);

@@ -41,8 +41,12 @@ struct PreprocessOverrides {
 };
 
 struct LoadOptions {
-  std::string preset;    // config from this preset (shapes still checked)
-  int64_t heads = 0;     // ViT heads when no preset (0: dim / 64)
+  std::string preset;  // config from this preset (shapes still checked)
+  int64_t heads = 0;   // ViT heads when no preset (0: dim / 64)
+  // For timm / torchvision files: the positional encoding spec over the one read off the file
+  // or the preset (a file without position tensors cannot tell an Eva RoPE-ViT from none).
+  std::string encoding;
+  int64_t window = 0;    // Swin V2 files, which do not store it (0: 8, timm's most common)
   int64_t img_rows = 0;  // image size when it cannot be inferred (0: 224, or the preset's)
   int64_t img_cols = 0;
   std::string labels_file;  // one class name per line (overrides the checkpoint's labels)

@@ -88,12 +88,13 @@ ModelConfig timm_deit(int64_t dim, int64_t heads, int64_t size, bool distilled) 
 }
 
 // timm's BEiT (Bao et al. 2022; beit_*): no position table, a relative position bias in every
-// block with BEiT's three class-token entries (our relbias with a prefix), layer scale 0.1, mean
+// block with BEiT's three class-token entries (our relbias with a prefix, resized at other sizes
+// with timm's geometric scheme), layer scale 0.1, mean
 // pooling with fc_norm; its weights use mean = std = 0.5, bicubic, crop 0.9 at 224, 1.0 at 384.
 ModelConfig timm_beit(int64_t dim, int64_t depth, int64_t heads, int64_t size) {
   ModelConfig c = timm_vit(dim, depth, heads);
   c.img_rows = c.img_cols = size;
-  c.encoding = "relbias";
+  c.encoding = "relbias:resize=beit";  // at other sizes the tables resize as timm's BEiT
   c.pool = Pool::avg;
   c.layer_scale = 0.1;
   c.crop_pct = size == 224 ? 0.9 : 1.0;
@@ -129,6 +130,65 @@ ModelConfig timm_reg4_gap(int64_t dim, int64_t heads, double layer_scale, double
   return c;
 }
 
+// timm's RoPE-ViT (Heo et al. 2024; vit_*_patch16_rope[_mixed][_ape]_224, timm's Eva class): a
+// class token and class-token pooling, layer scale 1e-5, rotary embedding in every block: axial
+// with theta 100 (timm's rope_temperature; 'xy' indexing) or mixed (learned frequencies, theta
+// 10 for their init); the _ape variants add a learned position table without a class row. Its
+// weights use ImageNet statistics, bicubic, crop 0.9.
+ModelConfig timm_rope_vit(int64_t dim, int64_t depth, int64_t heads, bool mixed, bool ape) {
+  ModelConfig c = vit(dim, depth, heads);
+  c.layer_scale = 1e-5;
+  c.encoding = std::string(ape ? "learned1d+" : "") + (mixed ? "rope-mixed" : "rope-axial");
+  c.no_embed_class = ape;
+  c.labels = imagenet_labels();
+  c.crop_pct = 0.9;
+  return c;
+}
+
+// timm's vit_*_patch16_rope_reg*_gap_256 (Eva class, the "sbb" recipes): no class token,
+// register tokens, mean pooling with fc_norm, layer scale 1e-5, q and v biases, axial RoPE with
+// timm's Eva defaults (theta 10000, 'ij' indexing: rows on the first half of the pairs) and
+// ref_feat_shape 16x16 (coordinates rescaled to a 16x16 grid at other sizes); crop 0.95, mean
+// = std = 0.5 except betwixt (OpenAI CLIP's statistics).
+ModelConfig timm_rope_reg_gap(int64_t dim, int64_t depth, int64_t heads, int64_t reg) {
+  ModelConfig c = timm_vit(dim, depth, heads);
+  c.img_rows = c.img_cols = 256;
+  c.class_token = false;
+  c.pool = Pool::avg;
+  c.reg_tokens = reg;
+  c.layer_scale = 1e-5;
+  c.encoding = "rope-axial:theta=10000,indexing=ij,ref=16x16";
+  c.crop_pct = 0.95;
+  if (dim == 640) {
+    c.mean = {0.48145466f, 0.4578275f, 0.40821073f};
+    c.std_dev = {0.26862954f, 0.26130258f, 0.27577711f};
+  }
+  return c;
+}
+
+// timm's EVA-02 fine-tuned on ImageNet-1k (eva02_*_patch14_{336,448}, Fang et al. 2023): class
+// token, a position table with its class row, mean pooling with fc_norm, q and v biases,
+// SwiGLU MLPs of 8/3 the width (base and large: separate gate/value projections and a norm
+// before fc2, and q/k/v as separate projections, fused here on load), axial RoPE with timm's
+// Eva defaults (theta 10000, 'ij') and ref_feat_shape 16x16 at every size; OpenAI CLIP's
+// statistics, crop 1.0 (centre at 336, squash at 448).
+ModelConfig timm_eva02(int64_t dim, int64_t depth, int64_t heads, int64_t size) {
+  ModelConfig c = vit(dim, depth, heads);
+  c.patch = 14;
+  c.img_rows = c.img_cols = size;
+  c.pool = Pool::avg;
+  c.mlp = "swiglu";
+  c.mlp_dim = dim * 8 / 3;
+  c.mlp_norm = dim >= 768;
+  c.encoding = "learned1d+rope-axial:theta=10000,indexing=ij,ref=16x16";
+  c.labels = imagenet_labels();
+  c.mean = {0.48145466f, 0.4578275f, 0.40821073f};
+  c.std_dev = {0.26862954f, 0.26130258f, 0.27577711f};
+  c.crop_pct = 1.0;
+  c.crop_mode = size == 448 ? "squash" : "center";
+  return c;
+}
+
 // timm's ViT at another patch or size: the augreg weights' preprocessing, crop 1.0 at 384.
 ModelConfig timm_vit_at(int64_t dim, int64_t depth, int64_t heads, int64_t patch, int64_t size) {
   ModelConfig c = timm_vit(dim, depth, heads);
@@ -147,6 +207,19 @@ ModelConfig timm_swin(int64_t dim, std::vector<int64_t> depths, std::vector<int6
   c.img_rows = c.img_cols = size;
   c.crop_pct = size == 224 ? 0.9 : 1.0;
   c.labels = imagenet_labels();
+  return c;
+}
+
+// timm's Swin V2 at 256 (swinv2_*_window{8,16}_256): post-norm blocks, cosine attention, the
+// continuous position bias (cpb; pretrained_window_size 0: coordinates normalised by each
+// window); its weights use ImageNet statistics, bicubic, crop 0.9. A window larger than a stage's
+// grid is clamped to it (window 16: the last stage attends over its 8 x 8 grid).
+ModelConfig timm_swinv2(int64_t dim, std::vector<int64_t> depths, std::vector<int64_t> heads,
+                        int64_t window) {
+  ModelConfig c = timm_swin(dim, std::move(depths), std::move(heads), window, 256);
+  c.swin_v2 = true;
+  c.encoding = "cpb";
+  c.crop_pct = 0.9;
   return c;
 }
 
@@ -195,12 +268,38 @@ const PresetEntry kPresets[] = {
     {"vit_medium_patch16_reg4_gap_256",  "",                         [] { return timm_reg4_gap(512, 8, 1e-5, 0.95); }},
     {"vit_betwixt_patch16_reg4_gap_256", "",                         [] { return timm_reg4_gap(640, 10, 1e-5, 0.95); }},
     {"vit_base_patch16_reg4_gap_256",    "",                         [] { return timm_reg4_gap(768, 12, 0, 0.9); }},
+    {"vit_small_patch16_rope_224",          "", [] { return timm_rope_vit(384, 12, 6, false, false); }},
+    {"vit_small_patch16_rope_mixed_224",    "", [] { return timm_rope_vit(384, 12, 6, true, false); }},
+    {"vit_small_patch16_rope_ape_224",      "", [] { return timm_rope_vit(384, 12, 6, false, true); }},
+    {"vit_small_patch16_rope_mixed_ape_224", "", [] { return timm_rope_vit(384, 12, 6, true, true); }},
+    {"vit_base_patch16_rope_224",           "", [] { return timm_rope_vit(768, 12, 12, false, false); }},
+    {"vit_base_patch16_rope_mixed_224",     "", [] { return timm_rope_vit(768, 12, 12, true, false); }},
+    {"vit_base_patch16_rope_ape_224",       "", [] { return timm_rope_vit(768, 12, 12, false, true); }},
+    {"vit_base_patch16_rope_mixed_ape_224", "", [] { return timm_rope_vit(768, 12, 12, true, true); }},
+    {"vit_large_patch16_rope_224",          "", [] { return timm_rope_vit(1024, 24, 16, false, false); }},
+    {"vit_large_patch16_rope_mixed_224",    "", [] { return timm_rope_vit(1024, 24, 16, true, false); }},
+    {"vit_large_patch16_rope_ape_224",      "", [] { return timm_rope_vit(1024, 24, 16, false, true); }},
+    {"vit_large_patch16_rope_mixed_ape_224", "", [] { return timm_rope_vit(1024, 24, 16, true, true); }},
+    {"vit_medium_patch16_rope_reg1_gap_256",  "", [] { return timm_rope_reg_gap(512, 12, 8, 1); }},
+    {"vit_mediumd_patch16_rope_reg1_gap_256", "", [] { return timm_rope_reg_gap(512, 20, 8, 1); }},
+    {"vit_betwixt_patch16_rope_reg4_gap_256", "", [] { return timm_rope_reg_gap(640, 12, 10, 4); }},
+    {"vit_base_patch16_rope_reg1_gap_256",    "", [] { return timm_rope_reg_gap(768, 12, 12, 1); }},
+    {"eva02_tiny_patch14_336",          "", [] { return timm_eva02(192, 12, 3, 336); }},
+    {"eva02_small_patch14_336",         "", [] { return timm_eva02(384, 12, 6, 336); }},
+    {"eva02_base_patch14_448",          "", [] { return timm_eva02(768, 12, 12, 448); }},
+    {"eva02_large_patch14_448",         "", [] { return timm_eva02(1024, 24, 16, 448); }},
     {"swin_tiny_patch4_window7_224", "swin-tiny-patch4-window7-224", [] { return timm_swin(96, {2, 2, 6, 2}, {3, 6, 12, 24}, 7, 224); }},
     {"swin_small_patch4_window7_224",  "",                           [] { return timm_swin(96, {2, 2, 18, 2}, {3, 6, 12, 24}, 7, 224); }},
     {"swin_base_patch4_window7_224",   "",                           [] { return timm_swin(128, {2, 2, 18, 2}, {4, 8, 16, 32}, 7, 224); }},
     {"swin_base_patch4_window12_384",  "",                           [] { return timm_swin(128, {2, 2, 18, 2}, {4, 8, 16, 32}, 12, 384); }},
     {"swin_large_patch4_window7_224",  "",                           [] { return timm_swin(192, {2, 2, 18, 2}, {6, 12, 24, 48}, 7, 224); }},
     {"swin_large_patch4_window12_384", "",                           [] { return timm_swin(192, {2, 2, 18, 2}, {6, 12, 24, 48}, 12, 384); }},
+    {"swinv2_tiny_window8_256",         "", [] { return timm_swinv2(96, {2, 2, 6, 2}, {3, 6, 12, 24}, 8); }},
+    {"swinv2_tiny_window16_256",        "", [] { return timm_swinv2(96, {2, 2, 6, 2}, {3, 6, 12, 24}, 16); }},
+    {"swinv2_small_window8_256",        "", [] { return timm_swinv2(96, {2, 2, 18, 2}, {3, 6, 12, 24}, 8); }},
+    {"swinv2_small_window16_256",       "", [] { return timm_swinv2(96, {2, 2, 18, 2}, {3, 6, 12, 24}, 16); }},
+    {"swinv2_base_window8_256",         "", [] { return timm_swinv2(128, {2, 2, 18, 2}, {4, 8, 16, 32}, 8); }},
+    {"swinv2_base_window16_256",        "", [] { return timm_swinv2(128, {2, 2, 18, 2}, {4, 8, 16, 32}, 16); }},
     {"vit-fmnist",                   "",                             vit_fmnist},
     {"swin-fmnist",                  "",                             [] { return fashion_mnist(swin(2, 64, {2, 2}, {2, 4})); }},
 };
@@ -263,12 +362,22 @@ std::vector<std::string> closest_presets(const std::string& name, size_t most) {
 }
 
 std::string model_family(const ModelConfig& c) {
-  if (c.kind == ModelKind::swin) return "Swin";
+  if (c.kind == ModelKind::swin) return c.swin_v2 ? "Swin V2" : "Swin";
   const bool ls = c.layer_scale > 0, nec = c.no_embed_class && c.prefix_tokens() > 0;
   const std::string reg =
       c.reg_tokens ? " + " + std::to_string(c.reg_tokens) + " register tokens" : "";
-  if (ls && c.class_token && c.pool == Pool::avg && c.encoding == "relbias") return "BEiT";
+  if (ls && c.class_token && c.pool == Pool::avg && c.encoding.rfind("relbias", 0) == 0) {
+    return "BEiT";
+  }
   if (c.dist_token) return std::string("DeiT distilled") + (ls ? " with layer scale" : "");
+  if (c.mlp == "swiglu") return "EVA-02" + std::string(c.mlp_norm ? " (SwiGLU with norm)" : "");
+  if (c.encoding.find("rope-") != std::string::npos && ls) {
+    // timm's Eva class as RoPE-ViT (class token) or its sbb recipes (registers, mean pooling).
+    const bool mixed = c.encoding.find("rope-mixed") != std::string::npos;
+    const bool ape = c.encoding.find('+') != std::string::npos;
+    return std::string("RoPE-ViT (Eva) ") + (mixed ? "mixed" : "axial") + (ape ? " + APE" : "") +
+           reg;
+  }
   if (ls && nec && c.class_token && !c.reg_tokens) return "DeiT-III";
   if (ls && nec) return "ViT with layer scale, pos_embed without prefix rows" + reg;
   if (ls) return "ViT with layer scale" + reg;
@@ -346,6 +455,9 @@ void ModelConfig::validate() const {
       fail("dim " + std::to_string(dim) + " is not divisible by heads " + std::to_string(heads));
     }
     if (!class_token && pool == Pool::cls) fail("pool 'cls' needs a class token");
+    if (swin_v2) fail("swin_v2 is a Swin option (kind 'swin')");
+    if (mlp != "gelu" && mlp != "swiglu")
+      fail("mlp must be 'gelu' or 'swiglu', found '" + mlp + "'");
     if (reg_tokens < 0 || reg_tokens > 64) {
       fail("reg_tokens must be in 0..64, found " + std::to_string(reg_tokens));
     }
@@ -371,6 +483,7 @@ void ModelConfig::validate() const {
       }
     }
     if (class_token) fail("Swin has no class token");
+    if (mlp != "gelu" || mlp_norm) fail("mlp and mlp_norm are ViT options (timm's Swin has GELU)");
     if (layer_scale != 0 || no_embed_class || reg_tokens != 0 || dist_token) {
       fail(
           "layer_scale, no_embed_class, reg_tokens and dist_token are ViT options (timm's Swin "
@@ -400,11 +513,14 @@ std::string ModelConfig::to_json() const {
     j["no_embed_class"] = no_embed_class;
     j["reg_tokens"] = reg_tokens;
     j["dist_token"] = dist_token;
+    if (mlp != "gelu") j["mlp"] = mlp;  // absent for GELU, as in files written before SwiGLU
+    if (mlp_norm) j["mlp_norm"] = true;
   } else {
     j["depths"] = depths;
     j["stage_heads"] = stage_heads;
     j["window"] = window;
     j["mlp_ratio"] = mlp_ratio;
+    if (swin_v2) j["swin_v2"] = true;  // absent for V1, as in files written before V2
   }
   j["crop_pct"] = crop_pct;
   j["crop_mode"] = crop_mode;
@@ -480,11 +596,14 @@ ModelConfig ModelConfig::from_json(const std::string& text) {
       c.no_embed_class = j.value("no_embed_class", false);
       c.reg_tokens = j.contains("reg_tokens") ? integer(j.at("reg_tokens"), "reg_tokens") : 0;
       c.dist_token = j.value("dist_token", false);
+      c.mlp = j.value("mlp", "gelu");
+      c.mlp_norm = j.value("mlp_norm", false);
     } else {
       c.depths = integers(j.at("depths"), "depths");
       c.stage_heads = integers(j.at("stage_heads"), "stage_heads");
       c.window = integer(j.at("window"), "window");
       c.mlp_ratio = j.value("mlp_ratio", 4.0f);
+      c.swin_v2 = j.value("swin_v2", false);
       if (!(c.mlp_ratio > 0 && c.mlp_ratio <= 64)) {
         throw std::invalid_argument("model config: mlp_ratio must be in (0, 64], found " +
                                     std::to_string(c.mlp_ratio));

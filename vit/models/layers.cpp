@@ -132,13 +132,22 @@ void LinearLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
 
 // ---- Attention ----------------------------------------------------------------------------------
 
+namespace {
+const float kMaxLogitScale = static_cast<float>(std::log(100.0));  // timm's clamp, log(1 / 0.01)
+}  // namespace
+
 AttentionLayer::AttentionLayer(const std::string& name, int64_t dim, int64_t heads,
-                               std::unique_ptr<AttentionEncoding> encoding, Rng& rng)
+                               std::unique_ptr<AttentionEncoding> encoding, Rng& rng, bool cosine)
     : dim_(dim),
       heads_(heads),
       qkv_(name + ".qkv", dim, 3 * dim, true, rng),
       proj_(name + ".proj", dim, dim, true, rng),
       encoding_(std::move(encoding)) {
+  if (cosine) {
+    logit_scale_ =
+        make_param(name + ".logit_scale",
+                   Tensor::full({heads, 1, 1}, static_cast<float>(std::log(10.0))), true);
+  }
   // Encoding parameters are named relative to their block ("attn.relative_position_bias_table"):
   // give them the block's prefix ("blocks.3." or "layers.1.blocks.0.").
   if (encoding_) {
@@ -148,6 +157,7 @@ AttentionLayer::AttentionLayer(const std::string& name, int64_t dim, int64_t hea
 }
 
 void AttentionLayer::collect(std::vector<Param*>& out) {
+  if (logit_scale_.value.defined()) out.push_back(&logit_scale_);  // timm's order: first
   qkv_.collect(out);
   proj_.collect(out);
   if (encoding_) {
@@ -185,8 +195,16 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
     encoding_->bias(bias_, geom);
     bias = bias_;
   }
+  float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (logit_scale_.value.defined()) {
+    ensure_shape(qn_, q_.shape());
+    ensure_shape(kn_, k_.shape());
+    cosine_qk_forward(qn_, kn_, *qa, *ka, logit_scale_.value, kMaxLogitScale);
+    qa = &qn_;
+    ka = &kn_;
+    scale = 1.0f;  // the temperature is in qn
+  }
   ensure_shape(o_, {B, heads_, N, hd});
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (training) {
     ensure_shape(probs_, {B, heads_, N, N});
     attention_forward(o_, probs_, *qa, *ka, v_, scale, bias, mask);
@@ -201,7 +219,8 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
 
 void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
   const int64_t hd = dim_ / heads_;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool cosine = logit_scale_.value.defined();
+  const float scale = cosine ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
   ensure_shape(d_merged_, merged_.shape());
   proj_.backward(d_merged_, dy, /*overwrite_dx=*/true);
   ensure_shape(d_o_, o_.shape());
@@ -222,16 +241,31 @@ void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
     dbias_.zero();
     dbias = dbias_;
   }
+  // The attention's own inputs: (q, k), rotated, then normalised (cosine); gradients flow back
+  // through the same steps.
+  Tensor& q_in = rotated ? q_rot_ : q_;
+  Tensor& k_in = rotated ? k_rot_ : k_;
   if (rotated) {
     ensure_shape(dq_rot_, q_.shape());
     ensure_shape(dk_rot_, k_.shape());
     dq_rot_.zero();
     dk_rot_.zero();
-    attention_backward(dq_rot_, dk_rot_, dv_, dbias, d_o_, q_rot_, k_rot_, v_, probs_, scale);
-    encoding_->rotate_backward(dq_, dk_, dq_rot_, dk_rot_, q_, k_, geom_);
-  } else {
-    attention_backward(dq_, dk_, dv_, dbias, d_o_, q_, k_, v_, probs_, scale);
   }
+  Tensor& dq_in = rotated ? dq_rot_ : dq_;
+  Tensor& dk_in = rotated ? dk_rot_ : dk_;
+  if (cosine) {
+    ensure_shape(dqn_, q_.shape());
+    ensure_shape(dkn_, k_.shape());
+    dqn_.zero();
+    dkn_.zero();
+    attention_backward(dqn_, dkn_, dv_, dbias, d_o_, qn_, kn_, v_, probs_, scale);
+    // dq_in / dk_in are zero here, so overwriting them is accumulating.
+    cosine_qk_backward(dq_in, dk_in, logit_scale_.grad, dqn_, dkn_, q_in, k_in, logit_scale_.value,
+                       kMaxLogitScale);
+  } else {
+    attention_backward(dq_in, dk_in, dv_, dbias, d_o_, q_in, k_in, v_, probs_, scale);
+  }
+  if (rotated) encoding_->rotate_backward(dq_, dk_, dq_rot_, dk_rot_, q_, k_, geom_);
   if (biased) encoding_->bias_backward(dbias_, geom_);
   ensure_shape(d_qkv_, qkv_out_.shape());
   d_qkv_.zero();
@@ -241,10 +275,25 @@ void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
 
 // ---- MLP ----------------------------------------------------------------------------------------
 
-MlpLayer::MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng)
-    : fc1_(name + ".fc1", dim, hidden, true, rng), fc2_(name + ".fc2", hidden, dim, true, rng) {}
+MlpLayer::MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng, MlpStyle style)
+    : fc1_(name + ".fc1", dim, style.swiglu ? 2 * hidden : hidden, true, rng),
+      fc2_(name + ".fc2", hidden, dim, true, rng),
+      style_(style) {
+  if (style.norm && !style.swiglu) throw std::logic_error("MlpLayer: norm without SwiGLU");
+  if (style.norm) norm_ = LayerNormLayer(name + ".norm", hidden, style.eps);
+}
 
 void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual) {
+  if (style_.swiglu) {
+    fc1_.forward(pre_, x, training);  // [..., 2 hidden]
+    std::vector<int64_t> dims = pre_.shape().vec();
+    dims.back() /= 2;
+    ensure_shape(h_, Shape(dims));
+    swiglu_forward(h_, pre_);
+    if (style_.norm) norm_.forward(hn_, h_, training);
+    fc2_.forward(y, style_.norm ? hn_ : h_, training, Act::none, residual);
+    return;
+  }
   if (training) {
     fc1_.forward(pre_, x, true);
     ensure_shape(h_, pre_.shape());
@@ -257,6 +306,20 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
 
 void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
   ensure_shape(dh_, h_.shape());
+  if (style_.swiglu) {
+    if (style_.norm) {
+      ensure_shape(dhn_, h_.shape());
+      fc2_.backward(dhn_, dy, /*overwrite_dx=*/true);
+      dh_.zero();
+      norm_.backward(dh_, dhn_);
+    } else {
+      fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
+    }
+    ensure_shape(dpre_, pre_.shape());
+    swiglu_backward(dpre_, dh_, pre_);
+    fc1_.backward(dx, dpre_, overwrite_dx);
+    return;
+  }
   fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
   ensure_shape(dpre_, pre_.shape());
   dpre_.zero();
@@ -269,11 +332,15 @@ void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
 TransformerBlock::TransformerBlock(const std::string& name, int64_t dim, int64_t heads,
                                    int64_t hidden, float eps,
                                    std::unique_ptr<AttentionEncoding> encoding, Rng& rng,
-                                   double layer_scale)
+                                   double layer_scale, BlockStyle style, MlpStyle mlp)
     : norm1_(name + ".norm1", dim, eps),
       norm2_(name + ".norm2", dim, eps),
-      attn_(name + ".attn", dim, heads, std::move(encoding), rng),
-      mlp_(name + ".mlp", dim, hidden, rng) {
+      attn_(name + ".attn", dim, heads, std::move(encoding), rng, style == BlockStyle::swin_v2),
+      mlp_(name + ".mlp", dim, hidden, rng, mlp),
+      style_(style) {
+  if (layer_scale > 0 && style == BlockStyle::swin_v2) {
+    throw std::logic_error("TransformerBlock: layer scale with Swin V2's post-norm");
+  }
   if (layer_scale > 0) {
     const float g = static_cast<float>(layer_scale);
     // 1-D, so no weight decay (timm's param groups).
@@ -283,7 +350,14 @@ TransformerBlock::TransformerBlock(const std::string& name, int64_t dim, int64_t
 }
 
 void TransformerBlock::collect(std::vector<Param*>& out) {
-  // timm's order: norm1, attn, ls1, norm2, mlp, ls2.
+  // timm's order: norm1, attn, ls1, norm2, mlp, ls2 (Swin V2: attn, norm1, mlp, norm2).
+  if (style_ == BlockStyle::swin_v2) {
+    attn_.collect(out);
+    norm1_.collect(out);
+    mlp_.collect(out);
+    norm2_.collect(out);
+    return;
+  }
   norm1_.collect(out);
   attn_.collect(out);
   if (ls1_.value.defined()) out.push_back(&ls1_);
@@ -295,6 +369,10 @@ void TransformerBlock::collect(std::vector<Param*>& out) {
 void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& geom,
                                const Tensor& mask, bool training, const WindowLayout* windows) {
   windows_ = windows;
+  if (style_ == BlockStyle::swin_v2) {
+    forward_post_norm(y, x, geom, mask, training);
+    return;
+  }
   norm1_.forward(n1_, x, training);
   ensure_shape(x1_, x.shape());
   ensure_shape(y, x.shape());
@@ -325,6 +403,10 @@ void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& g
 }
 
 void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
+  if (style_ == BlockStyle::swin_v2) {
+    backward_post_norm(dx, dy);
+    return;
+  }
   const bool ls = ls1_.value.defined();
   ensure_shape(dx1_, dy.shape());
   dx1_.copy_from(dy);  // residual path of the MLP
@@ -352,6 +434,53 @@ void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
     window_scatter_add(dn_, dxw_, *windows_);
   }
   norm1_.backward(dx, dn_);
+}
+
+// Swin V2: x1 = x + norm1(attn(x)), y = x1 + norm2(mlp(x1)). a_ and m_ keep the branch outputs
+// before their norms (the norms keep their own inputs for backward).
+void TransformerBlock::forward_post_norm(Tensor& y, const Tensor& x, const AttnGeometry& geom,
+                                         const Tensor& mask, bool training) {
+  ensure_shape(a_, x.shape());
+  if (!windows_) {
+    attn_.forward(a_, x, geom, mask, training);
+  } else {
+    const int64_t B = x.size(0), C = x.size(2);
+    ensure_shape(xw_, {B * windows_->windows, windows_->window.count(), C});
+    window_gather(xw_, x, *windows_);
+    ensure_shape(aw_, xw_.shape());
+    attn_.forward(aw_, xw_, geom, windows_->mask, training);
+    a_.zero();
+    window_scatter_add(a_, aw_, *windows_);
+  }
+  norm1_.forward(n1_, a_, training);
+  ensure_shape(x1_, x.shape());
+  add_forward(x1_, x, n1_);
+  ensure_shape(m_, x.shape());
+  mlp_.forward(m_, x1_, training);
+  norm2_.forward(n2_, m_, training);
+  ensure_shape(y, x.shape());
+  add_forward(y, x1_, n2_);
+}
+
+void TransformerBlock::backward_post_norm(Tensor& dx, const Tensor& dy) {
+  ensure_shape(dbranch_, dy.shape());
+  dbranch_.zero();
+  norm2_.backward(dbranch_, dy);  // d m
+  ensure_shape(dx1_, dy.shape());
+  dx1_.copy_from(dy);             // residual path of the MLP
+  mlp_.backward(dx1_, dbranch_);  // dx1 += d mlp
+  add_forward(dx, dx, dx1_);      // residual path of the attention
+  dbranch_.zero();
+  norm1_.backward(dbranch_, dx1_);  // d a
+  if (!windows_) {
+    attn_.backward(dx, dbranch_);  // dx += d attn
+    return;
+  }
+  ensure_shape(daw_, aw_.shape());
+  window_gather(daw_, dbranch_, *windows_);
+  ensure_shape(dxw_, xw_.shape());
+  attn_.backward(dxw_, daw_, /*overwrite_dx=*/true);
+  window_scatter_add(dx, dxw_, *windows_);
 }
 
 }  // namespace vitpe

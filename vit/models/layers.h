@@ -84,11 +84,14 @@ class LinearLayer {
 // Multi-head self-attention with an optional attention-site encoding:
 // x [B, N, D] -> qkv -> heads -> (rotate q, k) -> softmax(q k^T * scale + bias + mask) v
 // -> merge heads -> proj (+ residual).
+//
+// With `cosine` (Swin V2): softmax(normalize(q) normalize(k)^T * exp(min(logit_scale_h, log 100))
+// + bias + mask) v, logit_scale "<name>.logit_scale" [H, 1, 1] initialised to log 10, no decay.
 class AttentionLayer {
  public:
   AttentionLayer() = default;
   AttentionLayer(const std::string& name, int64_t dim, int64_t heads,
-                 std::unique_ptr<AttentionEncoding> encoding, Rng& rng);
+                 std::unique_ptr<AttentionEncoding> encoding, Rng& rng, bool cosine = false);
   // x: [B, N, D] (B = images x windows), mask: [W, N, N] or undefined, residual: [B, N, D] or
   // undefined -> y: [B, N, D]
   void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
@@ -107,24 +110,34 @@ class AttentionLayer {
   int64_t dim_ = 0, heads_ = 0;
   LinearLayer qkv_, proj_;
   std::unique_ptr<AttentionEncoding> encoding_;
+  Param logit_scale_;  // cosine attention only
   AttnGeometry geom_;
   // activations
-  Tensor qkv_out_, q_, k_, v_, q_rot_, k_rot_, bias_, probs_, o_, merged_;
+  Tensor qkv_out_, q_, k_, v_, q_rot_, k_rot_, qn_, kn_, bias_, probs_, o_, merged_;
   // gradients
-  Tensor d_merged_, d_o_, dq_, dk_, dv_, dq_rot_, dk_rot_, dbias_, d_qkv_;
+  Tensor d_merged_, d_o_, dq_, dk_, dv_, dq_rot_, dk_rot_, dqn_, dkn_, dbias_, d_qkv_;
 };
 
-// fc1 -> GELU -> fc2 (+ residual).
+// The MLP's variant: timm's GELU Mlp, or EVA-02's SwiGLU (fc1 [2 hidden, D]: gate half first),
+// optionally with a LayerNorm over the hidden width before fc2 ("<name>.norm").
+struct MlpStyle {
+  bool swiglu = false;
+  bool norm = false;
+  float eps = 1e-6f;
+};
+
+// fc1 -> GELU -> fc2 (+ residual); SwiGLU: fc1 -> silu(gate) * value -> [norm] -> fc2.
 class MlpLayer {
  public:
   MlpLayer() = default;
-  MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng);
+  MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng, MlpStyle style = {});
   // x: [..., D] -> y: [..., D] = fc2(gelu(fc1(x))) + residual
   void forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual = {});
   // overwrite_dx: dx = the input gradient instead of dx += it.
   void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
   void collect(std::vector<Param*>& out) {
     fc1_.collect(out);
+    if (style_.norm) norm_.collect(out);
     fc2_.collect(out);
   }
   void collect_linears(std::vector<LinearLayer*>& out) {
@@ -134,8 +147,14 @@ class MlpLayer {
 
  private:
   LinearLayer fc1_, fc2_;
-  Tensor pre_, h_, dh_, dpre_;
+  MlpStyle style_;
+  LayerNormLayer norm_;                    // SwiGLU with norm only
+  Tensor pre_, h_, dh_, dpre_, hn_, dhn_;  // hn_: the normalised hidden
 };
+
+// How a block arranges its norms: pre-norm (ViT, Swin) or Swin V2's residual post-norm with
+// cosine attention.
+enum class BlockStyle : uint8_t { pre_norm, swin_v2 };
 
 // The pre-norm residual block of ViT and Swin: x + attn(norm1(x)), then + mlp(norm2(.)).
 // With a window layout (Swin) the attention runs inside windows:
@@ -143,11 +162,14 @@ class MlpLayer {
 // With layer scale (layer_scale > 0, timm's init_values; no windows): each branch is scaled per
 // channel by a learned gamma, "ls1.gamma" and "ls2.gamma" [D], initialised to layer_scale:
 // x + gamma1 * attn(norm1(x)), then + gamma2 * mlp(norm2(.)).
+// BlockStyle::swin_v2: x + norm1(attn(x)) (windowed as above, on x itself), then
+// + norm2(mlp(.)), with cosine attention (no layer scale).
 class TransformerBlock {
  public:
   TransformerBlock() = default;
   TransformerBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
-                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng, double layer_scale = 0);
+                   std::unique_ptr<AttentionEncoding> encoding, Rng& rng, double layer_scale = 0,
+                   BlockStyle style = BlockStyle::pre_norm, MlpStyle mlp = {});
   // x: [B, L, D] -> y: [B, L, D]. Without `windows`: attention over all L tokens (geom.tokens()
   // == L) with `mask` ([W, L, L] or undefined). With `windows`: over each window of the layout
   // (geom.window == windows->window), with the layout's mask.
@@ -166,6 +188,10 @@ class TransformerBlock {
   LayerNormLayer norm1_, norm2_;
   AttentionLayer attn_;
   MlpLayer mlp_;
+  BlockStyle style_ = BlockStyle::pre_norm;
+  void forward_post_norm(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
+                         bool training);
+  void backward_post_norm(Tensor& dx, const Tensor& dy);
   Param ls1_, ls2_;                        // layer scale gammas (undefined without layer scale)
   const WindowLayout* windows_ = nullptr;  // of the last forward
   Tensor n1_, x1_, n2_, dn_, dx1_;

@@ -74,6 +74,11 @@ struct ModelConfig {
   // dist_token: DeiT's distillation token ("dist_token" [1, 1, D]) after the class token, with
   // its own head ("head_dist"); the logits are the mean of the two heads (timm at inference,
   // and here in training too).
+  // mlp: "gelu" (fc1 -> GELU -> fc2) or "swiglu" (EVA-02: fc1 makes 2 x mlp_dim, the first half
+  // gates the second through SiLU, then fc2 from mlp_dim); mlp_norm: a LayerNorm over the
+  // hidden mlp_dim before fc2 ("mlp.norm", EVA-02 base and large).
+  std::string mlp = "gelu";
+  bool mlp_norm = false;
   double layer_scale = 0;
   bool no_embed_class = false;
   int64_t reg_tokens = 0;
@@ -84,6 +89,11 @@ struct ModelConfig {
   std::vector<int64_t> stage_heads;  // heads per stage
   int64_t window = 7;
   float mlp_ratio = 4.0f;
+  // Swin V2 (Liu et al. 2022; timm's swinv2_*): residual post-norm blocks (x + norm(attn(x)),
+  // then x + norm(mlp(x))), scaled cosine attention with a learned per-head temperature
+  // ("attn.logit_scale" [H, 1, 1], init log 10, at most log 100), q and v biases, and patch
+  // merging that normalises after the reduction. Its position bias is the `cpb` encoding.
+  bool swin_v2 = false;
   // Preprocessing for classification: timm's pretrained_cfg fields for its eval transform
   // (vit/io/preprocess.h). crop_mode "center" (resize the shorter side to size / crop_pct, then
   // crop) or "squash" (resize both sides to size / crop_pct, then crop); interpolation

@@ -19,11 +19,12 @@ Grid clamp_window(Grid window, Grid res) {
 }  // namespace
 
 SwinBlock::SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
-                     Grid window, bool shifted, const EncodingSpec& spec, Rng& rng)
+                     Grid window, bool shifted, const EncodingSpec& spec, Rng& rng,
+                     BlockStyle style)
     : window_(window),
       shifted_(shifted),
       block_(name, dim, heads, hidden, eps,
-             make_attention_encoding(spec, heads, dim / heads, window, 0, rng), rng) {}
+             make_attention_encoding(spec, heads, dim / heads, window, 0, rng), rng, 0, style) {}
 
 const WindowLayout& SwinBlock::layout(Grid res) {
   auto key = std::make_pair(res.rows, res.cols);
@@ -44,9 +45,11 @@ void SwinBlock::backward(Tensor& dx, const Tensor& dy) { block_.backward(dx, dy)
 
 // ---- patch merging ------------------------------------------------------------------------------
 
-PatchMerging::PatchMerging(const std::string& name, int64_t dim, float eps, Rng& rng)
-    : norm_(name + ".norm", 4 * dim, eps),
-      reduction_(name + ".reduction", 4 * dim, 2 * dim, false, rng) {}
+PatchMerging::PatchMerging(const std::string& name, int64_t dim, float eps, Rng& rng,
+                           bool norm_after)
+    : norm_(name + ".norm", norm_after ? 2 * dim : 4 * dim, eps),
+      reduction_(name + ".reduction", 4 * dim, 2 * dim, false, rng),
+      norm_after_(norm_after) {}
 
 namespace {
 // For output cell (i, j) the four inputs in timm's order (row0,col0), (row1,col0), (row0,col1),
@@ -77,6 +80,11 @@ void PatchMerging::forward(Tensor& y, const Tensor& x, Grid res, bool training) 
       }
     }
   }
+  if (norm_after_) {
+    reduction_.forward(normed_, cat_, training);
+    norm_.forward(y, normed_, training);
+    return;
+  }
   norm_.forward(normed_, cat_, training);
   reduction_.forward(y, normed_, training);
 }
@@ -84,10 +92,15 @@ void PatchMerging::forward(Tensor& y, const Tensor& x, Grid res, bool training) 
 void PatchMerging::backward(Tensor& dx, const Tensor& dy) {
   ensure_shape(dnormed_, normed_.shape());
   dnormed_.zero();
-  reduction_.backward(dnormed_, dy);
   ensure_shape(dcat_, cat_.shape());
   dcat_.zero();
-  norm_.backward(dcat_, dnormed_);
+  if (norm_after_) {
+    norm_.backward(dnormed_, dy);
+    reduction_.backward(dcat_, dnormed_);
+  } else {
+    reduction_.backward(dnormed_, dy);
+    norm_.backward(dcat_, dnormed_);
+  }
   const int64_t B = dx.size(0), C = dx.size(2), L = res_.count();
   const int64_t Ho = ceil_div(res_.rows, 2), Wo = ceil_div(res_.cols, 2);
   const float* src = dcat_.f32();
@@ -125,15 +138,16 @@ SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed) : cfg
     const int64_t dim = C0 << s;
     const std::string name = "layers." + std::to_string(s);
     if (s > 0) {
-      merges_.push_back(
-          std::make_unique<PatchMerging>(name + ".downsample", dim / 2, cfg_.eps, rng));
+      merges_.push_back(std::make_unique<PatchMerging>(name + ".downsample", dim / 2, cfg_.eps, rng,
+                                                       cfg_.swin_v2));
       res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
     }
     const int64_t hidden = static_cast<int64_t>(dim * cfg_.mlp_ratio);
     for (int64_t j = 0; j < cfg_.depths[s]; ++j) {
       stages_[s].push_back(std::make_unique<SwinBlock>(
           name + ".blocks." + std::to_string(j), dim, cfg_.stage_heads[s], hidden, cfg_.eps,
-          clamp_window(window, res), j % 2 == 1, spec, rng));
+          clamp_window(window, res), j % 2 == 1, spec, rng,
+          cfg_.swin_v2 ? BlockStyle::swin_v2 : BlockStyle::pre_norm));
     }
   }
   norm_ = LayerNormLayer("norm", C0 << (S - 1), cfg_.eps);

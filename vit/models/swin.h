@@ -23,7 +23,8 @@ namespace vitpe {
 class SwinBlock {
  public:
   SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
-            Grid window, bool shifted, const EncodingSpec& spec, Rng& rng);
+            Grid window, bool shifted, const EncodingSpec& spec, Rng& rng,
+            BlockStyle style = BlockStyle::pre_norm);
   // x: [B, L, C] on the grid `res` -> y: [B, L, C]
   void forward(Tensor& y, const Tensor& x, Grid res, bool training);
   void backward(Tensor& dx, const Tensor& dy);
@@ -40,23 +41,27 @@ class SwinBlock {
   std::map<std::pair<int64_t, int64_t>, WindowLayout> layouts_;  // per resolution
 };
 
+// Swin's patch merging: the 2x2 neighbours concatenated (4C), normalised, reduced to 2C; with
+// norm_after (Swin V2) reduced first, then normalised over 2C.
 class PatchMerging {
  public:
-  PatchMerging(const std::string& name, int64_t dim, float eps, Rng& rng);
+  PatchMerging(const std::string& name, int64_t dim, float eps, Rng& rng, bool norm_after = false);
   // x: [B, H*W, C] -> y: [B, ceil(H/2)*ceil(W/2), 2C] (odd sizes padded with zeros)
   void forward(Tensor& y, const Tensor& x, Grid res, bool training);
   void backward(Tensor& dx, const Tensor& dy);
   void collect(std::vector<Param*>& out) {
+    if (norm_after_) reduction_.collect(out);
     norm_.collect(out);
-    reduction_.collect(out);
+    if (!norm_after_) reduction_.collect(out);
   }
   void collect_linears(std::vector<LinearLayer*>& out) { out.push_back(&reduction_); }
 
  private:
   LayerNormLayer norm_;
   LinearLayer reduction_;
+  bool norm_after_ = false;
   Grid res_;
-  Tensor cat_, normed_, dnormed_, dcat_;
+  Tensor cat_, normed_, dnormed_, dcat_;  // V2: normed_ is the reduction's output
 };
 
 class SwinTransformer : public Model {

@@ -36,7 +36,8 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
   for (int64_t i = 0; i < cfg_.depth; ++i) {
     blocks_.emplace_back("blocks." + std::to_string(i), D, cfg_.heads, cfg_.mlp_dim, cfg_.eps,
                          make_attention_encoding(spec, cfg_.heads, hd, grid, prefix(), rng), rng,
-                         cfg_.layer_scale);
+                         cfg_.layer_scale, BlockStyle::pre_norm,
+                         MlpStyle{cfg_.mlp == "swiglu", cfg_.mlp_norm, cfg_.eps});
   }
   norm_ = LayerNormLayer(cfg_.pool == Pool::cls ? "norm" : "fc_norm", D, cfg_.eps);
   head_ = LinearLayer("head", D, cfg_.classes, true, rng);
@@ -217,7 +218,8 @@ double VisionTransformer::flops_per_image() const {
   const double D = cfg_.dim, Np = cfg_.patch_grid().count(), N = Np + prefix();
   const double pe = 2.0 * Np * D * cfg_.channels * cfg_.patch * cfg_.patch;
   const double block = 2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D +
-                       4.0 * N * D * cfg_.mlp_dim + (cfg_.layer_scale > 0 ? 4.0 * N * D : 0.0);
+                       (cfg_.mlp == "swiglu" ? 6.0 : 4.0) * N * D * cfg_.mlp_dim +
+                       (cfg_.layer_scale > 0 ? 4.0 * N * D : 0.0);
   return pe + cfg_.depth * block + (cfg_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
 }
 

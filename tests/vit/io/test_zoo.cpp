@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <tuple>
 
 #include "tests/golden/synthetic_weights.h"
@@ -74,12 +76,17 @@ void expect_logits(Model& m, const Tensor& x, const Tensor& want, const std::str
 // Writes the synthetic checkpoint of config `c` under timm's names, loads it as a user would (only
 // the heads given: timm's files do not store them), checks the config read from the tensors with
 // `check`, and compares the logits with timm's at 32x32 and 48x32.
+// `rename` gives timm's names where they differ from ours; `o` what a user passes (default: the
+// heads, which a ViT file does not store).
 void check_family(const std::string& golden, const ModelConfig& c,
-                  const std::function<void(const LoadedModel&)>& check) {
+                  const std::function<void(const LoadedModel&)>& check, const Renamer& rename = {},
+                  std::optional<LoadOptions> options = std::nullopt) {
   SafeTensorsFile io = SafeTensorsFile::open(zoo(golden));
-  const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden);
+  const std::string path =
+      write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden, rename);
   LoadOptions o;
   o.heads = c.heads;
+  if (options) o = *options;
   LoadedModel m = load_model(path, o);
   EXPECT_EQ(m.format, CheckpointFormat::timm_vit) << golden;
   EXPECT_EQ(m.model->config().img_rows, 32) << golden;  // a 4 x 4 grid in pos_embed
@@ -142,8 +149,8 @@ std::vector<std::pair<std::string, Shape>> beit_names(const std::string& name, c
 }
 
 // BEiT: no position table, relbias in every block with the three class-token entries, q/v bias
-// without k bias, layer scale, mean pooling with fc_norm. Two natively built sizes (timm
-// resizes BEiT's tables with unilm's geometric interpolation, which vitpe does not reproduce).
+// without k bias, layer scale, mean pooling with fc_norm. Two natively built sizes, and the
+// 32x32 weights at 48x32 (the tables resized with timm's geometric scheme, resize=beit).
 TEST(Zoo, BeitQvBiasRelativeBiasWithClassEntries) {
   for (const auto& [golden, rows, cols] : {std::tuple{"beit_synth_io.safetensors", 32, 32},
                                            std::tuple{"beit_48x32_synth_io.safetensors", 48, 32}}) {
@@ -166,13 +173,18 @@ TEST(Zoo, BeitQvBiasRelativeBiasWithClassEntries) {
     EXPECT_EQ(m.model->config().img_rows, rows);
     EXPECT_EQ(m.model->config().img_cols, cols);
     EXPECT_EQ(m.format, CheckpointFormat::timm_vit);
-    EXPECT_EQ(m.model->config().encoding, "relbias");
+    EXPECT_EQ(m.model->config().encoding, "relbias:resize=beit");
     EXPECT_EQ(model_family(m.model->config()), "BEiT");
     const int64_t batch = rows == 32 ? 2 : 1;
     expect_logits(
         *m.model,
         testing::synthetic_tensor(rows == 32 ? "input" : "input_48x32", {batch, 3, rows, cols}),
         io.get("logits"), golden);
+    if (rows == 32) {
+      // The 32x32 file at 48x32: the tables resized as timm's checkpoint_filter_fn does.
+      expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                    io.get("logits_48x32_resized"), std::string(golden) + " resized to 48x32");
+    }
     fs::remove_all(fs::path(path).parent_path());
   }
 }
@@ -230,6 +242,263 @@ TEST(Zoo, RegisterTokensMeanPoolingNoEmbedClass) {
   });
 }
 
+// timm's Eva as RoPE-ViT: gamma_1 / gamma_2 for the layer scale, one "rope.freqs" [2, depth, H,
+// hd/2] for the mixed frequencies of all blocks; with q_bias / v_bias when `qv_bias`.
+Renamer eva_names(int64_t depth, bool qv_bias) {
+  return [depth, qv_bias](const std::string& name,
+                          const Shape& s) -> std::vector<std::pair<std::string, Shape>> {
+    const std::string block = name.substr(0, name.find('.', 7) + 1);  // "blocks.N."
+    if (name.size() > 16 && name.compare(name.size() - 16, 16, ".attn.rope.freqs") == 0) {
+      if (block != "blocks.0.") return {};
+      return {{"rope.freqs", Shape{2, depth, s[1], s[2]}}};
+    }
+    if (!qv_bias && name.find(".attn.qkv.bias") != std::string::npos) return {{name, s}};
+    return beit_names(name, s);
+  };
+}
+
+ModelConfig small_eva(const std::string& encoding) {
+  ModelConfig c = small_vit();
+  c.layer_scale = 1e-5;
+  c.encoding = encoding;
+  return c;
+}
+
+// vit_*_patch16_rope_224: nothing in the file tells the axial RoPE (timm computes it in code), so
+// the load says so and --encoding (or the preset) gives it.
+TEST(Zoo, EvaRopeAxialNeedsTheEncodingNamed) {
+  const ModelConfig c = small_eva("rope-axial");
+  LoadOptions o;
+  o.heads = 4;
+  o.img_rows = o.img_cols = 32;
+  o.encoding = "rope-axial";
+  check_family(
+      "eva_rope_synth_io.safetensors", c,
+      [](const LoadedModel& m) {
+        EXPECT_EQ(m.model->config().encoding, "rope-axial");
+        EXPECT_EQ(model_family(m.model->config()), "RoPE-ViT (Eva) axial");
+      },
+      eva_names(2, false), o);
+  // Without --encoding the file loads as 'none' and the note names the way out.
+  SafeTensorsFile io = SafeTensorsFile::open(zoo("eva_rope_synth_io.safetensors"));
+  const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"),
+                                           "eva_plain.safetensors", eva_names(2, false));
+  o.encoding.clear();
+  LoadedModel m = load_model(path, o);
+  EXPECT_EQ(m.model->config().encoding, "none");
+  bool said = false;
+  for (const std::string& n : m.notes) said |= n.find("--encoding rope-axial") != std::string::npos;
+  EXPECT_TRUE(said);
+  fs::remove_all(fs::path(path).parent_path());
+}
+
+// vit_*_patch16_rope_mixed_ape_224: rope.freqs split over the blocks (heads read from it), a
+// position table without a class row; both read off the file.
+TEST(Zoo, EvaRopeMixedWithApeIsReadOffTheFile) {
+  ModelConfig c = small_eva("learned1d+rope-mixed");
+  c.no_embed_class = true;
+  LoadOptions o;  // no heads: rope.freqs has them
+  check_family(
+      "eva_rope_mixed_ape_synth_io.safetensors", c,
+      [](const LoadedModel& m) {
+        const ModelConfig& got = m.model->config();
+        EXPECT_EQ(got.encoding, "learned1d+rope-mixed");
+        EXPECT_EQ(got.heads, 4);
+        EXPECT_TRUE(got.no_embed_class);
+        EXPECT_EQ(model_family(got), "RoPE-ViT (Eva) mixed + APE");
+      },
+      eva_names(2, false), o);
+}
+
+// vit_*_patch16_rope_reg1_gap_256: a register token, mean pooling, q/v bias, axial RoPE with
+// Eva's defaults (ij, theta 10000) and ref_feat_shape: at 48x32 the rows are rescaled by 4/6.
+TEST(Zoo, EvaRegisterGapRopeWithReferenceGrid) {
+  const std::string spec = "rope-axial:theta=10000,indexing=ij,ref=4x4";
+  ModelConfig c = small_eva(spec);
+  c.class_token = false;
+  c.reg_tokens = 1;
+  c.pool = Pool::avg;
+  LoadOptions o;
+  o.heads = 4;
+  o.img_rows = o.img_cols = 32;
+  o.encoding = spec;
+  check_family(
+      "eva_reg_gap_synth_io.safetensors", c,
+      [&](const LoadedModel& m) {
+        EXPECT_EQ(m.model->config().encoding, spec);
+        EXPECT_EQ(m.model->config().reg_tokens, 1);
+      },
+      eva_names(2, true), o);
+}
+
+// A config.json beside the weights whose architecture is a preset gives the whole config (the
+// way a timm hub download of an Eva RoPE-ViT loads with no flag); a bad rope.freqs is an error.
+TEST(Zoo, EvaConfigJsonArchitectureNamesThePreset) {
+  ModelConfig c = preset("vit_small_patch16_rope_224");
+  c.depth = 12;
+  auto model = make_model(c, 0);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (Param* p : model->params()) {
+    for (const auto& [name, shape] : eva_names(12, false)(p->name, p->value.shape())) {
+      tensors.emplace_back(name, Tensor::zeros(shape));
+    }
+  }
+  const fs::path dir = fs::temp_directory_path() / ("vitpe_eva_cfg_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  save_safetensors((dir / "model.safetensors").string(), tensors);
+  {
+    std::ofstream j(dir / "config.json");
+    j << R"({"architecture": "vit_small_patch16_rope_224", "num_classes": 1000,
+             "pretrained_cfg": {"input_size": [3, 224, 224], "crop_pct": 0.9}})";
+  }
+  LoadedModel m = load_model((dir / "model.safetensors").string());
+  EXPECT_EQ(m.model->config().encoding, "rope-axial");
+  EXPECT_EQ(m.model->config().name, "vit_small_patch16_rope_224");
+  EXPECT_EQ(m.model->config().heads, 6);
+  // --encoding on our own format is refused: the file records its encoding.
+  save_model(*m.model, (dir / "ours.safetensors").string());
+  LoadOptions o;
+  o.encoding = "sincos2d";
+  const std::string msg =
+      testing::message_of([&] { load_model((dir / "ours.safetensors").string(), o); });
+  EXPECT_NE(msg.find("records its encoding ('rope-axial')"), std::string::npos) << msg;
+  fs::remove_all(dir);
+
+  // rope.freqs for 3 blocks in a 2-block file.
+  ModelConfig mc = small_eva("rope-mixed");
+  auto mixed = make_model(mc, 0);
+  tensors.clear();
+  for (Param* p : mixed->params()) {
+    for (const auto& [name, shape] : eva_names(3, false)(p->name, p->value.shape())) {
+      tensors.emplace_back(name, Tensor::zeros(shape));
+    }
+  }
+  fs::create_directories(dir);
+  save_safetensors((dir / "bad.safetensors").string(), tensors);
+  const std::string bad =
+      testing::message_of([&] { load_model((dir / "bad.safetensors").string()); });
+  EXPECT_NE(bad.find("rope.freqs: expected [2, depth 2"), std::string::npos) << bad;
+  fs::remove_all(dir);
+}
+
+// EVA-02 base/large as timm names them: separate q/k/v projections (k without a bias) and the
+// SwiGLU's gate and value projections.
+std::vector<std::pair<std::string, Shape>> eva02_split_names(const std::string& name,
+                                                             const Shape& s) {
+  auto ends = [&](const std::string& tail) {
+    return name.size() > tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const std::string stem = name.substr(0, name.rfind('.', name.rfind('.') - 1) + 1);
+  if (ends("attn.qkv.weight")) {
+    const Shape w{s[0] / 3, s[1]};
+    return {{stem + "q_proj.weight", w}, {stem + "k_proj.weight", w}, {stem + "v_proj.weight", w}};
+  }
+  if (ends("attn.qkv.bias"))
+    return {{stem + "q_proj.bias", {s[0] / 3}}, {stem + "v_proj.bias", {s[0] / 3}}};
+  if (ends("mlp.fc1.weight")) {
+    const Shape w{s[0] / 2, s[1]};
+    return {{stem + "fc1_g.weight", w}, {stem + "fc1_x.weight", w}};
+  }
+  if (ends("mlp.fc1.bias"))
+    return {{stem + "fc1_g.bias", {s[0] / 2}}, {stem + "fc1_x.bias", {s[0] / 2}}};
+  return {{name, s}};
+}
+
+// EVA-02: SwiGLU MLPs (fused GluMlp in tiny/small; separate projections and a norm in base/large),
+// q/v bias, a position table with the class row plus axial RoPE with Eva's defaults and a
+// reference grid, mean pooling.
+TEST(Zoo, Eva02SwigluMlpAndRope) {
+  const std::string spec = "learned1d+rope-axial:theta=10000,indexing=ij,ref=4x4";
+  for (const bool split : {false, true}) {
+    ModelConfig c = small_vit();
+    c.encoding = spec;
+    c.pool = Pool::avg;
+    c.mlp = "swiglu";
+    c.mlp_dim = 64 * 8 / 3;
+    c.mlp_norm = split;
+    LoadOptions o;
+    o.heads = 4;
+    o.encoding = spec;
+    check_family(
+        split ? "eva02_swiglu_synth_io.safetensors" : "eva02_glu_synth_io.safetensors", c,
+        [&](const LoadedModel& m) {
+          const ModelConfig& got = m.model->config();
+          EXPECT_EQ(got.mlp, "swiglu");
+          EXPECT_EQ(got.mlp_dim, 170);
+          EXPECT_EQ(got.mlp_norm, split);
+          EXPECT_EQ(model_family(got).substr(0, 6), "EVA-02");
+        },
+        split ? Renamer(eva02_split_names) : Renamer(beit_names), o);
+  }
+}
+
+// timm's Swin V2 names: q_bias / v_bias for our qkv bias (no k bias).
+std::vector<std::pair<std::string, Shape>> swinv2_names(const std::string& name, const Shape& s) {
+  const std::string tail = "attn.qkv.bias";
+  if (name.size() > tail.size() &&
+      name.compare(name.size() - tail.size(), tail.size(), tail) == 0) {
+    const std::string attn = name.substr(0, name.size() - 8);  // "...attn."
+    const Shape d{s[0] / 3};
+    return {{attn + "q_bias", d}, {attn + "v_bias", d}};
+  }
+  return {{name, s}};
+}
+
+ModelConfig small_swinv2() {
+  ModelConfig c = preset("swinv2_tiny_window8_256");
+  c.img_rows = c.img_cols = 32;
+  c.patch = 4;
+  c.window = 4;
+  c.dim = 32;
+  c.depths = {2, 2};
+  c.stage_heads = {2, 4};
+  c.heads = 2;
+  c.mlp_dim = 128;
+  c.classes = 10;
+  c.labels.clear();
+  return c;
+}
+
+// Swin V2: post-norm blocks, cosine attention with logit_scale, q/v biases, the cpb encoding and
+// merging normalised after the reduction, read off timm's names (the window given: V2 files do
+// not store it); at 48x32 the second stage pads and clamps its window.
+TEST(Zoo, SwinV2CosineAttentionPostNormCpb) {
+  const std::string golden = "swinv2_synth_io.safetensors";
+  SafeTensorsFile io = SafeTensorsFile::open(zoo(golden));
+  const ModelConfig c = small_swinv2();
+  const std::string path =
+      write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden, swinv2_names);
+  LoadOptions o;
+  o.window = 4;
+  LoadedModel m = load_model(path, o);
+  const ModelConfig& got = m.model->config();
+  EXPECT_EQ(m.format, CheckpointFormat::timm_swin);
+  EXPECT_TRUE(got.swin_v2);
+  EXPECT_EQ(got.encoding, "cpb");
+  EXPECT_EQ(got.stage_heads, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(got.window, 4);
+  EXPECT_EQ(model_family(got), "Swin V2");
+  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                golden + " at 32x32");
+  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                io.get("logits_48x32"), golden + " at 48x32");
+  // Our format keeps swin_v2 and rebuilds the same model.
+  const std::string ours = path + ".vitpe.safetensors";
+  save_model(*m.model, ours);
+  LoadedModel back = load_model(ours);
+  EXPECT_TRUE(back.model->config().swin_v2);
+  expect_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                golden + " converted");
+  // Without --window the load says what it assumed.
+  LoadedModel guessed = load_model(path);
+  EXPECT_EQ(guessed.model->config().window, 8);
+  bool said = false;
+  for (const std::string& n : guessed.notes) said |= n.find("--window") != std::string::npos;
+  EXPECT_TRUE(said);
+  fs::remove_all(fs::path(path).parent_path());
+}
+
 TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
   for (const char* name :
        {"deit3_small_patch16_224", "deit3_base_patch16_384", "deit3_huge_patch14_224"}) {
@@ -258,14 +527,27 @@ TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
 // take minutes under the sanitizers).
 TEST(Zoo, PresetParameterCountsAreTimms) {
   const std::pair<const char*, int64_t> want[] = {
-      {"vit_tiny_patch16_384", 5790376},           {"vit_small_patch32_224", 22878952},
-      {"deit_tiny_patch16_224", 5717416},          {"deit_small_distilled_patch16_224", 22436432},
-      {"deit3_small_patch16_224", 22059496},       {"vit_medium_patch16_reg4_gap_256", 38881768},
+      {"vit_tiny_patch16_384", 5790376},
+      {"vit_small_patch32_224", 22878952},
+      {"deit_tiny_patch16_224", 5717416},
+      {"deit_small_distilled_patch16_224", 22436432},
+      {"deit3_small_patch16_224", 22059496},
+      {"vit_medium_patch16_reg4_gap_256", 38881768},
       {"swin_small_patch4_window7_224", 49606258},
+      {"vit_small_patch16_rope_224", 21984232},
+      {"vit_small_patch16_rope_mixed_ape_224", 22064104},
   };
   for (const auto& [name, count] : want) {
     EXPECT_EQ(make_model(preset(name), 0)->num_params(), count) << name;
   }
+  // q and v biases without a k bias (timm's EvaAttention, as BEiT) are one qkv bias here: its k
+  // third, zero in every timm file, is a parameter too (D per block).
+  EXPECT_EQ(make_model(preset("vit_medium_patch16_rope_reg1_gap_256"), 0)->num_params(),
+            38743016 + 12 * 512);
+  EXPECT_EQ(make_model(preset("eva02_small_patch14_336"), 0)->num_params(), 22129000 + 12 * 384);
+  EXPECT_EQ(make_model(preset("eva02_base_patch14_448"), 0)->num_params(), 87117544 + 12 * 768);
+  // The same for Swin V2 (2 x 96 + 2 x 192 + 6 x 384 + 2 x 768 k-bias values).
+  EXPECT_EQ(make_model(preset("swinv2_tiny_window8_256"), 0)->num_params(), 28347154 + 4416);
 }
 
 }  // namespace

@@ -147,6 +147,21 @@ TEST(VitGradients, RegisterTokens) {
   testing::check_model_gradients(*gap, random_tensor({2, 2, 12, 8}, 8), 12, "reg gap");
 }
 
+// EVA-02's structure: SwiGLU MLPs with and without the norm before fc2, mean pooling with the
+// class token, axial RoPE on a reference grid beside a position table.
+TEST(VitGradients, SwigluMlp) {
+  for (const bool norm : {false, true}) {
+    ModelConfig c = tiny_vit("learned1d+rope-axial:indexing=ij,ref=3x3");
+    c.depth = 1;
+    c.pool = Pool::avg;
+    c.mlp = "swiglu";
+    c.mlp_norm = norm;
+    auto model = make_model(c, 7);
+    testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12,
+                                   norm ? "swiglu+norm" : "swiglu");
+  }
+}
+
 TEST(Vit, SizeNotMultipleOfPatchIsAnError) {
   auto model = make_model(tiny_vit("sincos2d"), 1);
   Tensor x = random_tensor({1, 2, 13, 8}, 1);
