@@ -68,6 +68,14 @@ timm constructor arguments).
       pads its 6 rows to 8, and clamps the 4 columns' window without shifting them; timm's
       dynamic_img_size would keep the 32x32 model's unshifted second stage).
 
+  zoo/swinv2_tv_synth_io.safetensors
+      torchvision SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2],
+      num_heads=[2, 4], window_size=[4, 4], num_classes=10, block=SwinTransformerBlockV2,
+      downsample_layer=PatchMergingV2) (torchvision's swin_v2_* structure; its qkv.bias keeps a
+      key third that its forward zeroes): logits, logits_48x32. state_dict_fnv1a64 covers the
+      parameters only (torchvision also stores relative_position_index and
+      relative_coords_table, which the loader ignores).
+
 Tooling only (a venv with torch, timm, safetensors, numpy; tests never run Python):
 
     python3 -m venv /tmp/gold-venv && /tmp/gold-venv/bin/pip install torch torchvision timm safetensors pillow
@@ -83,6 +91,8 @@ from timm.models.beit import checkpoint_filter_fn as beit_checkpoint_filter_fn
 from timm.models.deit import VisionTransformerDistilled
 from timm.models.eva import Eva
 from timm.models.swin_transformer_v2 import SwinTransformerV2
+from torchvision.models.swin_transformer import (PatchMergingV2, SwinTransformer,
+                                                 SwinTransformerBlockV2)
 from timm.models.vision_transformer import VisionTransformer
 
 import make_goldens
@@ -215,6 +225,21 @@ def swinv2():
     save("swinv2_synth_io.safetensors", out, metadata(model, cfg))
 
 
+@torch.no_grad()
+def swinv2_torchvision():
+    cfg = dict(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+               window_size=[4, 4], num_classes=10)
+    model = synthesize(SwinTransformer(**cfg, block=SwinTransformerBlockV2,
+                                       downsample_layer=PatchMergingV2))
+    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
+           "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
+    meta = metadata(model, dict(cfg, block="SwinTransformerBlockV2",
+                                downsample_layer="PatchMergingV2"))
+    meta["golden_source"] = "torchvision SwinTransformer V2, synthetic weights"
+    meta["state_dict_fnv1a64"] = state_dict_hash(dict(model.named_parameters()))
+    save("swinv2_tv_synth_io.safetensors", out, meta)
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -226,3 +251,4 @@ if __name__ == "__main__":
     eva()
     eva02()
     swinv2()
+    swinv2_torchvision()

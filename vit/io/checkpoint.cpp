@@ -634,16 +634,22 @@ void foreign_preprocessing(ModelConfig& c, CheckpointFormat format,
     int64_t resize = 256;  // vit_b_16, vit_b_32, vit_l_32
     std::string name = vit ? "vit_b_16" : "swin_t";
     if (vit && c.dim == 1024 && c.patch == 16) resize = 242, name = "vit_l_16";
+    int64_t crop = 224;
     if (!vit) {
       const bool deep = c.depths.size() == 4 && c.depths[2] == 18;
       resize = c.dim == 128 ? 238 : deep ? 246 : 232;
       name = c.dim == 128 ? "swin_b" : deep ? "swin_s" : "swin_t";
+      if (c.swin_v2) {  // swin_v2_{t,s,b}: crop 256 of 260, 260, 272
+        crop = 256;
+        resize = c.dim == 128 ? 272 : 260;
+        name = c.dim == 128 ? "swin_v2_b" : deep ? "swin_v2_s" : "swin_v2_t";
+      }
     }
-    c.crop_pct = 224.0 / static_cast<double>(resize);  // torchvision's crop 224 of `resize`
+    c.crop_pct = static_cast<double>(crop) / static_cast<double>(resize);  // crop of `resize`
     c.interpolation = vit ? "bilinear" : "bicubic";
     notes.push_back("preprocessing: torchvision's " + name + " IMAGENET1K_V1 transform (resize " +
-                    std::to_string(resize) + " " + c.interpolation +
-                    ", centre crop 224, ImageNet mean/std; the same ratio at other sizes)");
+                    std::to_string(resize) + " " + c.interpolation + ", centre crop " +
+                    std::to_string(crop) + ", ImageNet mean/std; the same ratio at other sizes)");
     return;
   }
   if (c.kind == ModelKind::swin) {
@@ -821,6 +827,20 @@ void fuse_split_projections(std::map<std::string, Tensor>& tensors, const std::s
   }
 }
 
+// torchvision's Swin V2 stores a full qkv bias but zeroes its key third in every forward (the
+// paper's attention has no key bias): so do we, once, on load. Blocks are told by logit_scale.
+void zero_v2_key_bias(std::map<std::string, Tensor>& tensors) {
+  for (auto& [name, t] : tensors) {
+    if (!ends_with(name, ".attn.qkv.bias")) continue;
+    const std::string attn = name.substr(0, name.size() - 8);  // "...attn."
+    if (!tensors.count(attn + "logit_scale") || t.ndim() != 1 || t.size(0) % 3) continue;
+    Tensor f = t.dtype() == DType::f32 ? t.clone() : t.to(DType::f32);
+    const int64_t D = f.size(0) / 3;
+    std::memset(f.f32() + D, 0, D * sizeof(float));
+    t = f;
+  }
+}
+
 // timm's Eva keeps RoPE-Mixed's frequencies of all blocks in one tensor "rope.freqs" [2, depth,
 // H, hd/2]; ours are per block, "blocks.N.attn.rope.freqs" [2, H, hd/2].
 void split_eva_rope_freqs(std::map<std::string, Tensor>& tensors, const std::string& path) {
@@ -885,6 +905,7 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
       out.format == CheckpointFormat::timm_swin_old) {
     merge_qv_bias(tensors, path_or_preset);
   }
+  if (out.format == CheckpointFormat::torchvision_swin) zero_v2_key_bias(tensors);
   // A timm hub download keeps its config.json beside the weights: its architecture names the
   // preset when none is given (an Eva RoPE-ViT's file alone cannot tell its encoding).
   const std::string config_json =

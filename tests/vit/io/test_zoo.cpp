@@ -499,6 +499,48 @@ TEST(Zoo, SwinV2CosineAttentionPostNormCpb) {
   fs::remove_all(fs::path(path).parent_path());
 }
 
+// torchvision's names for our Swin: features.0.{0,2} the patch embedding, features.(2s+1).j the
+// blocks of stage s (mlp.0 / mlp.3), features.2s the merging before stage s, head.
+std::vector<std::pair<std::string, Shape>> torchvision_swin_names(const std::string& name,
+                                                                  const Shape& s) {
+  auto starts = [&](const std::string& head) { return name.compare(0, head.size(), head) == 0; };
+  if (starts("patch_embed.proj.")) return {{"features.0.0." + name.substr(17), s}};
+  if (starts("patch_embed.norm.")) return {{"features.0.2." + name.substr(17), s}};
+  if (starts("head.fc.")) return {{"head." + name.substr(8), s}};
+  if (!starts("layers.")) return {{name, s}};
+  const size_t dot = name.find('.', 7);
+  const int stage = std::stoi(name.substr(7, dot - 7));
+  std::string rest = name.substr(dot + 1);
+  if (rest.compare(0, 11, "downsample.") == 0) {
+    return {{"features." + std::to_string(2 * stage) + "." + rest.substr(11), s}};
+  }
+  rest = rest.substr(7);  // "blocks."
+  for (const auto& [from, to] : {std::pair{".mlp.fc1.", ".mlp.0."}, {".mlp.fc2.", ".mlp.3."}}) {
+    const size_t at = rest.find(from);
+    if (at != std::string::npos) rest = rest.substr(0, at) + to + rest.substr(at + 9);
+  }
+  return {{"features." + std::to_string(2 * stage + 1) + "." + rest, s}};
+}
+
+// torchvision's swin_v2_* structure: the same model under torchvision's names, with a stored key
+// bias that torchvision zeroes in its forward (and the loader on load).
+TEST(Zoo, SwinV2Torchvision) {
+  const std::string golden = "swinv2_tv_synth_io.safetensors";
+  SafeTensorsFile io = SafeTensorsFile::open(zoo(golden));
+  const std::string path = write_timm_file(small_swinv2(), io.metadata().at("state_dict_fnv1a64"),
+                                           golden, torchvision_swin_names);
+  LoadOptions o;
+  o.window = 4;
+  LoadedModel m = load_model(path, o);
+  EXPECT_EQ(m.format, CheckpointFormat::torchvision_swin);
+  EXPECT_TRUE(m.model->config().swin_v2);
+  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                golden + " at 32x32");
+  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                io.get("logits_48x32"), golden + " at 48x32");
+  fs::remove_all(fs::path(path).parent_path());
+}
+
 TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
   for (const char* name :
        {"deit3_small_patch16_224", "deit3_base_patch16_384", "deit3_huge_patch14_224"}) {
