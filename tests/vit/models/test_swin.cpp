@@ -43,6 +43,17 @@ TEST_P(SwinEveryEncoding, ForwardShapeAndFinite) {
   for (int64_t i = 0; i < y.numel(); ++i) EXPECT_TRUE(std::isfinite(y.at(i)));
 }
 
+// Swin V2's blocks (post-norm, cosine attention) with every kind in place of cpb.
+TEST_P(SwinEveryEncoding, V2ForwardShapeAndFinite) {
+  ModelConfig c = tiny_swin(GetParam());
+  c.swin_v2 = true;
+  auto model = make_model(c, 1);
+  EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(c)) << GetParam();
+  const Tensor& y = model->forward(random_tensor({3, 1, 16, 24}, 2));
+  ASSERT_EQ(y.shape(), Shape({3, 3}));
+  for (int64_t i = 0; i < y.numel(); ++i) EXPECT_TRUE(std::isfinite(y.at(i))) << GetParam();
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, SwinEveryEncoding,
                          ::testing::ValuesIn(testing::every_encoding_spec()));
 

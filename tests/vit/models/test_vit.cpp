@@ -70,7 +70,11 @@ TEST_P(VitEveryEncoding, ZooVariantsRunWithEveryEncoding) {
   reg.pool = Pool::avg;
   reg.reg_tokens = 3;
   reg.no_embed_class = true;
-  for (const ModelConfig& c : {deit3, dist, reg}) {
+  ModelConfig eva02 = tiny_vit(GetParam());  // SwiGLU with the norm, mean pooling
+  eva02.pool = Pool::avg;
+  eva02.mlp = "swiglu";
+  eva02.mlp_norm = true;
+  for (const ModelConfig& c : {deit3, dist, reg, eva02}) {
     auto model = make_model(c, 1);
     EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(c)) << GetParam();
     for (const Shape& s : {Shape{2, 2, 12, 8}, Shape{1, 2, 16, 12}}) {
