@@ -121,14 +121,20 @@ def metadata(model, cfg):
             "state_dict_fnv1a64": state_dict_hash(model.state_dict())}
 
 
+def save_two_sizes(name, model, cfg, at_48x32=None, meta=None):
+    """Saves the logits of synthetic("input", [2, 3, 32, 32]) and of
+    synthetic("input_48x32", [1, 3, 48, 32]) (by `at_48x32` if given, else the same model)."""
+    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
+           "logits_48x32": (at_48x32 or model)(synthetic("input_48x32", [1, 3, 48, 32]))}
+    save(f"{name}_synth_io.safetensors", out, meta or metadata(model, cfg))
+
+
 @torch.no_grad()
 def deit3():
     cfg = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10,
                no_embed_class=True, init_values=1e-6, dynamic_img_size=True)
     model = synthesize(VisionTransformer(**cfg))
-    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
-           "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
-    save("deit3_synth_io.safetensors", out, metadata(model, cfg))
+    save_two_sizes("deit3", model, cfg)
 
 
 @torch.no_grad()
@@ -140,9 +146,7 @@ def registers():
                                          global_pool="avg", init_values=1e-5))):
         cfg = dict(base, **extra)
         model = synthesize(VisionTransformer(**cfg))
-        out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
-               "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
-        save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
+        save_two_sizes(name, model, cfg)
 
 
 @torch.no_grad()
@@ -150,9 +154,7 @@ def deit_distilled():
     cfg = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=10,
                dynamic_img_size=True)
     model = synthesize(VisionTransformerDistilled(**cfg))
-    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
-           "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
-    save("deit_dist_synth_io.safetensors", out, metadata(model, cfg))
+    save_two_sizes("deit_dist", model, cfg)
 
 
 @torch.no_grad()
@@ -193,9 +195,7 @@ def eva():
     for name, extra in variants:
         cfg = dict(base, **extra)
         model = synthesize(Eva(**cfg))
-        out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
-               "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
-        save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
+        save_two_sizes(name, model, cfg)
 
 
 @torch.no_grad()
@@ -207,9 +207,7 @@ def eva02():
                         ("eva02_swiglu", dict(qkv_fused=False, scale_mlp=True))):
         cfg = dict(base, **extra)
         model = synthesize(Eva(**cfg))
-        out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
-               "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
-        save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
+        save_two_sizes(name, model, cfg)
 
 
 @torch.no_grad()
@@ -220,9 +218,7 @@ def swinv2():
     # Built for 48x32 (no parameter depends on the size): timm's dynamic_img_size would keep the
     # windows and shifts chosen for 32x32, set_input_size recomputes them as vitpe does.
     at_48x32 = synthesize(SwinTransformerV2(**dict(cfg, img_size=(48, 32))))
-    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
-           "logits_48x32": at_48x32(synthetic("input_48x32", [1, 3, 48, 32]))}
-    save("swinv2_synth_io.safetensors", out, metadata(model, cfg))
+    save_two_sizes("swinv2", model, cfg, at_48x32=at_48x32)
 
 
 @torch.no_grad()
@@ -231,13 +227,11 @@ def swinv2_torchvision():
                window_size=[4, 4], num_classes=10)
     model = synthesize(SwinTransformer(**cfg, block=SwinTransformerBlockV2,
                                        downsample_layer=PatchMergingV2))
-    out = {"logits": model(synthetic("input", [2, 3, 32, 32])),
-           "logits_48x32": model(synthetic("input_48x32", [1, 3, 48, 32]))}
     meta = metadata(model, dict(cfg, block="SwinTransformerBlockV2",
                                 downsample_layer="PatchMergingV2"))
     meta["golden_source"] = "torchvision SwinTransformer V2, synthetic weights"
     meta["state_dict_fnv1a64"] = state_dict_hash(dict(model.named_parameters()))
-    save("swinv2_tv_synth_io.safetensors", out, meta)
+    save_two_sizes("swinv2_tv", model, cfg, meta=meta)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,24 @@ void expect_logits(Model& m, const Tensor& x, const Tensor& want, const std::str
   EXPECT_LT(testing::max_rel_error(got, want), 1e-4) << what;
 }
 
+// The loaded model against the golden's logits at 32x32 and 48x32; converted to our format
+// (vitpe convert), the file alone rebuilds the same model. Removes the written files.
+void expect_two_sizes_and_round_trip(const LoadedModel& m, SafeTensorsFile& io,
+                                     const std::string& golden, const std::string& path) {
+  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                golden + " at 32x32");
+  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                io.get("logits_48x32"), golden + " at 48x32");
+  const std::string ours = path + ".vitpe.safetensors";
+  save_model(*m.model, ours);
+  LoadedModel back = load_model(ours);
+  EXPECT_EQ(back.format, CheckpointFormat::vitpe) << golden;
+  EXPECT_EQ(back.model->config().to_json(), m.model->config().to_json()) << golden;
+  expect_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                golden + " converted");
+  fs::remove_all(fs::path(path).parent_path());
+}
+
 // Writes the synthetic checkpoint of config `c` under timm's names, loads it as a user would (only
 // the heads given: timm's files do not store them), checks the config read from the tensors with
 // `check`, and compares the logits with timm's at 32x32 and 48x32.
@@ -91,19 +109,7 @@ void check_family(const std::string& golden, const ModelConfig& c,
   EXPECT_EQ(m.format, CheckpointFormat::timm_vit) << golden;
   EXPECT_EQ(m.model->config().img_rows, 32) << golden;  // a 4 x 4 grid in pos_embed
   check(m);
-  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                golden + " at 32x32");
-  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
-                io.get("logits_48x32"), golden + " at 48x32 (pos_embed resampled)");
-  // Converted to our format (vitpe convert), the file alone rebuilds the same model.
-  const std::string ours = path + ".vitpe.safetensors";
-  save_model(*m.model, ours);
-  LoadedModel back = load_model(ours);
-  EXPECT_EQ(back.format, CheckpointFormat::vitpe) << golden;
-  EXPECT_EQ(back.model->config().to_json(), m.model->config().to_json()) << golden;
-  expect_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                golden + " converted");
-  fs::remove_all(fs::path(path).parent_path());
+  expect_two_sizes_and_round_trip(m, io, golden, path);
 }
 
 TEST(Zoo, Deit3LayerScaleAndNoEmbedClass) {
@@ -479,24 +485,13 @@ TEST(Zoo, SwinV2CosineAttentionPostNormCpb) {
   EXPECT_EQ(got.stage_heads, (std::vector<int64_t>{2, 4}));
   EXPECT_EQ(got.window, 4);
   EXPECT_EQ(model_family(got), "Swin V2");
-  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                golden + " at 32x32");
-  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
-                io.get("logits_48x32"), golden + " at 48x32");
-  // Our format keeps swin_v2 and rebuilds the same model.
-  const std::string ours = path + ".vitpe.safetensors";
-  save_model(*m.model, ours);
-  LoadedModel back = load_model(ours);
-  EXPECT_TRUE(back.model->config().swin_v2);
-  expect_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                golden + " converted");
   // Without --window the load says what it assumed.
   LoadedModel guessed = load_model(path);
   EXPECT_EQ(guessed.model->config().window, 8);
   bool said = false;
   for (const std::string& n : guessed.notes) said |= n.find("--window") != std::string::npos;
   EXPECT_TRUE(said);
-  fs::remove_all(fs::path(path).parent_path());
+  expect_two_sizes_and_round_trip(m, io, golden, path);  // our format keeps swin_v2
 }
 
 // torchvision's names for our Swin: features.0.{0,2} the patch embedding, features.(2s+1).j the
@@ -534,11 +529,7 @@ TEST(Zoo, SwinV2Torchvision) {
   LoadedModel m = load_model(path, o);
   EXPECT_EQ(m.format, CheckpointFormat::torchvision_swin);
   EXPECT_TRUE(m.model->config().swin_v2);
-  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                golden + " at 32x32");
-  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
-                io.get("logits_48x32"), golden + " at 48x32");
-  fs::remove_all(fs::path(path).parent_path());
+  expect_two_sizes_and_round_trip(m, io, golden, path);
 }
 
 TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
