@@ -439,6 +439,40 @@ TEST(Zoo, Eva02SwigluMlpAndRope) {
   }
 }
 
+// Split projections with a part missing or mis-shaped are errors naming the tensors.
+TEST(Zoo, Eva02SplitProjectionsMustBeComplete) {
+  ModelConfig c = small_vit();
+  c.pool = Pool::avg;
+  c.mlp = "swiglu";
+  c.mlp_dim = 170;
+  c.mlp_norm = true;
+  auto model = make_model(c, 0);
+  auto write = [&](const std::string& drop, const std::string& reshape) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (Param* p : model->params()) {
+      for (const auto& [name, shape] : eva02_split_names(p->name, p->value.shape())) {
+        if (name == drop) continue;
+        tensors.emplace_back(name, Tensor::zeros(name == reshape ? Shape{3, 64} : shape));
+      }
+    }
+    const fs::path path = fs::temp_directory_path() / ("vitpe_eva02_" + std::to_string(::getpid()));
+    save_safetensors(path.string(), tensors);
+    LoadOptions o;
+    o.heads = 4;
+    const std::string m = testing::message_of([&] { load_model(path.string(), o); });
+    fs::remove(path);
+    return m;
+  };
+  const std::string missing = write("blocks.1.attn.k_proj.weight", "");
+  EXPECT_NE(missing.find("blocks.1.attn.k_proj.weight missing beside blocks.1.attn.q_proj.weight"),
+            std::string::npos)
+      << missing;
+  const std::string shaped = write("", "blocks.0.mlp.fc1_x.weight");
+  EXPECT_NE(shaped.find("blocks.0.mlp.fc1_{g,x}.weight: the parts have different shapes"),
+            std::string::npos)
+      << shaped;
+}
+
 // timm's Swin V2 names: q_bias / v_bias for our qkv bias (no k bias).
 std::vector<std::pair<std::string, Shape>> swinv2_names(const std::string& name, const Shape& s) {
   const std::string tail = "attn.qkv.bias";
