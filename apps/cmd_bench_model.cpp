@@ -1,8 +1,14 @@
-// `vitpe bench --model NAME_OR_CHECKPOINT --batch 1,8 [--vs-torch]`: inference latency,
-// throughput, GFLOP/s and peak memory of a whole model; with --vs-torch the PyTorch peer
-// (scripts/torch_peer_bench.py, eager and TorchScript-frozen) runs on the same threads in the
-// same run and the ratios are printed.
+// `vitpe bench --model NAME_OR_CHECKPOINT --batch 1,8 [--vs-torch] [--background-load N]`:
+// inference latency, throughput, GFLOP/s and peak memory of a whole model; with --vs-torch the
+// PyTorch peer (scripts/torch_peer_bench.py, eager and TorchScript-frozen) runs on the same
+// threads in the same run and the ratios are printed. --background-load N runs N busy processes
+// (a spinning loop each, like `yes > /dev/null`) for the whole measurement, peers included: the
+// shared machine of a library's users, reproducible (issue #15).
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +39,41 @@ struct BenchOptions {
   bool json = false;
   std::string device = "cpu";
   std::string precision = "f32";
+  int background_load = 0;
+};
+
+// N busy child processes for the lifetime of the object: each spins until killed (and dies with
+// this process: PR_SET_PDEATHSIG). The children run only async-signal-safe code after fork.
+class BackgroundLoad {
+ public:
+  explicit BackgroundLoad(int n) {
+    for (int i = 0; i < n; ++i) {
+      const pid_t pid = fork();
+      if (pid < 0) {
+        stop();
+        throw std::runtime_error("bench: --background-load: fork failed after " +
+                                 std::to_string(i) + " processes");
+      }
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        volatile uint64_t spin = 0;
+        for (;;) spin = spin + 1;
+      }
+      children_.push_back(pid);
+    }
+  }
+  ~BackgroundLoad() { stop(); }
+  const std::vector<pid_t>& pids() const { return children_; }
+  BackgroundLoad(const BackgroundLoad&) = delete;
+  BackgroundLoad& operator=(const BackgroundLoad&) = delete;
+
+ private:
+  void stop() {
+    for (pid_t pid : children_) kill(pid, SIGKILL);
+    for (pid_t pid : children_) waitpid(pid, nullptr, 0);
+    children_.clear();
+  }
+  std::vector<pid_t> children_;
 };
 
 // Largest |a - b| over the largest |a|: the error of low-precision logits b against f32 a.
@@ -93,15 +134,23 @@ void run_bench(const BenchOptions& o) {
                         {"parameters", model.num_params()},
                         {"threads", threads},
                         {"precision", o.precision},
+                        {"background_load", o.background_load},
                         {"results", nlohmann::json::array()}};
   if (!o.json) {
     std::printf(
         "model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads, %s linears\n",
         o.model.c_str(), model_family(c).c_str(), c.encoding.c_str(), model.num_params() / 1e6,
         weights_mib, threads, o.precision.c_str());
+    if (o.background_load) {
+      std::printf("background load: %d busy process%s beside the measurement\n", o.background_load,
+                  o.background_load == 1 ? "" : "es");
+    }
     std::printf("%6s %12s %10s %10s %14s\n", "batch", "median ms", "img/s", "GFLOP/s",
                 "peak RSS MiB");
   }
+  std::fflush(stdout);  // before fork: the children must not inherit unwritten output
+  const BackgroundLoad load(o.background_load);
+  out["background_pids"] = load.pids();  // gone when the command returns (a test checks)
   std::map<int, double> ours;
   Rng rng(0);
   for (int B : o.batches) {
@@ -184,6 +233,10 @@ void setup(CLI::App& root) {
                   "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
   bench->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   bench->add_flag("--json", o->json, "Print JSON (every batch's median, min, max, img/s, ...)");
+  bench
+      ->add_option("--background-load", o->background_load,
+                   "Run N busy processes beside the measurement (a shared machine), peers too")
+      ->check(CLI::Range(0, 64));
   add_precision_option(bench, o->precision);
   bench->callback([o, bench] {
     if (!bench->get_subcommands().empty()) return;  // `bench ops`, `bench attention`

@@ -158,18 +158,20 @@ TEST(Cli, ExitCodesFollowOneScheme) {
   }
 }
 
+// The stdout of `vitpe ARGS` (stderr dropped) as JSON; the exit status must be 0.
+nlohmann::json json_of(const std::string& args) {
+  const std::string cmd = std::string(VITPE_BINARY_DIR) + "/vitpe " + args + " 2>/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (pipe && std::fgets(buf.data(), buf.size(), pipe)) out += buf.data();
+  const int status = pipe ? pclose(pipe) : -1;
+  EXPECT_EQ(status, 0) << args << "\n" << out;
+  return nlohmann::json::parse(out);  // throws (fails the test) on anything but JSON
+}
+
 // --json on info, eval, bench and encodings list: one JSON document on stdout, nothing else.
 TEST(Cli, JsonOutputsParse) {
-  auto json_of = [](const std::string& args) {
-    const std::string cmd = std::string(VITPE_BINARY_DIR) + "/vitpe " + args + " 2>/dev/null";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string out;
-    std::array<char, 4096> buf;
-    while (pipe && std::fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-    const int status = pipe ? pclose(pipe) : -1;
-    EXPECT_EQ(status, 0) << args << "\n" << out;
-    return nlohmann::json::parse(out);  // throws (fails the test) on anything but JSON
-  };
   const auto info = json_of("info --json vit_small_patch16_224");
   EXPECT_EQ(info["config"]["crop_pct"], 0.9);
   EXPECT_EQ(info["parameters"], 22050664);
@@ -188,6 +190,27 @@ TEST(Cli, JsonOutputsParse) {
   const auto bench = json_of("bench --json --model vit-fmnist --batch 1,2 --reps 2");
   ASSERT_EQ(bench["results"].size(), 2u);
   EXPECT_GT(bench["results"][1]["img_per_s"].get<double>(), 0);
+}
+
+// --background-load N: the measurement runs beside N busy processes, says so, and leaves none
+// behind (each child's pid, from the JSON, no longer runs this build's vitpe).
+TEST(Cli, BenchBackgroundLoadStartsAndStopsItsProcesses) {
+  namespace fs = std::filesystem;
+  CmdResult r = vitpe("bench --model vit-fmnist --batch 1 --reps 1 --background-load 2");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("background load: 2 busy processes"), std::string::npos) << r.out;
+  const auto j = json_of("bench --json --model vit-fmnist --batch 1 --reps 1 --background-load 2");
+  EXPECT_EQ(j["background_load"], 2);
+  ASSERT_EQ(j["background_pids"].size(), 2u);
+  const fs::path bin = fs::weakly_canonical(std::string(VITPE_BINARY_DIR) + "/vitpe");
+  for (const auto& pid : j["background_pids"]) {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/" + std::to_string(pid.get<int>()) + "/exe", ec);
+    EXPECT_TRUE(ec || exe != bin) << "busy process " << pid << " still runs";
+  }
+  CmdResult bad = vitpe("bench --model vit-fmnist --background-load 65");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--background-load"), std::string::npos) << bad.out;
 }
 
 // `eval --dataset folder:DIR` renders the photos with the model's own transform (here the
