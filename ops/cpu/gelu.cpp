@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
@@ -142,9 +141,7 @@ int64_t check_swiglu(const char* op, const Tensor& x, const Tensor& y, const cha
   check_cpu_f32(op, "x", x);
   check_cpu_f32(op, y_what, y);
   const int64_t two_h = x.ndim() ? x.size(-1) : 0;
-  std::vector<int64_t> want = x.shape().vec();
-  if (!want.empty()) want.back() = two_h / 2;
-  if (two_h == 0 || two_h % 2 || y.shape() != Shape(want)) {
+  if (two_h == 0 || two_h % 2 || y.shape() != x.shape().with_last(two_h / 2)) {
     throw ShapeError(std::string(op) + ": expected x [..., 2H] and " + y_what +
                      " [..., H], found " + x.shape().str() + " and " + y.shape().str());
   }

@@ -2,7 +2,6 @@
 // and Swin V2's normalised q, k (see ops/reference.h).
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "ops/reference.h"
 
@@ -29,9 +28,7 @@ Tensor layer_scale_add(const Tensor& x, const Tensor& gamma, const Tensor& a) {
 
 Tensor swiglu(const Tensor& x) {
   const int64_t two_h = x.size(-1), H = two_h / 2, rows = x.numel() / two_h;
-  std::vector<int64_t> dims = x.shape().vec();
-  dims.back() = H;
-  Tensor y = Tensor::empty(Shape(dims));
+  Tensor y = Tensor::empty(x.shape().with_last(H));
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t j = 0; j < H; ++j) {
       const double g = x.at(r * two_h + j), v = x.at(r * two_h + H + j);

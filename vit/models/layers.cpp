@@ -286,9 +286,7 @@ MlpLayer::MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rn
 void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual) {
   if (style_.swiglu) {
     fc1_.forward(pre_, x, training);  // [..., 2 hidden]
-    std::vector<int64_t> dims = pre_.shape().vec();
-    dims.back() /= 2;
-    ensure_shape(h_, Shape(dims));
+    ensure_shape(h_, pre_.shape().with_last(pre_.size(-1) / 2));
     swiglu_forward(h_, pre_);
     if (style_.norm) norm_.forward(hn_, h_, training);
     fc2_.forward(y, style_.norm ? hn_ : h_, training, Act::none, residual);
