@@ -1,11 +1,12 @@
 // `vitpe train`: trains a model on a dataset (progress bar, metrics.jsonl, atomic checkpoints,
-// --resume). See vit/train/train.h for the run directory.
+// --resume; data-parallel under mpirun). See vit/train/train.h for the run directory.
 #include <cstdio>
 #include <filesystem>
 
 #include "apps/command.h"
 #include "apps/train_options.h"
 #include "ops/ops.h"
+#include "vit/train/distributed.h"
 #include "vit/train/train.h"
 
 namespace vitpe::app {
@@ -27,7 +28,11 @@ void setup(CLI::App& root) {
                   "Stop after this many epochs of this invocation (continue with --resume)");
   cmd->callback([o, cli] {
     finish_train_options(*o, *cli);
+    // Under mpirun: data-parallel over the ranks (rank 0 writes --out and prints).
+    Communicator& ranks = world();
+    if (ranks.size() > 1) o->comm = &ranks;
     TrainResult r = train(*o);
+    if (ranks.rank() != 0) return;
     const auto best = std::filesystem::path(o->out) / "best.safetensors";
     if (!r.finished) {
       std::fprintf(stderr, "stopped after epoch %lld of %lld; continue with --resume\n",

@@ -15,6 +15,7 @@
 #include "ops/util.h"
 #include "vit/io/data_files.h"
 #include "vit/models/model.h"
+#include "vit/train/distributed.h"
 #include "vitpe/vitpe_version.h"
 
 namespace vitpe::app {
@@ -157,17 +158,45 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Under mpirun / srun: MPI starts here, and each rank computes with the CPUs it was given
+  // (shared with the ranks bound to the same ones) unless OMP_NUM_THREADS or --threads says.
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // Help and --version exit 0; every usage error (CLI11 numbers them 101..) exits 2.
-    return app.exit(e) == 0 ? 0 : 2;
-  } catch (const ExitError& e) {
-    if (!e.message.empty()) std::fprintf(stderr, "vitpe: %s\n", e.message.c_str());
-    return e.code;
+    if (vitpe::launched_by_mpi()) {
+      vitpe::world();
+      const int threads = vitpe::threads_for_this_rank();
+      if (threads > 0 && !std::getenv("OMP_NUM_THREADS")) vitpe::set_num_threads(threads);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vitpe: error: %s\n", e.what());
     return 1;
   }
+  // An error on one rank of several stops them all (the others would wait for it for ever).
+  auto fail = [](int code, const std::string& message) {
+    if (!message.empty()) {
+      std::fprintf(stderr, "vitpe: %s%s\n", vitpe::rank_prefix().c_str(), message.c_str());
+    }
+    std::fflush(stderr);
+    vitpe::abort_distributed(code);
+    return code;
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help and --version exit 0; every usage error (CLI11 numbers them 101..) exits 2.
+    const int code = app.exit(e) == 0 ? 0 : 2;
+    if (code == 0) {
+      vitpe::finish_distributed();
+      return 0;
+    }
+    return fail(code, "");
+  } catch (const ExitError& e) {
+    if (e.code != 0) return fail(e.code, e.message);
+    if (!e.message.empty()) std::fprintf(stderr, "vitpe: %s\n", e.message.c_str());
+    vitpe::finish_distributed();
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(1, std::string("error: ") + e.what());
+  }
+  vitpe::finish_distributed();
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "ops/random.h"
 
@@ -12,6 +13,10 @@ namespace vitpe {
 Loader::Loader(const Dataset& data, LoaderOptions options) : data_(data), opt_(options) {
   if (opt_.batch <= 0) throw std::invalid_argument("Loader: batch must be positive");
   if (opt_.prefetch < 1) opt_.prefetch = 1;
+  if (opt_.shards < 1 || opt_.shard < 0 || opt_.shard >= opt_.shards) {
+    throw std::invalid_argument("Loader: shard " + std::to_string(opt_.shard) + " of " +
+                                std::to_string(opt_.shards) + " (expected 0 <= shard < shards)");
+  }
 }
 
 Loader::~Loader() { stop(); }
@@ -71,7 +76,10 @@ void Loader::produce(int64_t epoch) {
     const int64_t n = data_.size(), per = data_.image_numel();
     const int64_t batches = batches_per_epoch();
     for (int64_t b = 0; b < batches; ++b) {
-      const int64_t begin = b * opt_.batch, end = std::min(n, begin + opt_.batch);
+      const int64_t first = b * opt_.batch, len = std::min(n, first + opt_.batch) - first;
+      const int64_t begin = first + len * opt_.shard / opt_.shards;
+      const int64_t end = first + len * (opt_.shard + 1) / opt_.shards;
+      if (begin == end) continue;
       Batch batch;
       batch.images.resize(static_cast<size_t>((end - begin) * per));
       batch.labels.resize(static_cast<size_t>(end - begin));

@@ -27,6 +27,12 @@ struct LoaderOptions {
   bool flip = true;       // with augment: horizontal flips (where the dataset allows them)
   uint64_t seed = 0;
   int prefetch = 4;  // batches produced ahead of the consumer
+  // Data-parallel ranks: this loader produces part `shard` of `shards` of every batch, the
+  // positions [len * shard / shards, len * (shard + 1) / shards) of each batch of length len.
+  // Order and augmentation still come from the global position, so the parts of all shards
+  // are exactly the batches one loader makes. A part with no sample (the last batch of an
+  // evaluation shorter than `shards`) is skipped.
+  int shard = 0, shards = 1;
 };
 
 class Loader {
@@ -36,6 +42,7 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
+  // Batches of the whole epoch (of every shard together; a shard may skip an empty last part).
   int64_t batches_per_epoch() const;
   // Starts producing the batches of `epoch` (any previous epoch is abandoned).
   void start_epoch(int64_t epoch);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -113,11 +114,14 @@ int64_t count_correct(const Tensor& logits, const std::vector<int32_t>& labels) 
 }  // namespace
 
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progress,
-                    const std::string& label) {
+                    const std::string& label, Communicator* comm) {
+  Communicator& ranks = comm ? *comm : self();
   LoaderOptions lo;
   lo.batch = batch;
   lo.shuffle = false;
   lo.drop_last = false;
+  lo.shard = ranks.rank();
+  lo.shards = ranks.size();
   Loader loader(data, lo);
   loader.start_epoch(0);
   Progress bar(label, loader.batches_per_epoch(), stderr, progress);
@@ -149,6 +153,13 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
     std::snprintf(text, sizeof text, "acc %.2f%%", 100.0 * correct / count);
     bar.update(done, text, count / std::max(1e-9, monotonic_seconds() - t0));
   }
+  if (ranks.size() > 1) {
+    double totals[3] = {loss_sum, static_cast<double>(correct), static_cast<double>(count)};
+    ranks.allreduce_sum(totals, 3);
+    loss_sum = totals[0];
+    correct = static_cast<int64_t>(totals[1]);
+    count = static_cast<int64_t>(totals[2]);
+  }
   EvalResult r;
   r.count = count;
   r.loss = count ? loss_sum / count : 0;
@@ -162,9 +173,16 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
 // ---- epoch records as JSON ----------------------------------------------------------------------
 
 json epoch_record_json(const EpochRecord& r) {
-  return {{"epoch", r.epoch},           {"step", r.step},           {"lr", r.lr},
-          {"train_loss", r.train_loss}, {"train_acc", r.train_acc}, {"test_loss", r.test_loss},
-          {"test_acc", r.test_acc},     {"seconds", r.seconds},     {"img_per_s", r.img_per_s}};
+  return {{"epoch", r.epoch},
+          {"step", r.step},
+          {"lr", r.lr},
+          {"train_loss", r.train_loss},
+          {"train_acc", r.train_acc},
+          {"test_loss", r.test_loss},
+          {"test_acc", r.test_acc},
+          {"seconds", r.seconds},
+          {"img_per_s", r.img_per_s},
+          {"ranks", r.ranks}};
 }
 
 EpochRecord epoch_record_from_json(const json& j) {
@@ -178,6 +196,7 @@ EpochRecord epoch_record_from_json(const json& j) {
   r.test_acc = j.at("test_acc");
   r.seconds = j.at("seconds");
   r.img_per_s = j.at("img_per_s");
+  r.ranks = j.value("ranks", int64_t{1});  // runs from before data-parallel training: alone
   return r;
 }
 
@@ -252,29 +271,73 @@ struct EpochTotals {
 struct StepBuffers {
   Tensor images, probs, dlogits;
   std::vector<int32_t> labels;
+  std::vector<float> flat;  // every gradient, end to end (data-parallel: one allreduce a step)
+};
+
+// Sums every parameter's gradient over the ranks, in one allreduce of one flat buffer (packed
+// and unpacked: 2 cores leave no spare core to overlap buckets with the backward, see
+// docs/DISTRIBUTED.md).
+void allreduce_gradients(Communicator& comm, const std::vector<Param*>& params,
+                         std::vector<float>& flat) {
+  size_t total = 0;
+  for (const Param* p : params) total += static_cast<size_t>(p->grad.numel());
+  flat.resize(total);
+  size_t at = 0;
+  for (const Param* p : params) {
+    const auto n = static_cast<size_t>(p->grad.numel());
+    std::memcpy(flat.data() + at, p->grad.f32(), n * sizeof(float));
+    at += n;
+  }
+  comm.allreduce_sum(flat.data(), static_cast<int64_t>(total));
+  at = 0;
+  for (Param* p : params) {
+    const auto n = static_cast<size_t>(p->grad.numel());
+    std::memcpy(p->grad.f32(), flat.data() + at, n * sizeof(float));
+    at += n;
+  }
+}
+
+// What one step reports: the loss and correct count of the whole (global) batch.
+struct StepStats {
+  double loss = 0;
+  int64_t correct = 0, seen = 0;
 };
 
 // One optimizer step on the loader's next batch (forward, loss, backward, clip, AdamW);
-// false when the epoch has no batch left.
+// false when the epoch has no batch left. Data-parallel: the loader gives this rank its part of
+// the batch, whose loss is scaled by its share so that the summed gradients are the gradient of
+// the whole batch's mean loss.
 bool train_step(Model& model, AdamW& opt, Loader& loader, const std::vector<Param*>& params,
-                const TrainOptions& o, double lr, int64_t step, StepBuffers& b, float& loss,
-                int64_t& correct) {
+                const TrainOptions& o, Communicator& comm, double lr, int64_t step, StepBuffers& b,
+                StepStats& stats) {
   if (!loader.next(b.images, b.labels)) return false;
   const Tensor& logits = model.forward(b.images, true);
   if (!b.probs.defined() || b.probs.shape() != logits.shape()) {
     b.probs = Tensor::empty(logits.shape());
     b.dlogits = Tensor::empty(logits.shape());
   }
-  loss = cross_entropy_forward(b.probs, logits, b.labels.data(), o.smoothing);
-  if (!std::isfinite(loss)) {
-    throw std::runtime_error("train: the loss became " + std::to_string(loss) + " at step " +
-                             std::to_string(step) + " (lower --lr or set --clip)");
-  }
-  correct = count_correct(logits, b.labels);
+  const auto mine = static_cast<int64_t>(b.labels.size());
+  const float loss = cross_entropy_forward(b.probs, logits, b.labels.data(), o.smoothing);
+  double totals[3] = {static_cast<double>(loss) * static_cast<double>(mine),
+                      static_cast<double>(count_correct(logits, b.labels)),
+                      static_cast<double>(mine)};
   b.dlogits.zero();
-  cross_entropy_backward(b.dlogits, b.probs, b.labels.data(), o.smoothing);
+  cross_entropy_backward(b.dlogits, b.probs, b.labels.data(), o.smoothing,
+                         static_cast<float>(mine) / static_cast<float>(o.batch));
   model.zero_grad();
   model.backward(b.dlogits);
+  if (comm.size() > 1) {
+    allreduce_gradients(comm, params, b.flat);
+    comm.allreduce_sum(totals, 3);
+  }
+  stats.loss = totals[0] / totals[2];
+  stats.correct = static_cast<int64_t>(totals[1]);
+  stats.seen = static_cast<int64_t>(totals[2]);
+  // Every rank sees the same summed loss, so all of them stop here together.
+  if (!std::isfinite(stats.loss)) {
+    throw std::runtime_error("train: the loss became " + std::to_string(stats.loss) + " at step " +
+                             std::to_string(step) + " (lower --lr or set --clip)");
+  }
   clip_grad_norm(params, o.clip);
   opt.step(static_cast<float>(lr));
   return true;
@@ -282,8 +345,8 @@ bool train_step(Model& model, AdamW& opt, Loader& loader, const std::vector<Para
 
 // Every batch of one epoch, with a progress bar and step lines in the metrics log.
 EpochTotals train_epoch(Model& model, AdamW& opt, Loader& loader, const Schedule& sched,
-                        const TrainOptions& o, int64_t epoch, int64_t& step, RunDirectory& run,
-                        StepBuffers& buffers) {
+                        const TrainOptions& o, Communicator& comm, int64_t epoch, int64_t& step,
+                        RunDirectory& run, StepBuffers& buffers) {
   const std::vector<Param*> params = model.params();
   const double t0 = monotonic_seconds();
   loader.start_epoch(epoch);
@@ -295,18 +358,17 @@ EpochTotals train_epoch(Model& model, AdamW& opt, Loader& loader, const Schedule
   double loss_window = 0;
   int64_t in_window = 0;
   char text[96] = "";
-  float loss = 0;
-  int64_t correct = 0;
+  StepStats stats;
   for (double lr = sched.at(step);
-       train_step(model, opt, loader, params, o, lr, step, buffers, loss, correct);
+       train_step(model, opt, loader, params, o, comm, lr, step, buffers, stats);
        lr = sched.at(step)) {
     t.lr = lr;
     ++step;
     ++t.batches;
-    t.seen += static_cast<int64_t>(buffers.labels.size());
-    t.correct += correct;
-    t.loss_sum += loss;
-    loss_window += loss;
+    t.seen += stats.seen;
+    t.correct += stats.correct;
+    t.loss_sum += stats.loss;
+    loss_window += stats.loss;
     ++in_window;
     if (o.log_every > 0 && step % o.log_every == 0) {
       run.log_step(epoch + 1, step, t.lr, loss_window / in_window);
@@ -323,8 +385,9 @@ EpochTotals train_epoch(Model& model, AdamW& opt, Loader& loader, const Schedule
 }
 
 EpochRecord epoch_record(int64_t epoch, int64_t step, const EpochTotals& t, const EvalResult& ev,
-                         double seconds) {
+                         double seconds, int ranks) {
   EpochRecord rec;
+  rec.ranks = ranks;
   rec.epoch = epoch + 1;
   rec.step = step;
   rec.lr = t.lr;
@@ -364,6 +427,39 @@ LoaderOptions loader_options(const TrainOptions& o) {
   return lo;
 }
 
+// Data-parallel: rank 0 opened the run directory (a new run, or a resumed one); the others get
+// its resume point, weights and optimizer state, so every rank starts from the same place.
+void sync_from_root(Communicator& comm, Model& model, AdamW& opt, ResumePoint& at) {
+  std::string text;
+  if (comm.rank() == 0) {
+    json j = {{"epoch", at.epoch},
+              {"step", at.step},
+              {"train_seconds", at.train_seconds},
+              {"best_test_acc", at.best_test_acc},
+              {"adam_steps", opt.steps()},
+              {"history", json::array()}};
+    for (const EpochRecord& r : at.history) j["history"].push_back(epoch_record_json(r));
+    text = j.dump();
+  }
+  comm.broadcast(text, 0);
+  const json j = json::parse(text);
+  at.epoch = j.at("epoch");
+  at.step = j.at("step");
+  at.train_seconds = j.at("train_seconds");
+  at.best_test_acc = j.at("best_test_acc");
+  at.history.clear();
+  for (const json& r : j.at("history")) at.history.push_back(epoch_record_from_json(r));
+  for (Param* p : model.params()) comm.broadcast(p->value.f32(), p->value.numel(), 0);
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (auto& [name, t] : opt.state()) {
+    Tensor copy = Tensor::empty(t.shape());
+    std::memcpy(copy.f32(), t.f32(), static_cast<size_t>(t.numel()) * sizeof(float));
+    comm.broadcast(copy.f32(), copy.numel(), 0);
+    state.emplace_back(name, std::move(copy));
+  }
+  opt.load_state(state, j.at("adam_steps").get<int64_t>());
+}
+
 }  // namespace
 
 // Every numeric setting finite and in range, before any data is read (a NaN warmup or a
@@ -385,10 +481,24 @@ void check_options(const TrainOptions& o) {
   require(!std::isnan(o.clip), "--clip must be a number (<= 0: no clipping)", o.clip);
   require(o.eval_batch > 0, "the evaluation batch must be positive",
           static_cast<double>(o.eval_batch));
+  const int ranks = o.comm ? o.comm->size() : 1;
+  if (o.batch < ranks) {
+    throw std::invalid_argument("train: a batch of " + std::to_string(o.batch) +
+                                " cannot be split over " + std::to_string(ranks) +
+                                " data-parallel ranks (expected --batch >= the number of ranks)");
+  }
 }
 
-TrainResult train(const TrainOptions& o) {
-  check_options(o);
+TrainResult train(const TrainOptions& options) {
+  check_options(options);
+  Communicator& comm = options.comm ? *options.comm : self();
+  const bool root = comm.rank() == 0;
+  // Rank 0 alone writes the run directory and the progress; the others compute.
+  TrainOptions o = options;
+  if (!root) {
+    o.out.clear();
+    o.progress = o.verbose = false;
+  }
   const Splits data = open_splits(o);
 
   TrainResult result;
@@ -399,13 +509,24 @@ TrainResult train(const TrainOptions& o) {
   AdamWOptions ao;
   ao.weight_decay = static_cast<float>(o.weight_decay);
   AdamW opt(model.params(), ao);
-  Loader loader(*data.train, loader_options(o));
+  LoaderOptions lo = loader_options(o);
+  lo.shard = comm.rank();
+  lo.shards = comm.size();
+  Loader loader(*data.train, lo);
   const Schedule sched = make_schedule(o, loader.batches_per_epoch());
 
   RunDirectory run(o, result.config);
   ResumePoint at = run.open(model, opt, o.resume, o.force, [](const std::string& message) {
     std::fprintf(stderr, "%s\n", message.c_str());  // always: the run is not where it was
   });
+  if (comm.size() > 1) {
+    sync_from_root(comm, model, opt, at);
+    if (o.verbose) {
+      std::fprintf(stderr, "data-parallel over %d ranks: %lld of each batch of %lld per rank\n",
+                   comm.size(), static_cast<long long>(o.batch / comm.size()),
+                   static_cast<long long>(o.batch));
+    }
+  }
   if (at.epoch > 0 && o.verbose) {
     std::fprintf(stderr, "resuming %s at epoch %lld/%lld (step %lld)\n", o.out.c_str(),
                  static_cast<long long>(at.epoch + 1), static_cast<long long>(o.epochs),
@@ -416,9 +537,10 @@ TrainResult train(const TrainOptions& o) {
   for (int64_t epoch = at.epoch, this_run = 1; epoch < o.epochs; ++epoch, ++this_run) {
     const double t0 = monotonic_seconds();
     const EpochTotals totals =
-        train_epoch(model, opt, loader, sched, o, epoch, at.step, run, buffers);
-    const EvalResult ev = evaluate(model, *data.test, o.eval_batch, o.progress, "  test");
-    at.history.push_back(epoch_record(epoch, at.step, totals, ev, monotonic_seconds() - t0));
+        train_epoch(model, opt, loader, sched, o, comm, epoch, at.step, run, buffers);
+    const EvalResult ev = evaluate(model, *data.test, o.eval_batch, o.progress, "  test", &comm);
+    at.history.push_back(
+        epoch_record(epoch, at.step, totals, ev, monotonic_seconds() - t0, comm.size()));
     at.epoch = epoch + 1;
     at.train_seconds += at.history.back().seconds;
     const bool best = ev.accuracy > at.best_test_acc || epoch == 0;

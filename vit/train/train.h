@@ -15,6 +15,16 @@
 // from last.safetensors. Data order and augmentation are pure functions of (seed, epoch,
 // position) and the model has no other randomness, so the resumed run computes exactly what the
 // uninterrupted one does (bitwise, with the same thread count).
+//
+// Data-parallel (TrainOptions::comm with several ranks, `mpirun -np N vitpe train`): every rank
+// holds the whole model and computes the gradient of its part of each batch (the loader's
+// shard: the same global batches, order and augmentation as one process), the gradients are
+// summed over the ranks (one MPI_Allreduce per step, each rank's loss scaled by its share of
+// the batch), and every rank then takes the same clipped AdamW step, so the weights stay
+// identical. Evaluation is split the same way and summed. Rank 0 alone owns the run directory
+// (lock, metrics, checkpoints); on resume it reads the checkpoint and sends weights, optimizer
+// state and trainer state to the others. The same global batch is the same training as one
+// process up to the order of float summation (tests/vit/train/mpi_train.cpp).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +37,7 @@
 
 #include "vit/models/model.h"
 #include "vit/train/data.h"
+#include "vit/train/distributed.h"
 
 namespace vitpe {
 
@@ -65,9 +76,11 @@ struct EvalResult {
   double seconds = 0;
 };
 
-// Evaluates on every sample of `data` (at the dataset's size) in batches.
+// Evaluates on every sample of `data` (at the dataset's size) in batches. With `comm` of several
+// ranks (a collective: every rank calls it), each rank evaluates its part of every batch and
+// the totals are summed, so every rank returns the result of the whole set.
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch = 256, bool progress = false,
-                    const std::string& label = "eval");
+                    const std::string& label = "eval", Communicator* comm = nullptr);
 
 // ---- training ----------------------------------------------------------------------------------
 
@@ -104,6 +117,10 @@ struct TrainOptions {
   // Stop (as if killed) after this many epochs of this invocation (0: never). For tests and
   // for splitting long runs.
   int64_t stop_after_epochs = 0;
+
+  // Data-parallel over these ranks (see the top of this file); null or one rank: alone. Every
+  // rank calls train() with the same options; only rank 0 writes `out`.
+  Communicator* comm = nullptr;
 };
 
 struct EpochRecord {
@@ -114,6 +131,7 @@ struct EpochRecord {
   double test_loss = 0, test_acc = 0;
   double seconds = 0;    // wall time of this epoch (training + evaluation)
   double img_per_s = 0;  // training throughput of this epoch
+  int64_t ranks = 1;     // data-parallel processes that trained it
 };
 
 // An epoch record as JSON (metrics.jsonl lines, last.safetensors' history, results.json) and
