@@ -7,6 +7,7 @@
 #include "apps/train_options.h"
 #include "ops/util.h"
 #include "vit/compare/compare.h"
+#include "vit/train/distributed.h"
 
 namespace vitpe::app {
 
@@ -76,7 +77,16 @@ void setup(CLI::App& root) {
       apply_quick_compare(*o, [&](const char* name) { return cmd->get_option(name)->count() > 0; });
     }
     o->extra_settings = {{"command", invocation()}};
+    // Under mpirun: the runs are shared out over the ranks; rank 0 writes and prints.
+    Communicator& ranks = world();
+    if (ranks.size() > 1) {
+      o->comm = &ranks;
+      o->extra_settings.emplace_back("processes", std::to_string(ranks.size()) + " MPI ranks, " +
+                                                      std::to_string(num_threads()) +
+                                                      " threads each (rank 0)");
+    }
     CompareResults r = run_compare(*o);
+    if (ranks.rank() != 0) return;
     std::printf("\n%s\n", terminal_table(r).c_str());
     const auto out = std::filesystem::path(o->out);
     std::printf("report:  %s\nresults: %s, %s\n", (out / "report.html").string().c_str(),

@@ -3,6 +3,7 @@
 
 #include <dnnl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -147,10 +148,49 @@ std::vector<std::unique_ptr<Dataset>> test_sets(const TrainOptions& t,
   return tests;
 }
 
+// Which rank does each of n runs: rank 0 looks at the shared output folder once (`finished`)
+// and deals the runs still to train round-robin first, then the finished ones (evaluated
+// again), so a resumed sweep spreads its remaining training over every rank. One process: all 0.
+std::vector<int> sweep_owners(Communicator& comm, size_t n,
+                              const std::function<bool(size_t)>& finished) {
+  std::vector<int> owner(n, 0);
+  if (comm.size() == 1) return owner;
+  std::string dealt;
+  if (comm.rank() == 0) {
+    int next = 0;
+    for (bool pass_finished : {false, true}) {
+      for (size_t i = 0; i < n; ++i) {
+        if (finished(i) != pass_finished) continue;
+        owner[i] = next;
+        next = (next + 1) % comm.size();
+      }
+    }
+    dealt = json(owner).dump();
+  }
+  comm.broadcast(dealt, 0);
+  return json::parse(dealt).get<std::vector<int>>();
+}
+
+// Every rank's (index, result) pairs at rank 0 (the others get theirs back).
+std::vector<std::pair<size_t, RunResult>> gather_runs(
+    Communicator& comm, const std::vector<std::pair<size_t, RunResult>>& mine) {
+  json j = json::array();
+  for (const auto& [i, run] : mine) j.push_back({{"index", i}, {"run", run_to_json(run)}});
+  const std::vector<std::string> texts = comm.gather(j.dump(), 0);
+  if (comm.rank() != 0) return mine;
+  std::vector<std::pair<size_t, RunResult>> all;
+  for (const std::string& text : texts) {
+    for (const json& e : json::parse(text)) {
+      all.emplace_back(e.at("index").get<size_t>(), run_from_json(e.at("run")));
+    }
+  }
+  return all;
+}
+
 // The training options of one (encoding, seed) run in its own directory.
-TrainOptions run_options(const CompareOptions& opt, const std::string& enc, uint64_t seed,
+TrainOptions run_options(const TrainOptions& train, const std::string& enc, uint64_t seed,
                          const fs::path& dir) {
-  TrainOptions to = opt.train;
+  TrainOptions to = train;
   to.encoding = enc;
   to.seed = seed;
   to.out = dir.string();
@@ -176,7 +216,7 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to,
                   static_cast<long long>(sizes[s]), 100 * ev.accuracy);
     accs += buf;
   }
-  std::fprintf(stderr, "  %s seed %llu: %s\n", run.encoding.c_str(),
+  std::fprintf(stderr, "%s  %s seed %llu: %s\n", rank_prefix().c_str(), run.encoding.c_str(),
                static_cast<unsigned long long>(run.seed), accs.c_str());
 }
 
@@ -261,25 +301,66 @@ CompareResults run_compare(const CompareOptions& opt) {
   r.versions = version_info();
   const std::vector<std::unique_ptr<Dataset>> tests = test_sets(opt.train, r.sizes);
 
-  const size_t total = r.encodings.size() * r.seeds.size();
+  // Every (encoding, seed) run in the order of the table; under mpirun they are shared out.
+  std::vector<std::pair<std::string, uint64_t>> all;
   for (const std::string& enc : r.encodings) {
-    for (uint64_t seed : r.seeds) {
-      const fs::path dir = fs::path(opt.out) / "runs" / (enc + "-s" + std::to_string(seed));
-      const fs::path done = dir / "result.json";
-      std::fprintf(stderr, "[%zu/%zu] %s seed %llu%s\n", r.runs.size() + 1, total, enc.c_str(),
-                   static_cast<unsigned long long>(seed),
-                   fs::exists(done) ? (": trained before (" + done.string() +
-                                       "), checking its settings and evaluating it again")
-                                          .c_str()
-                                    : "");
-      const TrainOptions to = run_options(opt, enc, seed, dir);
-      r.runs.push_back(fs::exists(done) ? reuse_finished(to, *probe_data, r.sizes, tests)
-                                        : train_and_evaluate(to, enc, seed, r.sizes, tests));
-      // Partial results after every run: a long comparison can be looked at while it runs.
+    for (uint64_t seed : r.seeds) all.emplace_back(enc, seed);
+  }
+  auto run_dir = [&](size_t i) {
+    return fs::path(opt.out) / "runs" / (all[i].first + "-s" + std::to_string(all[i].second));
+  };
+  Communicator& comm = opt.comm ? *opt.comm : self();
+  const std::vector<int> owner = sweep_owners(
+      comm, all.size(), [&](size_t i) { return fs::exists(run_dir(i) / "result.json"); });
+  TrainOptions train = opt.train;
+  if (comm.size() > 1) {
+    // Each rank prints its own runs' lines (prefixed); progress bars would interleave.
+    train.progress = false;
+    train.verbose = false;
+  }
+  const std::string who = rank_prefix();
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (owner[i] == comm.rank()) mine.push_back(i);
+  }
+  std::vector<std::pair<size_t, RunResult>> done;
+  for (size_t i : mine) {
+    const auto& [enc, seed] = all[i];
+    const fs::path dir = run_dir(i), finished = dir / "result.json";
+    std::fprintf(stderr, "%s[%zu/%zu] %s seed %llu%s\n", who.c_str(), i + 1, all.size(),
+                 enc.c_str(), static_cast<unsigned long long>(seed),
+                 fs::exists(finished) ? (": trained before (" + finished.string() +
+                                         "), checking its settings and evaluating it again")
+                                            .c_str()
+                                      : "");
+    const TrainOptions to = run_options(train, enc, seed, dir);
+    done.emplace_back(i, fs::exists(finished) ? reuse_finished(to, *probe_data, r.sizes, tests)
+                                              : train_and_evaluate(to, enc, seed, r.sizes, tests));
+    // Partial results after every run: a long comparison can be looked at while it runs (with
+    // several ranks, rank 0's runs so far; the whole table once they are gathered).
+    if (comm.rank() == 0) {
+      r.runs.clear();
+      for (const auto& d : done) r.runs.push_back(d.second);
       r.wall_seconds = monotonic_seconds() - wall0;
       write_compare_outputs(r, opt.out);
     }
   }
+  if (comm.size() > 1) {
+    done = gather_runs(comm, done);
+    if (comm.rank() != 0) {
+      r.runs.clear();
+      for (const auto& d : done) r.runs.push_back(d.second);
+      return r;  // rank 0 writes the outputs
+    }
+  }
+  std::sort(done.begin(), done.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (done.size() != all.size()) {
+    throw std::logic_error("compare: gathered " + std::to_string(done.size()) + " runs of " +
+                           std::to_string(all.size()));
+  }
+  r.runs.clear();
+  for (const auto& d : done) r.runs.push_back(d.second);
   if (opt.pictures) add_pictures(r, base, opt.out);
   r.wall_seconds = monotonic_seconds() - wall0;
   write_compare_outputs(r, opt.out);

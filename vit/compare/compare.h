@@ -2,6 +2,9 @@
 // (same data order and augmentation per seed, same schedule, same initialisation stream),
 // evaluates each at several image sizes, and writes results.json, results.csv and report.html.
 //
+// Under mpirun the runs are spread over the ranks (CompareOptions::comm); a rank that dies
+// loses only the epoch it was in, and the same command run again continues from the files.
+//
 // Each run lives in OUT/runs/<encoding>-s<seed>/ (a normal training run directory); a run whose
 // result.json exists is not trained again, so an interrupted comparison continues where it
 // stopped, but only when it was trained with the same settings (else an error naming what
@@ -26,6 +29,11 @@ struct CompareOptions {
   std::string out;             // directory for the results (required)
   bool pictures = true;        // render each encoding's pictures into the report
   std::vector<std::pair<std::string, std::string>> extra_settings;  // e.g. the command line
+  // A sweep over these ranks (`mpirun -np N vitpe compare`): rank 0 deals the (encoding, seed)
+  // runs out (those still to train first), each rank trains its runs one at a time in the
+  // shared OUT/runs/, and rank 0 gathers the results and writes the outputs. Every rank calls
+  // run_compare with the same options; the others return only their own runs. Null: alone.
+  Communicator* comm = nullptr;
 };
 
 // The encodings compared by default: every kind the model family supports.
