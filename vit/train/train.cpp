@@ -274,9 +274,10 @@ struct StepBuffers {
   std::vector<float> flat;  // every gradient, end to end (data-parallel: one allreduce a step)
 };
 
-// Sums every parameter's gradient over the ranks, in one allreduce of one flat buffer (packed
-// and unpacked: 2 cores leave no spare core to overlap buckets with the backward, see
-// docs/DISTRIBUTED.md).
+}  // namespace
+
+// One allreduce of one flat buffer, packed and unpacked: 2 cores leave no spare core to overlap
+// buckets with the backward, see docs/DISTRIBUTED.md.
 void allreduce_gradients(Communicator& comm, const std::vector<Param*>& params,
                          std::vector<float>& flat) {
   size_t total = 0;
@@ -296,6 +297,8 @@ void allreduce_gradients(Communicator& comm, const std::vector<Param*>& params,
     at += n;
   }
 }
+
+namespace {
 
 // What one step reports: the loss and correct count of the whole (global) batch.
 struct StepStats {

@@ -149,6 +149,12 @@ struct TrainResult {
   std::unique_ptr<Model> model;  // the trained model (final weights)
 };
 
+// Sums every parameter's gradient over the ranks of `comm` (a collective: every rank calls it
+// with the same parameters), through `flat`, a buffer kept from step to step: the exchange of
+// each data-parallel step of train(), and what `vitpe bench train` times under mpirun.
+void allreduce_gradients(Communicator& comm, const std::vector<Param*>& params,
+                         std::vector<float>& flat);
+
 // Builds the config of a run: preset + encoding + overrides + dataset geometry.
 ModelConfig make_train_config(const TrainOptions& options, const Dataset& train_data);
 
