@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
       "Exit codes: 0 success; 1 failure (a file that cannot be read or is not what it should be, "
       "an image that could not be classified, no GPU for a CUDA command); 2 usage error (an "
       "unknown command or flag, a missing or bad value).");
-  // --version also says which data folder (bundled checkpoint, class names) this vitpe uses.
+  // --version also says which data folder (bundled checkpoint, class names) this vitpe uses,
+  // and which MPI it was built with (mpirun -np N: vit/train/distributed.h).
   app.set_version_flag("--version", [version] {
     std::string data;
     try {
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       data = std::string("none (") + e.what() + ")";
     }
-    return version + "\ndata folder: " + data;
+    return version + "\ndata folder: " + data + "\nMPI: " + vitpe::mpi_library_version();
   });
   add_threads_option(&app);
 

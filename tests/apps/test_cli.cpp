@@ -307,9 +307,13 @@ TEST(Cli, InfoAndConvertRoundTrip) {
 TEST(Cli, VersionIsTheProjectVersion) {
   CmdResult r = vitpe("--version");
   EXPECT_EQ(r.code, 0) << r.out;
-  // The version, then the data folder: this build's (the command is not installed).
-  EXPECT_EQ(r.out,
-            "vitpe " VITPE_PROJECT_VERSION "\ndata folder: " VITPE_BINARY_DIR "/share/vitpe\n");
+  // The version, then the data folder: this build's (the command is not installed), then the
+  // MPI it was built with (or none).
+  const std::string head =
+      "vitpe " VITPE_PROJECT_VERSION "\ndata folder: " VITPE_BINARY_DIR "/share/vitpe\nMPI: ";
+  EXPECT_EQ(r.out.substr(0, head.size()), head) << r.out;
+  EXPECT_GT(r.out.size(), head.size() + 2) << r.out;
+  EXPECT_EQ(r.out.back(), '\n') << r.out;
   CmdResult info = vitpe("info vit-fmnist");
   EXPECT_EQ(info.code, 0) << info.out;
   EXPECT_TRUE(contains(info.out, "read by       vitpe " VITPE_PROJECT_VERSION)) << info.out;
