@@ -15,6 +15,14 @@
 #include <thread>
 
 #ifdef VITPE_WITH_MPI
+// The C API only: Open MPI's and MPICH's deprecated C++ bindings would come with mpi.h and do
+// not compile warning-free (CMake's MPI_CXX_SKIP_MPICXX says the same to the build).
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #endif
 
