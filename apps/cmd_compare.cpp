@@ -55,6 +55,8 @@ void setup(CLI::App& root) {
                   "Comma-separated encoding specs (default: all the model supports)");
   cmd->add_option("--seeds", c->seeds, "Comma-separated seeds, one run per encoding and seed")
       ->capture_default_str();
+  cmd->add_option("--reference", o->reference,
+                  "Encoding the paired differences are taken against (default: the first)");
   cmd->add_option("--eval-sizes", c->sizes,
                   "Comma-separated evaluation sizes (default: train size, +8, +16)");
   cmd->add_option("--out", o->out, "Output directory")->required();

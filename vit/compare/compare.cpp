@@ -128,6 +128,7 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
                                   : "random crop, no flips"},
       {"data seed (procedural)", std::to_string(t.data.seed)},
       {"seeds", join(to_strings(r.seeds), ",")},
+      {"paired differences against", reference_encoding(r)},
       {"evaluation sizes", join(to_strings(r.sizes), ",")},
       {"evaluation at other sizes", probe.other_size_rule()}};
   for (const auto& kv : opt.extra_settings) s.push_back(kv);
@@ -294,6 +295,13 @@ CompareResults run_compare(const CompareOptions& opt) {
   CompareResults r;
   r.encodings = opt.encodings.empty() ? default_encodings(base.kind) : opt.encodings;
   r.seeds = opt.seeds;
+  if (!opt.reference.empty() &&
+      std::find(r.encodings.begin(), r.encodings.end(), opt.reference) == r.encodings.end()) {
+    throw std::invalid_argument("compare: the reference encoding '" + opt.reference +
+                                "' is not among the encodings compared (" +
+                                join(r.encodings, ", ") + ")");
+  }
+  r.reference = opt.reference;
   r.train_size = base.img_rows;
   r.sizes = evaluation_sizes(opt.sizes, base);
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();

@@ -28,6 +28,8 @@ struct CompareOptions {
   std::vector<int64_t> sizes;  // evaluation sizes; empty: train size, +8, +16 px
   std::string out;             // directory for the results (required)
   bool pictures = true;        // render each encoding's pictures into the report
+  // The encoding paired differences are taken against (one of `encodings`; empty: the first).
+  std::string reference;
   std::vector<std::pair<std::string, std::string>> extra_settings;  // e.g. the command line
   // A sweep over these ranks (`mpirun -np N vitpe compare`): rank 0 deals the (encoding, seed)
   // runs out (those still to train first), each rank trains its runs one at a time in the

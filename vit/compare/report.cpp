@@ -72,6 +72,8 @@ struct Series {
   std::string name;
   std::string color;
   std::vector<double> x, y, err;  // err: +- half-height of an error bar (may be empty)
+  // Single observations drawn as small open circles around the line (every seed's value).
+  std::vector<std::pair<double, double>> points = {};
 };
 
 // "Nice" tick step for a range (1, 2 or 5 times a power of ten).
@@ -104,6 +106,10 @@ std::string line_chart(const std::string& title, const std::string& x_label,
       xmax = std::max(xmax, s.x[i]);
       ymin = std::min(ymin, s.y[i] - e);
       ymax = std::max(ymax, s.y[i] + e);
+    }
+    for (const auto& [x, y] : s.points) {
+      ymin = std::min(ymin, y);
+      ymax = std::max(ymax, y);
     }
   }
   if (xmin > xmax) xmin = 0, xmax = 1, ymin = 0, ymax = 1;
@@ -163,6 +169,12 @@ std::string line_chart(const std::string& title, const std::string& x_label,
         << s.color << "\"><title>" << html_escape(s.name) << ": " << fmt("%g", s.x[i]) << ", "
         << fmt("%.4g", s.y[i]) << "</title></circle>";
     }
+    for (const auto& [x, y] : s.points) {
+      o << "<circle class=\"seed\" cx=\"" << px(x) << "\" cy=\"" << py(y)
+        << "\" r=\"2.5\" fill=\"none\" stroke-opacity=\"0.7\" stroke=\"" << s.color << "\"><title>"
+        << html_escape(s.name) << ", one seed: " << fmt("%g", x) << ", " << fmt("%.4g", y)
+        << "</title></circle>";
+    }
     o << "</g>\n";
     // Legend.
     const double ly = T + 14 + 18 * static_cast<double>(k);
@@ -188,6 +200,22 @@ double std_of(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
+// The accuracy of one run at size index k (NaN when the run lacks it).
+double accuracy_at(const RunResult& run, size_t k) {
+  return k < run.accuracy.size() ? run.accuracy[k] : std::nan("");
+}
+
+// "+1.23 [-0.40, 2.86]" in percent, "*" when the interval excludes zero.
+std::string diff_cell(const Interval& d) {
+  if (d.n == 0) return "-";
+  std::string c = fmt("%+.2f", 100 * d.mean);
+  if (d.n >= 2) {
+    c += " [" + fmt("%+.2f", 100 * d.low()) + ", " + fmt("%+.2f", 100 * d.high()) + "]";
+    if (d.excludes_zero()) c += "*";
+  }
+  return c;
+}
+
 // Per encoding and epoch: the mean over seeds of a history field.
 std::vector<Series> curves(const CompareResults& r, double EpochRecord::*field, double scale) {
   std::vector<Series> out;
@@ -209,6 +237,66 @@ std::vector<Series> curves(const CompareResults& r, double EpochRecord::*field, 
 
 }  // namespace
 
+double t_quantile_975(int64_t df) {
+  if (df < 1)
+    throw std::invalid_argument("t_quantile_975: df must be >= 1, found " + std::to_string(df));
+  static const double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                                 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                                 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                                 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df <= 30) return table[df - 1];
+  // Cornish-Fisher expansion of t around the normal quantile z (error < 1e-4 for df > 30).
+  const double z = 1.959963984540054, n = static_cast<double>(df);
+  const double z3 = z * z * z, z5 = z3 * z * z, z7 = z5 * z * z;
+  return z + (z3 + z) / (4 * n) + (5 * z5 + 16 * z3 + 3 * z) / (96 * n * n) +
+         (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * n * n * n);
+}
+
+Interval mean_interval(const std::vector<double>& v) {
+  Interval i;
+  i.n = static_cast<int64_t>(v.size());
+  i.mean = mean_of(v);
+  i.stddev = std_of(v);
+  if (i.n >= 2) i.half = t_quantile_975(i.n - 1) * i.stddev / std::sqrt(static_cast<double>(i.n));
+  return i;
+}
+
+std::string reference_encoding(const CompareResults& r) {
+  if (!r.reference.empty()) return r.reference;
+  return r.encodings.empty() ? "" : r.encodings.front();
+}
+
+std::vector<PairedRow> paired_differences(const CompareResults& r) {
+  const std::string ref = reference_encoding(r);
+  std::map<uint64_t, const RunResult*> ref_runs;
+  for (const RunResult& run : r.runs) {
+    if (run.encoding == ref) ref_runs[run.seed] = &run;
+  }
+  std::vector<PairedRow> rows;
+  if (ref_runs.empty()) return rows;
+  for (const std::string& enc : r.encodings) {
+    if (enc == ref) continue;
+    std::vector<std::vector<double>> d(r.sizes.size());
+    bool any = false;
+    for (const RunResult& run : r.runs) {
+      if (run.encoding != enc) continue;
+      auto it = ref_runs.find(run.seed);
+      if (it == ref_runs.end()) continue;
+      any = true;
+      for (size_t k = 0; k < r.sizes.size(); ++k) {
+        const double a = accuracy_at(run, k), b = accuracy_at(*it->second, k);
+        if (!std::isnan(a) && !std::isnan(b)) d[k].push_back(a - b);
+      }
+    }
+    if (!any) continue;
+    PairedRow row;
+    row.encoding = enc;
+    for (const auto& v : d) row.diff.push_back(mean_interval(v));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 std::vector<SummaryRow> summarize(const CompareResults& r) {
   std::vector<SummaryRow> rows;
   for (const std::string& enc : r.encodings) {
@@ -227,8 +315,10 @@ std::vector<SummaryRow> summarize(const CompareResults& r) {
     if (row.runs == 0) continue;  // not finished yet: no row, rather than a row of zeros
     row.train_seconds = mean_of(times);
     for (const auto& a : acc) {
-      row.mean.push_back(mean_of(a));
-      row.stddev.push_back(std_of(a));
+      const Interval i = mean_interval(a);
+      row.mean.push_back(i.mean);
+      row.stddev.push_back(i.stddev);
+      row.ci95.push_back(i.half);
     }
     rows.push_back(std::move(row));
   }
@@ -254,7 +344,7 @@ std::string terminal_table(const CompareResults& r) {
     o << buf;
     for (size_t s = 0; s < row.mean.size(); ++s) {
       std::string cell = fmt("%.2f", 100 * row.mean[s]);
-      if (row.runs > 1) cell += " +- " + fmt("%.2f", 100 * row.stddev[s]);
+      if (row.runs > 1) cell += " +- " + fmt("%.2f", 100 * row.ci95[s]);
       std::snprintf(buf, sizeof buf, "  %15s", cell.c_str());
       o << buf;
     }
@@ -262,8 +352,33 @@ std::string terminal_table(const CompareResults& r) {
                   Progress::format_duration(row.train_seconds).c_str());
     o << buf << '\n';
   }
-  o << "(accuracy in %, mean +- std over " << r.seeds.size() << " seed"
-    << (r.seeds.size() == 1 ? "" : "s") << "; * = training size)\n";
+  if (r.seeds.size() > 1) {
+    o << "(accuracy in %, mean +- half-width of its t-based 95 % interval over " << r.seeds.size()
+      << " seeds; * = training size)\n";
+  } else {
+    o << "(accuracy in %, one seed: no interval; * = training size)\n";
+  }
+  const std::vector<PairedRow> paired = paired_differences(r);
+  if (r.seeds.size() > 1 && !paired.empty()) {
+    o << "\npaired differences against " << reference_encoding(r)
+      << " (same seed; mean [95 % t-interval], * = the interval excludes 0):\n";
+    std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), "encoding");
+    o << buf;
+    for (int64_t s : r.sizes) {
+      std::snprintf(buf, sizeof buf, "  %26s", ("acc@" + std::to_string(s)).c_str());
+      o << buf;
+    }
+    o << '\n';
+    for (const PairedRow& row : paired) {
+      std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), row.encoding.c_str());
+      o << buf;
+      for (const Interval& d : row.diff) {
+        std::snprintf(buf, sizeof buf, "  %26s", diff_cell(d).c_str());
+        o << buf;
+      }
+      o << '\n';
+    }
+  }
   return o.str();
 }
 
@@ -301,9 +416,29 @@ std::string results_json(const CompareResults& r) {
                        {"params_added", row.params_added},
                        {"train_seconds", row.train_seconds},
                        {"accuracy_mean", row.mean},
-                       {"accuracy_std", row.stddev}});
+                       {"accuracy_std", row.stddev},
+                       {"accuracy_ci95", row.ci95}});
   }
   j["summary"] = summary;
+  j["reference"] = reference_encoding(r);
+  json paired = json::array();
+  for (const PairedRow& row : paired_differences(r)) {
+    json per_size = json::array();
+    for (const Interval& d : row.diff) {
+      per_size.push_back({{"pairs", d.n},
+                          {"mean", d.mean},
+                          {"ci95_low", d.low()},
+                          {"ci95_high", d.high()},
+                          {"excludes_zero", d.excludes_zero()}});
+    }
+    paired.push_back(
+        {{"encoding", row.encoding}, {"against", reference_encoding(r)}, {"by_size", per_size}});
+  }
+  j["paired_differences"] = paired;
+  j["statistics"] =
+      "accuracy_ci95: half-width of the t-based 95 % interval of the mean over seeds; "
+      "paired_differences: accuracy(encoding, seed) - accuracy(reference, seed) over the seeds "
+      "both have, mean and its t-based 95 % interval";
   return j.dump(2) + "\n";
 }
 
@@ -316,6 +451,7 @@ CompareResults parse_results_json(const std::string& text) {
   r.sizes = j.at("sizes").get<std::vector<int64_t>>();
   r.train_size = j.at("train_size");
   r.wall_seconds = j.value("wall_seconds", 0.0);
+  r.reference = j.value("reference", std::string());
   for (const auto& [k, v] : j.at("settings").items()) r.settings.emplace_back(k, v);
   for (const auto& [k, v] : j.at("versions").items()) r.versions.emplace_back(k, v);
   for (const json& jr : j.at("runs")) {
@@ -428,15 +564,43 @@ void html_summary(std::ostream& o, const CompareResults& r, const std::vector<Su
     for (size_t s = 0; s < row.mean.size(); ++s) {
       o << "<td" << (row.mean[s] >= best[s] - 1e-12 ? " class=\"best\"" : "") << ">"
         << fmt("%.2f", 100 * row.mean[s]);
-      if (row.runs > 1) o << " &plusmn; " << fmt("%.2f", 100 * row.stddev[s]);
+      if (row.runs > 1) o << " &plusmn; " << fmt("%.2f", 100 * row.ci95[s]);
       o << "</td>";
     }
     o << "<td>" << with_commas(row.params_added) << "</td><td>"
       << Progress::format_duration(row.train_seconds) << "</td></tr>\n";
   }
-  o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy in % on the test split, mean &plusmn; "
-       "standard deviation over seeds. Params added: the parameters the positional encoding "
-       "owns. Train time: mean per run (training and per-epoch evaluation).</p>\n";
+  o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy in % on the test split, mean over "
+    << r.seeds.size() << " seed" << (r.seeds.size() == 1 ? "" : "s")
+    << (r.seeds.size() > 1 ? " &plusmn; the half-width of its t-based 95 % interval "
+                             "(t<sub>0.975, n&minus;1</sub> &middot; s / &radic;n)"
+                           : " (one seed: no interval)")
+    << ". Params added: the parameters the positional encoding owns. Train time: mean per run "
+       "(training and per-epoch evaluation).</p>\n";
+}
+
+// Paired differences against the reference encoding (several seeds only).
+void html_paired(std::ostream& o, const CompareResults& r) {
+  const std::vector<PairedRow> rows = paired_differences(r);
+  if (r.seeds.size() < 2 || rows.empty()) return;
+  o << "<h2>Paired differences against " << html_escape(reference_encoding(r))
+    << "</h2>\n<table id=\"paired\">\n<thead><tr><th>encoding</th>";
+  for (int64_t s : r.sizes)
+    o << "<th>@" << s << (s == r.train_size ? " (train size)" : "") << "</th>";
+  o << "</tr></thead>\n<tbody>\n";
+  for (const PairedRow& row : rows) {
+    o << "<tr><td>" << html_escape(row.encoding) << "</td>";
+    for (const Interval& d : row.diff) {
+      o << "<td" << (d.excludes_zero() ? " class=\"best\"" : "") << ">" << html_escape(diff_cell(d))
+        << "</td>";
+    }
+    o << "</tr>\n";
+  }
+  o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy points (%) of each encoding minus "
+    << html_escape(reference_encoding(r))
+    << " trained with the same seed (same initialisation stream, data order and augmentation), "
+       "mean over the seeds and its t-based 95 % interval [low, high]; bold and * where the "
+       "interval excludes zero. Pairing removes the variation between seeds that both share.</p>\n";
 }
 
 void html_charts(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
@@ -449,13 +613,23 @@ void html_charts(std::ostream& o, const CompareResults& r, const std::vector<Sum
     for (size_t k = 0; k < r.sizes.size() && k < rows[e].mean.size(); ++k) {
       s.x.push_back(static_cast<double>(r.sizes[k]));
       s.y.push_back(100 * rows[e].mean[k]);
-      s.err.push_back(100 * rows[e].stddev[k]);
+      s.err.push_back(100 * rows[e].ci95[k]);
+    }
+    for (const RunResult& run : r.runs) {
+      if (run.encoding != rows[e].encoding || r.seeds.size() < 2) continue;
+      for (size_t k = 0; k < r.sizes.size() && k < run.accuracy.size(); ++k) {
+        s.points.emplace_back(static_cast<double>(r.sizes[k]), 100 * run.accuracy[k]);
+      }
     }
     res.push_back(std::move(s));
   }
   o << line_chart("Test accuracy at each image size", "image size (pixels per side)",
                   "accuracy (%)", res, xt);
   o << "</div>\n";
+  if (r.seeds.size() > 1) {
+    o << "<p class=\"muted\">Lines: the mean over seeds with its 95 % interval; open circles: "
+         "every seed's own accuracy.</p>\n";
+  }
 
   o << "<h2>Training curves</h2>\n<div class=\"charts\">\n";
   o << line_chart("Test accuracy during training", "epoch", "accuracy (%)",
@@ -496,6 +670,7 @@ std::string report_html(const CompareResults& r) {
   std::ostringstream o;
   html_head(o, r);
   html_summary(o, r, rows);
+  html_paired(o, r);
   html_charts(o, r, rows);
   html_pictures(o, r);
   html_key_values(o, "settings", "Settings", r.settings);

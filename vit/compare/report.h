@@ -40,17 +40,51 @@ struct CompareResults {
   std::vector<std::pair<std::string, std::string>> settings;           // exact settings, in order
   std::vector<std::pair<std::string, std::string>> versions;           // library and tool versions
   double wall_seconds = 0;
+  // The encoding the paired differences are taken against (empty: the first encoding).
+  std::string reference;
 };
 
-// Mean and sample standard deviation (n - 1; 0 for a single value) over the seeds.
+// ---- statistics over seeds ----------------------------------------------------------------------
+
+// Student's t quantile t(0.975, df): the factor of a two-sided 95 % interval (df >= 1; exact to
+// 3 decimals from a table up to 30, Cornish-Fisher's expansion above).
+double t_quantile_975(int64_t df);
+
+// The mean of n values and the half-width of its t-based 95 % interval,
+// t(0.975, n - 1) * s / sqrt(n) with the sample standard deviation s (0 when n < 2: one seed
+// gives no interval, which the tables say instead of printing +- 0).
+struct Interval {
+  double mean = 0, half = 0, stddev = 0;
+  int64_t n = 0;
+  double low() const { return mean - half; }
+  double high() const { return mean + half; }
+  // Whether the interval lies entirely on one side of zero (needs n >= 2).
+  bool excludes_zero() const { return n >= 2 && (low() > 0 || high() < 0); }
+};
+Interval mean_interval(const std::vector<double>& values);
+
+// Mean, sample standard deviation (n - 1; 0 for a single value) and the half-width of the
+// t-based 95 % interval of the mean over the seeds.
 struct SummaryRow {
   std::string encoding;
   int runs = 0;
   int64_t params_added = 0;
-  double train_seconds = 0;          // mean over seeds
-  std::vector<double> mean, stddev;  // accuracy at each size
+  double train_seconds = 0;                // mean over seeds
+  std::vector<double> mean, stddev, ci95;  // accuracy at each size
 };
 std::vector<SummaryRow> summarize(const CompareResults& r);
+
+// Paired differences against the reference encoding: at each size, accuracy(encoding, seed) -
+// accuracy(reference, seed) over the seeds both have (same seed: same initialisation stream,
+// data order and augmentation), with the t-based 95 % interval of their mean. Pairing removes
+// the seed-to-seed variation both share, so it separates encodings that the per-encoding
+// intervals cannot. One row per encoding other than the reference.
+struct PairedRow {
+  std::string encoding;
+  std::vector<Interval> diff;  // at each size, in accuracy units ([-1, 1])
+};
+std::string reference_encoding(const CompareResults& r);  // r.reference, or the first encoding
+std::vector<PairedRow> paired_differences(const CompareResults& r);
 
 std::string terminal_table(const CompareResults& r);
 std::string results_json(const CompareResults& r);

@@ -65,5 +65,37 @@ TEST(Compare, ReusesFinishedRunsOnlyUnderTheSameSettingsAndEvaluatesThemAgain) {
   fs::remove_all(out);
 }
 
+// The reference of the paired differences must be one of the encodings, checked before any
+// training; a good one is recorded in the results and the settings.
+TEST(Compare, ReferenceEncodingIsCheckedAndRecorded) {
+  const fs::path out =
+      fs::temp_directory_path() / ("vitpe_compare_ref_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CompareOptions o = tiny_study(out);
+  o.reference = "rope-axial";
+  try {
+    run_compare(o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'rope-axial' is not among the encodings compared (none, sincos2d)"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_FALSE(fs::exists(out / "runs")) << "nothing trained before the check";
+  o.reference = "sincos2d";
+  o.seeds = {1, 2};
+  const CompareResults r = run_compare(o);
+  EXPECT_EQ(r.reference, "sincos2d");
+  bool recorded = false;
+  for (const auto& [k, v] : r.settings)
+    recorded |= k == "paired differences against" && v == "sincos2d";
+  EXPECT_TRUE(recorded);
+  ASSERT_EQ(paired_differences(r).size(), 1u);
+  EXPECT_EQ(paired_differences(r)[0].encoding, "none");
+  EXPECT_EQ(paired_differences(r)[0].diff[0].n, 2);
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace vitpe

@@ -75,7 +75,110 @@ TEST(Report, SummaryIsMeanAndSampleStdOverSeeds) {
   std::string t = terminal_table(r);
   EXPECT_NE(t.find("acc@28*"), std::string::npos) << t;
   EXPECT_NE(t.find("rope-mixed"), std::string::npos) << t;
-  EXPECT_NE(t.find("71.50 +- 0.71"), std::string::npos) << t;  // rope-mixed at 28
+  // The +- is the half-width of the t-based 95 % interval: 2 seeds, t(0.975, 1) = 12.706,
+  // s = 0.01 / sqrt(2): 12.706 * s / sqrt(2) = 0.0635 (6.35 points).
+  EXPECT_NEAR(rows[2].ci95[0], 12.706 * 0.005, 1e-9);
+  EXPECT_NE(t.find("71.50 +- 6.35"), std::string::npos) << t;  // rope-mixed at 28
+  EXPECT_NE(t.find("t-based 95 % interval over 2 seeds"), std::string::npos) << t;
+}
+
+TEST(Statistics, StudentTQuantiles) {
+  // Reference values of t(0.975, df) (e.g. R's qt(0.975, df)).
+  const std::vector<std::pair<int64_t, double>> known = {
+      {1, 12.7062}, {2, 4.3027},  {4, 2.7764},  {9, 2.2622},   {30, 2.0423},
+      {31, 2.0395}, {40, 2.0211}, {60, 2.0003}, {120, 1.9799}, {100000, 1.9600}};
+  for (const auto& [df, t] : known) EXPECT_NEAR(t_quantile_975(df), t, 1e-3) << "df " << df;
+  for (int64_t df = 1; df < 200; ++df) {
+    EXPECT_GT(t_quantile_975(df), t_quantile_975(df + 1)) << "decreasing at df " << df;
+  }
+  EXPECT_THROW(t_quantile_975(0), std::invalid_argument);
+}
+
+TEST(Statistics, MeanIntervalOfSeeds) {
+  const Interval i = mean_interval({1, 2, 3, 4, 5});
+  EXPECT_EQ(i.n, 5);
+  EXPECT_DOUBLE_EQ(i.mean, 3);
+  EXPECT_NEAR(i.stddev, std::sqrt(2.5), 1e-12);
+  EXPECT_NEAR(i.half, 2.776 * std::sqrt(2.5) / std::sqrt(5.0), 1e-12);
+  EXPECT_TRUE(i.excludes_zero());
+  EXPECT_FALSE(mean_interval({-1, 1, 0.5}).excludes_zero());
+  EXPECT_TRUE(mean_interval({-3, -2, -2.5}).excludes_zero());
+  const Interval one = mean_interval({0.7});
+  EXPECT_EQ(one.half, 0);
+  EXPECT_FALSE(one.excludes_zero()) << "one seed says nothing about an interval";
+  EXPECT_EQ(mean_interval({}).n, 0);
+}
+
+// Paired by seed: the differences of runs trained with the same seed, against the reference.
+TEST(Statistics, PairedDifferencesAgainstTheReference) {
+  CompareResults r = synthetic_results();
+  r.seeds = {1, 2, 3};
+  // A third seed for none and sincos2d only, with a seed effect both share (+0.1) and noise.
+  for (size_t e = 0; e < 2; ++e) {
+    RunResult run = r.runs[2 * e];
+    run.seed = 3;
+    for (double& a : run.accuracy) a += 0.1 + (e == 1 ? 0.004 : 0.0);
+    r.runs.push_back(run);
+  }
+  const std::vector<PairedRow> rows = paired_differences(r);  // against none (the first)
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].encoding, "sincos2d");
+  // Seeds 1, 2: sincos2d - none = 0.2 exactly; seed 3: 0.204.
+  const Interval& d = rows[0].diff[1];
+  EXPECT_EQ(d.n, 3);
+  EXPECT_NEAR(d.mean, (0.2 + 0.2 + 0.204) / 3, 1e-12);
+  const double s = std::sqrt((2 * std::pow(0.2 - d.mean, 2) + std::pow(0.204 - d.mean, 2)) / 2);
+  EXPECT_NEAR(d.half, 4.303 * s / std::sqrt(3.0), 1e-12);
+  EXPECT_TRUE(d.excludes_zero());
+  // rope-mixed has no seed 3: two pairs.
+  EXPECT_EQ(rows[1].encoding, "rope-mixed");
+  EXPECT_EQ(rows[1].diff[0].n, 2);
+  EXPECT_NEAR(rows[1].diff[0].mean, 0.4, 1e-12);
+
+  r.reference = "sincos2d";
+  const std::vector<PairedRow> against = paired_differences(r);
+  ASSERT_EQ(against.size(), 2u);
+  EXPECT_EQ(against[0].encoding, "none");
+  EXPECT_LT(against[0].diff[0].mean, 0);
+
+  const std::string t = terminal_table(r);
+  EXPECT_NE(t.find("paired differences against sincos2d"), std::string::npos) << t;
+  EXPECT_NE(t.find("-20.13 [-20.71, -19.56]*"), std::string::npos) << t;
+
+  // results.json carries the intervals and the paired differences, and reads the reference back.
+  const std::string j = results_json(r);
+  EXPECT_NE(j.find("\"accuracy_ci95\""), std::string::npos);
+  EXPECT_NE(j.find("\"paired_differences\""), std::string::npos);
+  EXPECT_NE(j.find("\"excludes_zero\": true"), std::string::npos);
+  EXPECT_EQ(parse_results_json(j).reference, "sincos2d");
+
+  // The report: the paired table, and every seed's point in the accuracy chart (3 encodings,
+  // seeds 1-3 where run, 3 sizes: 8 runs x 3 sizes).
+  const std::string html = report_html(r);
+  EXPECT_NE(html.find("<table id=\"paired\">"), std::string::npos);
+  size_t seeds_drawn = 0;
+  for (size_t at = html.find("class=\"seed\""); at != std::string::npos;
+       at = html.find("class=\"seed\"", at + 1)) {
+    ++seeds_drawn;
+  }
+  EXPECT_EQ(seeds_drawn, 8u * 3u);
+}
+
+TEST(Statistics, OneSeedHasNoIntervalNorPairedTable) {
+  CompareResults r = synthetic_results();
+  r.seeds = {1};
+  std::vector<RunResult> first;
+  for (const RunResult& run : r.runs) {
+    if (run.seed == 1) first.push_back(run);
+  }
+  r.runs = first;
+  const std::string t = terminal_table(r);
+  EXPECT_EQ(t.find("+-"), std::string::npos) << t;
+  EXPECT_NE(t.find("one seed: no interval"), std::string::npos) << t;
+  EXPECT_EQ(t.find("paired differences"), std::string::npos) << t;
+  const std::string html = report_html(r);
+  EXPECT_EQ(html.find("id=\"paired\""), std::string::npos);
+  EXPECT_EQ(html.find("class=\"seed\""), std::string::npos);
 }
 
 TEST(Report, JsonRoundTripAndCsv) {
