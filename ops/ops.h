@@ -52,6 +52,20 @@ void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tens
 void patch_embed_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
                           const Tensor& w);
 
+// ---- depthwise 3x3 convolution over the token grid (CPVT's PEG) ------------------------------
+// x: [B, prefix + rows*cols, D] (patch tokens row-major after the prefix), w: [D, 3, 3]
+// (PyTorch's Conv2d(D, D, 3, padding=1, groups=D) weight [D, 1, 3, 3] squeezed), b: [D]
+// -> y: [B, prefix + rows*cols, D] = x + DWConv3x3(x) on the patch tokens (stride 1, zero
+// padding 1), the prefix tokens copied. The residual is part of the op: it is the whole of
+// CPVT's PEG, so the model applies one op. y may not alias x (the convolution reads neighbours).
+void dwconv3x3_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
+                       int64_t cols, int64_t prefix);
+// dy -> dx += dy + DWConv3x3^T(dy) (prefix tokens: dx += dy), dw: [D, 3, 3] and db: [D]
+// accumulated (each may be undefined). dx may not alias dy. The sums over tokens run in the
+// same order whatever the thread count.
+void dwconv3x3_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
+                        const Tensor& w, int64_t rows, int64_t cols, int64_t prefix);
+
 // ---- layernorm --------------------------------------------------------------------------------
 // x: [..., D], gamma/beta: [D] -> y: [..., D]; mean/rstd: [M] saved for backward (may be
 // undefined for inference).

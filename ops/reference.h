@@ -21,6 +21,10 @@ LinearGrads linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w);
 
 Tensor patch_embed(const Tensor& x, const Tensor& w, const Tensor& b, int64_t patch);
 
+// x + DWConv3x3(x) on the patch tokens, prefix copied (see dwconv3x3_forward), in double.
+Tensor dwconv3x3(const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows, int64_t cols,
+                 int64_t prefix);
+
 struct LayerNormOut {
   Tensor y, mean, rstd;
 };
