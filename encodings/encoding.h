@@ -1,4 +1,4 @@
-// The two interfaces every positional encoding implements, and the factory that turns a spec
+// The three interfaces of positional encodings (one per site), and the factory that turns a spec
 // string ("sincos2d", "learned1d+relbias", "rope-mixed:theta=10") into them.
 //
 // - TokenEncoding: the input site, one per model. Adds a position signal to the token
@@ -6,6 +6,9 @@
 // - AttentionEncoding: the attention site, one per block. Adds a bias [H, N, N] to the
 //   attention logits and/or rotates q and k, for sequences of prefix + Mh*Mw tokens where
 //   Mh x Mw is the attention window (the whole grid in ViT, a window in Swin).
+// - ConditionalEncoding: the conditional site, once per model after a chosen block (CPVT's
+//   PEG). Its signal is computed from the tokens themselves, so it changes them in place and
+//   its backward changes their gradient too; it works at any grid without an extension rule.
 //
 // Models ask the factory for the parts and never switch on the kind. Grids are rows x cols,
 // tokens row-major. In Swin's shifted windows the window-local grid is used: every pair of
@@ -67,6 +70,24 @@ class TokenEncoding {
   virtual std::vector<Param*> params() = 0;
 };
 
+// A position signal computed from the tokens: tokens [B, prefix + grid.count(), D] become
+// f(tokens) in place (the prefix tokens pass unchanged), after block after_block() of the model
+// (0: on the encoded tokens before the first block).
+class ConditionalEncoding {
+ public:
+  virtual ~ConditionalEncoding() = default;
+  virtual std::string kind() const = 0;
+  virtual int64_t after_block() const = 0;
+
+  // tokens: [B, prefix + grid.count(), D], modified in place; keeps the input for backward.
+  virtual void forward(Tensor& tokens, Grid grid) = 0;
+  // dtokens: [B, prefix + grid.count(), D], the gradient of the output of the last forward, in
+  // place: becomes the gradient of its input. Accumulates into the parameters' gradients.
+  virtual void backward(Tensor& dtokens, Grid grid) = 0;
+
+  virtual std::vector<Param*> params() = 0;
+};
+
 // Where the attention of one block happens: prefix tokens (no 2D position) followed by the
 // window's tokens in row-major order.
 struct AttnGeometry {
@@ -109,7 +130,8 @@ class AttentionEncoding {
   virtual std::vector<Param*> params() = 0;
 };
 
-// A parsed spec: one or two parts ("learned1d+relbias"), each with its options.
+// A parsed spec: one part per site at most ("learned1d+relbias", "peg+relbias"), each with its
+// options.
 struct EncodingSpec {
   struct Part {
     std::string kind;
@@ -123,7 +145,7 @@ struct EncodingSpec {
 // option and the accepted ones.
 EncodingSpec parse_encoding(const std::string& spec);
 
-// Builds the parts of a spec. Either function returns nullptr when the spec has no part of that
+// Builds the parts of a spec. Each function returns nullptr when the spec has no part of that
 // site (e.g. make_attention_encoding for "sincos2d"). Learned values are initialised from rng.
 // Throws std::invalid_argument when the dimensions do not suit the kind (sincos2d: dim % 4,
 // rope: head_dim % 4, ...), naming the kind and the numbers.
@@ -132,6 +154,9 @@ std::unique_ptr<TokenEncoding> make_token_encoding(const EncodingSpec& spec, int
 std::unique_ptr<AttentionEncoding> make_attention_encoding(const EncodingSpec& spec, int64_t heads,
                                                            int64_t head_dim, Grid window,
                                                            int64_t prefix, Rng& rng);
+std::unique_ptr<ConditionalEncoding> make_conditional_encoding(const EncodingSpec& spec,
+                                                               int64_t dim, Grid grid,
+                                                               int64_t prefix, Rng& rng);
 
 // How a kind meets a grid other than the one it was built (trained) for:
 //   interpolate  its tables are resampled to the new grid (coordinates rescaled to the old range)

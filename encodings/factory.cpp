@@ -1,7 +1,8 @@
 // The factory: parses spec strings ("sincos2d", "learned1d+relbias",
 // "sincos2d:T=100,layout=timm", "rope-mixed:theta=10+learned1d"), validates kinds and options,
 // and builds the parts. Grammar: parts joined by '+'; a part is KIND or
-// KIND:NAME=VALUE[,NAME=VALUE]. At most one part per site (token, attention); `none` stands alone.
+// KIND:NAME=VALUE[,NAME=VALUE]. At most one part per site (token, attention, conditional); `none`
+// stands alone.
 #include <algorithm>
 #include <map>
 #include <stdexcept>
@@ -21,7 +22,7 @@ const std::vector<KindDef>& registry() {
   static const std::vector<KindDef> kinds = {
       enc::none_kind(),     enc::learned1d_kind(), enc::sincos1d_kind(),   enc::separable2d_kind(),
       enc::sincos2d_kind(), enc::relbias_kind(),   enc::rope_axial_kind(), enc::rope_mixed_kind(),
-      enc::alibi2d_kind(),  enc::cpb_kind()};
+      enc::alibi2d_kind(),  enc::cpb_kind(),       enc::peg_kind()};
   return kinds;
 }
 
@@ -31,14 +32,15 @@ std::string known_kinds() {
   return s;
 }
 
-// "token: learned1d, sincos1d, ...; attention: relbias, ..." from the registry.
+// "token: learned1d, sincos1d, ...; attention: relbias, ...; conditional: peg" from the registry.
 std::string kinds_by_site() {
-  std::string token, attention;
+  std::map<Site, std::string> lists;
   for (const auto& k : registry()) {
-    std::string& list = k.site == Site::token ? token : attention;
+    std::string& list = lists[k.site];
     if (k.site != Site::none) list += (list.empty() ? "" : ", ") + k.name;
   }
-  return "token: " + token + "; attention: " + attention;
+  return "token: " + lists[Site::token] + "; attention: " + lists[Site::attention] +
+         "; conditional: " + lists[Site::conditional];
 }
 
 std::string accepted_options(const KindDef& k) {
@@ -49,6 +51,8 @@ std::string accepted_options(const KindDef& k) {
     s += o.name + "=";
     if (o.grid) {
       s += "<RxC|N|none>";
+    } else if (o.count) {
+      s += "<whole number >= 0>";
     } else if (o.choices.empty()) {
       s += "<number > 0>";
     } else {
@@ -65,6 +69,8 @@ const char* site_name(Site s) {
       return "token";
     case Site::attention:
       return "attention";
+    case Site::conditional:
+      return "conditional";
     default:
       return "-";
   }
@@ -82,7 +88,7 @@ const KindDef& find_kind(const std::string& name, const std::string& spec) {
     if (k.name == name) return k;
   throw std::invalid_argument("unknown positional encoding '" + name + "' in '" + spec +
                               "'; known kinds: " + known_kinds() +
-                              " (combine a token kind and an attention kind with '+')");
+                              " (combine kinds of different sites with '+')");
 }
 
 // Validates one option value; throws naming the kind, the option and what is accepted.
@@ -93,6 +99,15 @@ void check_value(const KindDef& k, const enc::OptionDef& o, const std::string& v
       throw std::invalid_argument(where +
                                   " is not a grid (RxC, N for NxN, or none; sides 1..4096)" +
                                   "; accepted: " + accepted_options(k));
+    return;
+  }
+  if (o.count) {
+    const bool digits =
+        !value.empty() && value.size() <= 6 &&
+        std::all_of(value.begin(), value.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits)
+      throw std::invalid_argument(where +
+                                  " is not a whole number >= 0; accepted: " + accepted_options(k));
     return;
   }
   if (!o.choices.empty()) {
@@ -216,6 +231,15 @@ std::unique_ptr<AttentionEncoding> make_attention_encoding(const EncodingSpec& s
   const EncodingSpec::Part* p = part_at(spec, Site::attention, &k);
   if (!p) return nullptr;
   return k->make_attention(options_of(*k, *p), heads, head_dim, window, prefix, rng);
+}
+
+std::unique_ptr<ConditionalEncoding> make_conditional_encoding(const EncodingSpec& spec,
+                                                               int64_t dim, Grid grid,
+                                                               int64_t prefix, Rng& rng) {
+  const KindDef* k = nullptr;
+  const EncodingSpec::Part* p = part_at(spec, Site::conditional, &k);
+  if (!p) return nullptr;
+  return k->make_conditional(options_of(*k, *p), dim, grid, prefix, rng);
 }
 
 std::vector<EncodingKindInfo> encoding_kinds() {

@@ -17,12 +17,14 @@
 
 namespace vitpe::enc {
 
-// One option of a kind: a positive number (`choices` empty, `grid` false), one of `choices`, or
-// with `grid` set a grid "RxC" / "N" (N x N) or "none".
+// One option of a kind: a positive number (`choices` empty, `grid` and `count` false), one of
+// `choices`, with `grid` set a grid "RxC" / "N" (N x N) or "none", with `count` set a whole
+// number >= 0 (a block index).
 struct OptionDef {
   std::string name, default_value, help;
   std::vector<std::string> choices;
   bool grid = false;
+  bool count = false;
 };
 
 // Validated options with every default filled in.
@@ -40,7 +42,7 @@ class Options {
   std::map<std::string, std::string> values_;
 };
 
-enum class Site { none, token, attention };
+enum class Site { none, token, attention, conditional };
 
 struct KindDef {
   std::string name;
@@ -59,6 +61,10 @@ struct KindDef {
   std::function<std::unique_ptr<AttentionEncoding>(const Options&, int64_t heads, int64_t head_dim,
                                                    Grid window, int64_t prefix, Rng& rng)>
       make_attention;
+  // Set for Site::conditional.
+  std::function<std::unique_ptr<ConditionalEncoding>(const Options&, int64_t dim, Grid grid,
+                                                     int64_t prefix, Rng& rng)>
+      make_conditional;
 };
 
 KindDef none_kind();
@@ -71,6 +77,7 @@ KindDef rope_axial_kind();
 KindDef rope_mixed_kind();
 KindDef alibi2d_kind();
 KindDef cpb_kind();
+KindDef peg_kind();
 
 // Throws std::invalid_argument("<kind>: <what>") when cond is false.
 void require(bool cond, const std::string& kind, const std::string& what);

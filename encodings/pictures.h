@@ -30,7 +30,8 @@ struct PictureOptions {
 };
 
 // Builds the parts of `spec` (learned kinds as initialised from `seed`) and draws them.
-// "none" draws nothing and returns an empty list.
+// "none" and conditional kinds (peg: computed from the tokens, no table) draw nothing: an empty
+// list when the spec has no other part.
 std::vector<std::string> write_encoding_pictures(const std::string& spec,
                                                  const PictureOptions& options,
                                                  const std::string& dir);

@@ -74,7 +74,7 @@ TEST(Factory, OnePartPerSite) {
 
 TEST(Factory, KindsListedWithSitesAndDefaults) {
   auto kinds = encoding_kinds();
-  ASSERT_EQ(kinds.size(), 10u);
+  ASSERT_EQ(kinds.size(), 11u);
   std::map<std::string, EncodingKindInfo> by;
   for (auto& k : kinds) by[k.name] = k;
   EXPECT_EQ(by["learned1d"].site, "token");
@@ -84,6 +84,8 @@ TEST(Factory, KindsListedWithSitesAndDefaults) {
   EXPECT_EQ(by["cpb"].site, "attention");
   EXPECT_EQ(by["cpb"].options, "hidden=512, ref=none");
   EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");
+  EXPECT_EQ(by["peg"].site, "conditional");
+  EXPECT_EQ(by["peg"].options, "after=1");
   for (auto& k : kinds) EXPECT_FALSE(k.summary.empty()) << k.name;
 }
 
@@ -100,6 +102,10 @@ TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
     if (k.studied_windowed) windowed.push_back(k.name);
     if (k.name == "none") {
       EXPECT_EQ(k.extension, Extension::none);
+    } else if (k.site == "conditional") {
+      // Computed from the tokens at any grid: no rule, but a note saying so.
+      EXPECT_EQ(k.extension, Extension::none) << k.name;
+      EXPECT_FALSE(k.extension_note.empty()) << k.name;
     } else {
       EXPECT_NE(k.extension, Extension::none) << k.name;
       EXPECT_FALSE(k.extension_note.empty()) << k.name;
@@ -114,6 +120,9 @@ TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
   // The 1D kinds (a flattened index) are left out of windowed-model studies.
   EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "learned1d"), 0);
   EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "sincos1d"), 0);
+  // The conditional kind is studied in ViTs only: Swin has no conditional site.
+  EXPECT_EQ(std::count(global.begin(), global.end(), "peg"), 1);
+  EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "peg"), 0);
   EXPECT_EQ(std::string(extension_name(Extension::interpolate)), "interpolate");
   EXPECT_EQ(std::string(extension_name(Extension::extrapolate)), "extrapolate");
 }
@@ -134,6 +143,7 @@ TEST(Factory, SteadyStateForwardAllocatesNothing) {
     Grid g{3, 4};
     auto t = make_token_encoding(s, 16, g, 1, rng);
     auto a = make_attention_encoding(s, 2, 8, g, 1, rng);
+    auto c = make_conditional_encoding(s, 16, g, 1, rng);
     for (Grid use : {g, Grid{5, 2}}) {
       AttnGeometry geom{use, 1};
       Tensor x = Tensor::zeros({2, 1 + use.count(), 16});
@@ -143,6 +153,7 @@ TEST(Factory, SteadyStateForwardAllocatesNothing) {
         if (t) t->forward(x, use);
         if (a && a->has_bias()) a->bias(b, geom);
         if (a && a->has_rotation()) a->rotate(qo, ko, q, q, geom);
+        if (c) c->forward(x, use);
       };
       step();
       int64_t before = storage_allocation_count();

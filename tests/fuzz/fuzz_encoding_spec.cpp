@@ -60,6 +60,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       attn->resample(other);
     }
+    if (auto cond = vitpe::make_conditional_encoding(spec, dim, grid, prefix, rng)) {
+      for (const vitpe::Grid g : {grid, other}) {
+        vitpe::Tensor tokens = vitpe::Tensor::zeros({1, prefix + g.count(), dim});
+        cond->forward(tokens, g);
+        cond->backward(tokens, g);
+      }
+    }
   });
   return 0;
 }

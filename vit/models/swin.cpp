@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <tuple>
 
 namespace vitpe {
@@ -121,11 +122,35 @@ void PatchMerging::backward(Tensor& dx, const Tensor& dy) {
 
 // ---- model --------------------------------------------------------------------------------------
 
+namespace {
+
+// Swin has no conditional site: its stages change the grid and the channels, so where a PEG
+// would go (and at which width) is a design CPVT's ViT placement does not settle.
+void refuse_conditional(const EncodingSpec& spec) {
+  const std::vector<EncodingKindInfo> kinds = encoding_kinds();
+  std::string works;
+  for (const EncodingKindInfo& k : kinds) {
+    if (k.site == "token" || k.site == "attention") works += (works.empty() ? "" : ", ") + k.name;
+  }
+  for (const EncodingSpec::Part& part : spec.parts) {
+    for (const EncodingKindInfo& k : kinds) {
+      if (k.name != part.kind || k.site != "conditional") continue;
+      throw std::invalid_argument("encoding '" + spec.str() + "': '" + k.name +
+                                  "' is a conditional encoding, which only ViT models take; " +
+                                  "Swin models take token and attention kinds (" + works +
+                                  ") or none");
+    }
+  }
+}
+
+}  // namespace
+
 SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed) : cfg_(config) {
   cfg_.validate();
   Rng rng(seed);
   const int64_t C0 = cfg_.dim, Cin = cfg_.channels, p = cfg_.patch;
   const EncodingSpec spec = parse_encoding(cfg_.encoding);
+  refuse_conditional(spec);
   std::tie(patch_w_, patch_b_) = make_patch_embed_params(C0, Cin, p, rng);
   patch_norm_ = LayerNormLayer("patch_embed.norm", C0, cfg_.eps);
   Grid res = cfg_.patch_grid();

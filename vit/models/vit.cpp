@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <tuple>
 
 namespace vitpe {
@@ -32,6 +33,13 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) :
   // no_embed_class: the token encoding sees the patch tokens only (timm adds pos_embed before
   // prepending the class token).
   token_enc_ = make_token_encoding(spec, D, grid, cfg_.no_embed_class ? 0 : prefix(), rng);
+  cond_enc_ = make_conditional_encoding(spec, D, grid, prefix(), rng);
+  if (cond_enc_ && cond_enc_->after_block() > cfg_.depth) {
+    throw std::invalid_argument(
+        cond_enc_->kind() + ": option after=" + std::to_string(cond_enc_->after_block()) +
+        " is past the last block of this ViT (depth " + std::to_string(cfg_.depth) +
+        "); accepted: after=0.." + std::to_string(cfg_.depth));
+  }
   const int64_t hd = D / cfg_.heads;
   for (int64_t i = 0; i < cfg_.depth; ++i) {
     blocks_.emplace_back("blocks." + std::to_string(i), D, cfg_.heads, cfg_.mlp_dim, cfg_.eps,
@@ -64,6 +72,9 @@ std::vector<Param*> VisionTransformer::params() {
   if (token_enc_) {
     for (Param* p : token_enc_->params()) out.push_back(p);
   }
+  if (cond_enc_) {
+    for (Param* p : cond_enc_->params()) out.push_back(p);
+  }
   out.push_back(&patch_w_);
   out.push_back(&patch_b_);
   for (auto& b : blocks_) b.collect(out);
@@ -76,6 +87,9 @@ std::vector<Param*> VisionTransformer::params() {
 std::vector<Param*> VisionTransformer::encoding_params() {
   std::vector<Param*> out;
   if (token_enc_) out = token_enc_->params();
+  if (cond_enc_) {
+    for (Param* p : cond_enc_->params()) out.push_back(p);
+  }
   for (auto& b : blocks_) {
     if (AttentionEncoding* e = b.attention().encoding()) {
       for (Param* p : e->params()) out.push_back(p);
@@ -107,10 +121,12 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
 
   const AttnGeometry geom{grid_, P};
   const Tensor no_mask;
-  const Tensor* x = &tokens_;
+  Tensor* x = &tokens_;
+  condition(0, *x);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     blocks_[i].forward(outs_[i], *x, geom, no_mask, training);
     x = &outs_[i];
+    condition(i + 1, *x);
   }
 
   if (cfg_.dist_token) return forward_distilled(*x, training);
@@ -190,10 +206,12 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   }
   Tensor* dy = &d_a_;
   Tensor* dx = &d_b_;
+  condition_backward(blocks_.size(), *dy);
   for (size_t i = blocks_.size(); i-- > 0;) {
     dx->zero();
     blocks_[i].backward(*dx, *dy);
     std::swap(dx, dy);
+    condition_backward(i, *dy);
   }
   // dy: gradient of the encoded tokens
   if (token_enc_ && !cfg_.no_embed_class) token_enc_->backward(*dy, grid_);
@@ -214,13 +232,24 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_, patch_w_.value);
 }
 
+void VisionTransformer::condition(size_t blocks_run, Tensor& tokens) {
+  if (cond_enc_ && static_cast<size_t>(cond_enc_->after_block()) == blocks_run)
+    cond_enc_->forward(tokens, grid_);  // [B, N, D], in place
+}
+
+void VisionTransformer::condition_backward(size_t blocks_run, Tensor& dtokens) {
+  if (cond_enc_ && static_cast<size_t>(cond_enc_->after_block()) == blocks_run)
+    cond_enc_->backward(dtokens, grid_);  // [B, N, D], in place
+}
+
 double VisionTransformer::flops_per_image() const {
   const double D = cfg_.dim, Np = cfg_.patch_grid().count(), N = Np + prefix();
   const double pe = 2.0 * Np * D * cfg_.channels * cfg_.patch * cfg_.patch;
   const double block = 2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D +
                        (cfg_.mlp == "swiglu" ? 6.0 : 4.0) * N * D * cfg_.mlp_dim +
                        (cfg_.layer_scale > 0 ? 4.0 * N * D : 0.0);
-  return pe + cfg_.depth * block + (cfg_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
+  const double peg = cond_enc_ ? 2.0 * 9 * Np * D : 0.0;  // a depthwise 3x3 convolution
+  return pe + cfg_.depth * block + peg + (cfg_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
 }
 
 }  // namespace vitpe

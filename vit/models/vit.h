@@ -2,9 +2,9 @@
 // interchangeable positional encoding at the input site and/or in every block.
 //
 // images [B, C, H, W] -> patch embed [B, Np, D] -> prepend class token -> token encoding
-// -> blocks x depth -> pool (class token, or mean of patch tokens) -> norm (fc_norm for mean
-// pooling, as timm) -> head -> logits [B, classes].
-// Variants (ModelConfig): no_embed_class (the token encoding before the class token is
+// -> blocks x depth (a conditional encoding, CPVT's PEG, after the block it names) -> pool (class
+// token, or mean of patch tokens) -> norm (fc_norm for mean pooling, as timm) -> head -> logits [B,
+// classes]. Variants (ModelConfig): no_embed_class (the token encoding before the class token is
 // prepended, on the patch tokens only), layer scale in every block (DeiT-III) and register
 // tokens after the class token (prefix tokens: class, registers, then the patches), or DeiT's
 // distillation token with its own head (class, distillation, patches; logits: the heads' mean).
@@ -40,10 +40,15 @@ class VisionTransformer : public Model {
   // [1, R, D]): what forward copies before the patches and backward accumulates into.
   std::vector<Param*> prefix_params();
   const Tensor& forward_distilled(const Tensor& tokens, bool training);
+  // The conditional encoding's forward on the output of `blocks_run` blocks (0: their input),
+  // and its backward on that output's gradient, when it sits there.
+  void condition(size_t blocks_run, Tensor& tokens);
+  void condition_backward(size_t blocks_run, Tensor& dtokens);
 
   ModelConfig cfg_;
   Param patch_w_, patch_b_, cls_, dist_, reg_;
   std::unique_ptr<TokenEncoding> token_enc_;
+  std::unique_ptr<ConditionalEncoding> cond_enc_;
   std::vector<TransformerBlock> blocks_;
   LayerNormLayer norm_;  // "norm" (class-token pooling) or "fc_norm" (mean pooling)
   LinearLayer head_;

@@ -184,6 +184,30 @@ TEST(Checkpoint, OurFormatRoundTripRebuildsTheModel) {
   std::filesystem::remove(path);
 }
 
+// CPVT's PEG (a conditional encoding) is saved and loaded under its names, pos_block.proj.*: its
+// weights, moved away from the initial ones, come back and give the same logits.
+TEST(Checkpoint, OurFormatRoundTripKeepsThePeg) {
+  ModelConfig c = preset("vit-fmnist");
+  c.encoding = "peg+relbias";
+  auto model = make_model(c, 5);
+  int64_t moved = 0;
+  for (Param* p : model->params()) {
+    if (p->name.rfind("pos_block.proj.", 0) != 0) continue;
+    for (int64_t i = 0; i < p->value.numel(); ++i) p->value.at(i) += 0.25f;
+    ++moved;
+  }
+  EXPECT_EQ(moved, 2);  // weight and bias
+  const std::string path = std::string(VITPE_BINARY_DIR) + "/roundtrip_peg_test.safetensors";
+  save_model(*model, path);
+  LoadedModel loaded = load_model(path);
+  EXPECT_EQ(loaded.model->config().to_json(), c.to_json());
+  EXPECT_EQ(loaded.model->num_encoding_params(), model->num_encoding_params());
+  Tensor x = testing::random_tensor({2, 1, 28, 28}, 1);
+  Tensor a = model->forward(x).clone();
+  EXPECT_EQ(testing::max_rel_error(loaded.model->forward(x), a), 0.0);
+  std::filesystem::remove(path);
+}
+
 // Our checkpoint's tensors under a metadata config edited by `edit`, written to `name`.
 std::string with_edited_config(const std::string& name,
                                const std::function<void(nlohmann::json&)>& edit) {

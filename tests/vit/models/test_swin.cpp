@@ -54,8 +54,22 @@ TEST_P(SwinEveryEncoding, V2ForwardShapeAndFinite) {
   for (int64_t i = 0; i < y.numel(); ++i) EXPECT_TRUE(std::isfinite(y.at(i))) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, SwinEveryEncoding,
-                         ::testing::ValuesIn(testing::every_encoding_spec()));
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, SwinEveryEncoding,
+    ::testing::ValuesIn(testing::every_encoding_spec(AttentionLayout::windowed)));
+
+// CPVT's PEG (a conditional encoding) is for ViTs: Swin refuses it at construction, naming the
+// model family and what it takes instead.
+TEST(Swin, RefusesConditionalEncodings) {
+  for (const std::string spec : {"peg", "peg:after=0+relbias"}) {
+    const std::string m = testing::message_of([&] { make_model(tiny_swin(spec), 1); });
+    EXPECT_NE(m.find("'peg' is a conditional encoding, which only ViT models take"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("Swin models take token and attention kinds"), std::string::npos) << m;
+    EXPECT_NE(m.find("relbias"), std::string::npos) << m;
+  }
+}
 
 void check_swin_gradients(const std::string& encoding) {
   ModelConfig c = tiny_swin(encoding);

@@ -115,6 +115,44 @@ TEST(VitGradients, Separable2d) { check_model_gradients("separable2d", Pool::avg
 TEST(VitGradients, NoEncodingMeanPool) { check_model_gradients("none", Pool::avg); }
 TEST(VitGradients, Alibi) { check_model_gradients("alibi2d", Pool::cls); }
 TEST(VitGradients, CpbWithClassEntries) { check_model_gradients("cpb:hidden=16", Pool::cls); }
+// CPVT's PEG after the first of two blocks (its default) with the class token, and on the
+// patch embeddings (after=0) with mean pooling beside a relative bias: the gradient goes back
+// through the convolution into the blocks before it and the patch embedding.
+TEST(VitGradients, Peg) {
+  ModelConfig c = tiny_vit("peg");
+  c.depth = 2;
+  auto after_first = make_model(c, 7);
+  testing::check_model_gradients(*after_first, random_tensor({2, 2, 12, 8}, 8), 12, "peg");
+  c = tiny_vit("peg:after=0+relbias");
+  c.depth = 1;
+  c.pool = Pool::avg;
+  auto before_first = make_model(c, 7);
+  testing::check_model_gradients(*before_first, random_tensor({2, 2, 12, 8}, 8), 12,
+                                 "peg:after=0+relbias");
+}
+
+// The PEG sits where `after` says: after the first block its output differs from a model that
+// has it after the second (the last), and an `after` past the last block is refused.
+TEST(Vit, PegPlacement) {
+  ModelConfig c = tiny_vit("peg:after=1");
+  auto first = make_model(c, 3);
+  c.encoding = "peg:after=2";
+  auto last = make_model(c, 3);
+  const Tensor x = random_tensor({1, 2, 12, 8}, 4);
+  const Tensor y1 = first->forward(x).clone();
+  const Tensor& y2 = last->forward(x);
+  double diff = 0;
+  for (int64_t i = 0; i < y1.numel(); ++i)
+    diff = std::max(diff, std::fabs(static_cast<double>(y1.at(i)) - y2.at(i)));
+  EXPECT_GT(diff, 1e-4);
+  c.encoding = "peg:after=3";
+  const std::string m = testing::message_of([&] { make_model(c, 3); });
+  EXPECT_NE(m.find("peg: option after=3 is past the last block of this ViT (depth 2)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("after=0..2"), std::string::npos) << m;
+}
+
 // DeiT-III's structure: layer scale in every block, a position table without a class row (the
 // encoding sees the patch tokens only), with a class token and with mean pooling.
 TEST(VitGradients, LayerScaleNoEmbedClass) {
