@@ -45,13 +45,14 @@ void run_list(bool json) {
   for (const auto& k : kinds) row(k.name, k.site, k.options, k.summary);
   std::printf("\nOn a grid other than the trained one:\n");
   for (const auto& k : kinds) {
-    if (k.extension == Extension::none) continue;
+    if (k.extension == Extension::none && k.extension_note.empty()) continue;  // none
     std::printf("  %-*s  %-11s  %s\n", (int)wn, k.name.c_str(), extension_name(k.extension),
                 k.extension_note.c_str());
   }
   std::printf(
       "\nSpec syntax: KIND[:NAME=VALUE[,NAME=VALUE]], parts joined by '+' with at most one part "
-      "per site,\ne.g. sincos2d:layout=timm, learned1d+relbias, rope-mixed:theta=10+learned1d.\n"
+      "per site,\ne.g. sincos2d:layout=timm, learned1d+relbias, rope-mixed:theta=10+learned1d, "
+      "peg+relbias.\n"
       "Prefix (class) tokens: fixed kinds give them zero; learned kinds give them their own "
       "learned entries.\n");
 }
@@ -89,7 +90,10 @@ void run_show(const ShowOptions& s) {
   o.seed = s.seed;
   auto paths = write_encoding_pictures(s.encoding, o, s.out);
   if (paths.empty()) {
-    std::printf("%s: no position signal at either site, nothing to draw\n", s.encoding.c_str());
+    std::printf(
+        "%s: no table or attention term to draw (none, or a conditional kind such as "
+        "peg, which is computed from the tokens)\n",
+        s.encoding.c_str());
     return;
   }
   for (const auto& p : paths) std::printf("%s\n", p.c_str());

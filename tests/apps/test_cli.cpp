@@ -344,7 +344,8 @@ TEST(Cli, EncodingsListSaysHowEachKindExtends) {
   CmdResult r = vitpe("encodings list");
   EXPECT_EQ(r.code, 0) << r.out;
   for (const char* line : {"learned1d    interpolate", "relbias      interpolate",
-                           "sincos2d     extrapolate", "rope-mixed   extrapolate"})
+                           "sincos2d     extrapolate", "rope-mixed   extrapolate",
+                           "peg          none         computed from the tokens at any grid"})
     EXPECT_TRUE(contains(r.out, line)) << line << "\n" << r.out;
 }
 
