@@ -28,7 +28,9 @@ void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a dataset at several sizes");
   auto c = std::make_shared<EvalCli>();
   cmd->add_option("--model", c->model, "Checkpoint (.safetensors) or preset")->required();
-  cmd->add_option("--dataset", c->data.name, "fashion-mnist, procedural, or folder:PATH")
+  cmd->add_option("--dataset", c->data.name,
+                  "fashion-mnist, procedural (spatial relations), quadrant (absolute-position "
+                  "probe), or folder:PATH")
       ->capture_default_str();
   cmd->add_option("--data-dir", c->data.dir, "Data directory");
   cmd->add_option("--data-seed", c->data.seed, "Seed of the procedural dataset")

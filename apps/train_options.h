@@ -25,7 +25,9 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
   cmd->add_option("--model", o.model, preset_help())->capture_default_str();
   cmd->add_option("--set", o.overrides,
                   "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
-  cmd->add_option("--dataset", o.data.name, "fashion-mnist, procedural, or folder:PATH")
+  cmd->add_option("--dataset", o.data.name,
+                  "fashion-mnist, procedural (spatial relations), quadrant (absolute-position "
+                  "probe), or folder:PATH")
       ->capture_default_str();
   cmd->add_option("--data-dir", o.data.dir,
                   "Data directory (fashion-mnist default /usr/share/datasets/fashion-mnist)");

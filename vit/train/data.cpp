@@ -24,9 +24,10 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
 std::unique_ptr<Dataset> make_dataset(const DatasetOptions& o) {
   if (o.name == "fashion-mnist" || o.name == "fmnist") return make_fashion_mnist(o);
   if (o.name == "procedural" || o.name == "relations") return make_procedural(o);
+  if (o.name == "quadrant") return make_quadrant(o);
   if (o.name == "folder" || o.name.rfind("folder:", 0) == 0) return make_folder(o);
   throw std::invalid_argument("unknown dataset '" + o.name +
-                              "' (known: fashion-mnist, procedural, folder:PATH)");
+                              "' (known: fashion-mnist, procedural, quadrant, folder:PATH)");
 }
 
 }  // namespace vitpe

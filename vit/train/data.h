@@ -80,6 +80,8 @@ IdxArray read_idx_gz(const std::string& path, int expected_ndim);
 // (a plus-shaped cross).
 enum class Relation : int32_t { left = 0, right = 1, above = 2, below = 3 };
 const char* relation_name(int32_t label);
+// "top-left", "top-right", "bottom-left", "bottom-right" (the quadrant probe's labels).
+const char* quadrant_name(int32_t label);
 
 struct ProceduralOptions {
   int64_t object = 5;  // side of both shapes in pixels (independent of the canvas)

@@ -18,6 +18,7 @@ inline void check_index(const Dataset& d, int64_t i) {
 
 std::unique_ptr<Dataset> make_fashion_mnist(const DatasetOptions& o);
 std::unique_ptr<Dataset> make_procedural(const DatasetOptions& o);
+std::unique_ptr<Dataset> make_quadrant(const DatasetOptions& o);
 std::unique_ptr<Dataset> make_folder(const DatasetOptions& o);
 
 }  // namespace vitpe

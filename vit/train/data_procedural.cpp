@@ -9,6 +9,12 @@
 // so the dominant axis of d decides, the shapes never overlap, and no two labels can hold.
 // Sample i is a pure function of (seed, split, i, rows, cols): geometry and noise come from
 // their own random streams, so noise = 0 draws the same geometry.
+//
+// The quadrant probe ("quadrant"): the same shapes and noise, but the label is the quadrant of
+// the canvas that holds the square (top-left, top-right, bottom-left, bottom-right; the square
+// lies wholly inside it), the cross a distractor anywhere else. Its answer is absolute position,
+// so a model whose only position signal is relative (relbias, RoPE, ALiBi: no absolute term,
+// nothing that marks the border) should not beat chance on it.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -26,72 +32,71 @@ const char* relation_name(int32_t label) {
   return label >= 0 && label < 4 ? names[label] : "?";
 }
 
+const char* quadrant_name(int32_t label) {
+  static const char* names[] = {"top-left", "top-right", "bottom-left", "bottom-right"};
+  return label >= 0 && label < 4 ? names[label] : "?";
+}
+
 namespace {
+
+enum class Task { relation, quadrant };
 
 class Procedural : public Dataset {
  public:
-  Procedural(const DatasetOptions& o)
-      : rows_(o.rows ? o.rows : 28),
+  Procedural(const DatasetOptions& o, Task task)
+      : task_(task),
+        rows_(o.rows ? o.rows : 28),
         cols_(o.cols ? o.cols : 28),
         seed_(mix_seed(o.seed, o.train ? 0x7261696eull : 0x74657374ull)),
         opt_(o.procedural) {
     size_ = o.limit > 0 ? o.limit : (o.train ? 60000 : 10000);
     const int64_t k = opt_.object, m = opt_.margin;
     // The "along" offset needs room for k + 1 plus both shapes and margins on each axis.
-    int64_t need = 2 * k + 1 + 2 * m;
+    // The quadrant probe needs a square wholly inside either half of each axis, with room for
+    // the cross beside it (a gap of one pixel) wherever the square is.
+    int64_t need = task_ == Task::quadrant ? 2 * (k + m + 1) : 2 * k + 1 + 2 * m;
     if (k < 3 || rows_ < need || cols_ < need) {
-      throw std::invalid_argument("procedural dataset: canvas " + std::to_string(rows_) + "x" +
+      throw std::invalid_argument(name() + " dataset: canvas " + std::to_string(rows_) + "x" +
                                   std::to_string(cols_) + " too small for objects of " +
                                   std::to_string(k) + " px (need at least " + std::to_string(need) +
                                   " px per side, object >= 3)");
     }
   }
 
-  std::string name() const override { return "procedural"; }
+  std::string name() const override { return task_ == Task::quadrant ? "quadrant" : "procedural"; }
   int64_t size() const override { return size_; }
   int64_t classes() const override { return 4; }
   int64_t channels() const override { return 1; }
   int64_t rows() const override { return rows_; }
   int64_t cols() const override { return cols_; }
-  std::vector<std::string> labels() const override { return {"left", "right", "above", "below"}; }
+  std::vector<std::string> labels() const override {
+    if (task_ == Task::quadrant) return {"top-left", "top-right", "bottom-left", "bottom-right"};
+    return {"left", "right", "above", "below"};
+  }
   // Already centred: background 0, shapes 1, plus noise.
   std::vector<float> mean() const override { return {0.0f}; }
   std::vector<float> std_dev() const override { return {1.0f}; }
   std::string other_size_rule() const override {
     return "canvas drawn at the size, objects of the same pixel size";
   }
-  // Mirroring swaps left and right; above and below stay.
+  // Mirroring swaps left and right (relations), and the left and right quadrants.
   int32_t flipped_label(int32_t label) const override {
+    if (task_ == Task::quadrant) return label ^ 1;
     return label == 0 ? 1 : label == 1 ? 0 : label;
   }
 
   int32_t get(int64_t i, float* image) const override {
     check_index(*this, i);
-    const int64_t k = opt_.object, m = opt_.margin;
+    const int64_t k = opt_.object;
     Rng geo(mix_seed(seed_, static_cast<uint64_t>(i), static_cast<uint64_t>(rows_),
                      static_cast<uint64_t>(cols_)));
     const auto label = static_cast<int32_t>(geo.below(4));
-    const bool horizontal = label < 2;
-    // Work in (along, across) coordinates of the top-left corners: along is x for left/right.
-    const int64_t len_along = horizontal ? cols_ : rows_;
-    const int64_t len_across = horizontal ? rows_ : cols_;
-    const int64_t max_pos_along = len_along - k - m;  // top-left positions in [m, max]
-    const int64_t max_pos_across = len_across - k - m;
-    // |d along| in [k + 1, max - m], |d across| <= |d along| / 2 and within the canvas.
-    const int64_t d_along = k + 1 + static_cast<int64_t>(geo.below(max_pos_along - m - k));
-    const int64_t cap = std::min(d_along / 2, max_pos_across - m);
-    const int64_t d_across = static_cast<int64_t>(geo.below(2 * cap + 1)) - cap;
-    const int64_t a_along = m + static_cast<int64_t>(geo.below(max_pos_along - m - d_along + 1));
-    const int64_t lo = std::max(m, m - d_across),
-                  hi = std::min(max_pos_across, max_pos_across - d_across);
-    const int64_t a_across = lo + static_cast<int64_t>(geo.below(hi - lo + 1));
-    // B minus A is +d_along for left/above, -d_along for right/below.
-    const int64_t sign = (label == 0 || label == 2) ? 1 : -1;
-    int64_t a0 = a_along, b0 = a_along + d_along;  // along positions for sign +1
-    if (sign < 0) std::swap(a0, b0);
-    const int64_t a1 = a_across, b1 = a_across + d_across;
-    const int64_t ay = horizontal ? a1 : a0, ax = horizontal ? a0 : a1;
-    const int64_t by = horizontal ? b1 : b0, bx = horizontal ? b0 : b1;
+    int64_t ay, ax, by, bx;
+    if (task_ == Task::quadrant) {
+      place_quadrant(geo, label, ay, ax, by, bx);
+    } else {
+      place_relation(geo, label, ay, ax, by, bx);
+    }
 
     // Noise: its own stream, a pure function of (seed, i, canvas).
     const int64_t n = rows_ * cols_;
@@ -113,6 +118,60 @@ class Procedural : public Dataset {
   }
 
  private:
+  // The square wholly inside quadrant `label` (top rows [m, H/2 - k], bottom rows
+  // [H - H/2, H - k - m], the same for columns), the cross anywhere on the canvas where its box
+  // does not touch the square's (redrawn until it does not; the square leaves room).
+  void place_quadrant(Rng& geo, int32_t label, int64_t& ay, int64_t& ax, int64_t& by,
+                      int64_t& bx) const {
+    const int64_t k = opt_.object, m = opt_.margin;
+    auto in_half = [&](int64_t len, bool second) {
+      const int64_t lo = second ? len - len / 2 : m, hi = second ? len - k - m : len / 2 - k;
+      return lo + static_cast<int64_t>(geo.below(static_cast<uint64_t>(hi - lo + 1)));
+    };
+    ay = in_half(rows_, label >= 2);
+    ax = in_half(cols_, (label & 1) != 0);
+    for (int attempt = 0;; ++attempt) {
+      by = m + static_cast<int64_t>(geo.below(static_cast<uint64_t>(rows_ - k - 2 * m + 1)));
+      bx = m + static_cast<int64_t>(geo.below(static_cast<uint64_t>(cols_ - k - 2 * m + 1)));
+      const bool apart =
+          by >= ay + k + 1 || ay >= by + k + 1 || bx >= ax + k + 1 || ax >= bx + k + 1;
+      if (apart) return;
+      if (attempt == 1000) {  // cannot happen on a canvas this class accepts; never loop for ever
+        throw std::logic_error("quadrant dataset: no room for the cross");
+      }
+    }
+  }
+
+  // The relation task's geometry (see the top of the file).
+  void place_relation(Rng& geo, int32_t label, int64_t& ay, int64_t& ax, int64_t& by,
+                      int64_t& bx) const {
+    const int64_t k = opt_.object, m = opt_.margin;
+    const bool horizontal = label < 2;
+    // Work in (along, across) coordinates of the top-left corners: along is x for left/right.
+    const int64_t len_along = horizontal ? cols_ : rows_;
+    const int64_t len_across = horizontal ? rows_ : cols_;
+    const int64_t max_pos_along = len_along - k - m;  // top-left positions in [m, max]
+    const int64_t max_pos_across = len_across - k - m;
+    // |d along| in [k + 1, max - m], |d across| <= |d along| / 2 and within the canvas.
+    const int64_t d_along = k + 1 + static_cast<int64_t>(geo.below(max_pos_along - m - k));
+    const int64_t cap = std::min(d_along / 2, max_pos_across - m);
+    const int64_t d_across = static_cast<int64_t>(geo.below(2 * cap + 1)) - cap;
+    const int64_t a_along = m + static_cast<int64_t>(geo.below(max_pos_along - m - d_along + 1));
+    const int64_t lo = std::max(m, m - d_across),
+                  hi = std::min(max_pos_across, max_pos_across - d_across);
+    const int64_t a_across = lo + static_cast<int64_t>(geo.below(hi - lo + 1));
+    // B minus A is +d_along for left/above, -d_along for right/below.
+    const int64_t sign = (label == 0 || label == 2) ? 1 : -1;
+    int64_t a0 = a_along, b0 = a_along + d_along;  // along positions for sign +1
+    if (sign < 0) std::swap(a0, b0);
+    const int64_t a1 = a_across, b1 = a_across + d_across;
+    ay = horizontal ? a1 : a0;
+    ax = horizontal ? a0 : a1;
+    by = horizontal ? b1 : b0;
+    bx = horizontal ? b0 : b1;
+  }
+
+  Task task_;
   int64_t rows_, cols_;
   uint64_t seed_;
   ProceduralOptions opt_;
@@ -122,7 +181,11 @@ class Procedural : public Dataset {
 }  // namespace
 
 std::unique_ptr<Dataset> make_procedural(const DatasetOptions& o) {
-  return std::make_unique<Procedural>(o);
+  return std::make_unique<Procedural>(o, Task::relation);
+}
+
+std::unique_ptr<Dataset> make_quadrant(const DatasetOptions& o) {
+  return std::make_unique<Procedural>(o, Task::quadrant);
 }
 
 }  // namespace vitpe

@@ -246,6 +246,64 @@ TEST(Procedural, LabelsMatchThePixelsAtEveryCanvasSize) {
   }
 }
 
+// The quadrant probe: the square (the larger shape) lies wholly inside the quadrant the label
+// names, at every canvas size; the cross is elsewhere; mirroring maps the label as the loader's
+// flip expects; a canvas without room is refused naming the need.
+TEST(Quadrant, LabelsNameTheSquaresQuadrantAtEveryCanvasSize) {
+  for (int64_t size : {14, 28, 44, 57}) {
+    DatasetOptions o;
+    o.name = "quadrant";
+    o.rows = o.cols = size;
+    o.limit = 400;
+    o.seed = 3;
+    o.procedural.noise = 0;
+    auto d = make_dataset(o);
+    EXPECT_EQ(d->name(), "quadrant");
+    EXPECT_EQ(d->labels()[3], "bottom-right");
+    std::vector<float> img(static_cast<size_t>(size * size));
+    std::vector<int> counts(4);
+    for (int64_t i = 0; i < d->size(); ++i) {
+      const int32_t label = d->get(i, img.data());
+      ASSERT_GE(label, 0);
+      ASSERT_LT(label, 4);
+      // The square: the 5x5 block of ones (the cross has only 9 pixels in its box).
+      int64_t y0 = size, y1 = -1, x0 = size, x1 = -1, on = 0;
+      for (int64_t y = 0; y + 5 <= size; ++y) {
+        for (int64_t x = 0; x + 5 <= size; ++x) {
+          bool full = true;
+          for (int64_t k = 0; k < 25 && full; ++k)
+            full = img[(y + k / 5) * size + x + k % 5] > 0.5f;
+          if (full)
+            y0 = std::min(y0, y), y1 = std::max(y1, y + 4), x0 = std::min(x0, x),
+            x1 = std::max(x1, x + 4);
+        }
+      }
+      for (float v : img) on += v > 0.5f;
+      ASSERT_EQ(on, 25 + 9) << "a square and a separate cross, sample " << i;
+      ASSERT_EQ(y1 - y0, 4) << "one square, sample " << i;
+      const bool bottom = label >= 2, right = (label & 1) != 0;
+      const int64_t half = size / 2;
+      EXPECT_TRUE(bottom ? y0 >= size - half : y1 < half) << "sample " << i << " size " << size;
+      EXPECT_TRUE(right ? x0 >= size - half : x1 < half) << "sample " << i << " size " << size;
+      EXPECT_EQ(quadrant_name(label), d->labels()[static_cast<size_t>(label)]);
+      EXPECT_EQ(d->flipped_label(label), label ^ 1) << "a mirror swaps left and right";
+      counts[static_cast<size_t>(label)]++;
+    }
+    for (int c : counts) EXPECT_GT(c, 60) << "labels are roughly balanced";
+  }
+  DatasetOptions small;
+  small.name = "quadrant";
+  small.rows = small.cols = 13;
+  try {
+    make_dataset(small);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("quadrant dataset: canvas 13x13 too small"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Procedural, DeterministicAndNoiseIsItsOwnStream) {
   DatasetOptions o;
   o.name = "procedural";
