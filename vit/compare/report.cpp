@@ -407,6 +407,8 @@ std::string results_json(const CompareResults& r) {
                          {"train_seconds", run.train_seconds},
                          {"accuracy", run.accuracy},
                          {"loss", run.loss},
+                         {"gflops", run.gflops},
+                         {"ms_per_image", run.ms_per_image},
                          {"history", h}});
   }
   json summary = json::array();
@@ -463,6 +465,8 @@ CompareResults parse_results_json(const std::string& text) {
     run.train_seconds = jr.at("train_seconds");
     run.accuracy = jr.at("accuracy").get<std::vector<double>>();
     run.loss = jr.at("loss").get<std::vector<double>>();
+    run.gflops = jr.value("gflops", std::vector<double>{});
+    run.ms_per_image = jr.value("ms_per_image", std::vector<double>{});
     for (const json& h : jr.at("history")) run.history.push_back(epoch_record_from_json(h));
     r.runs.push_back(std::move(run));
   }
@@ -603,6 +607,59 @@ void html_paired(std::ostream& o, const CompareResults& r) {
        "interval excludes zero. Pairing removes the variation between seeds that both share.</p>\n";
 }
 
+// Cost per encoding at each size: parameters added, GFLOPs and measured ms per image (means over
+// the encoding's runs), and the time relative to the reference encoding.
+void html_cost(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
+  std::map<std::string, std::vector<std::vector<double>>> gf, ms;
+  bool any = false;
+  for (const RunResult& run : r.runs) {
+    auto& g = gf[run.encoding];
+    auto& m = ms[run.encoding];
+    g.resize(r.sizes.size());
+    m.resize(r.sizes.size());
+    for (size_t k = 0; k < r.sizes.size(); ++k) {
+      if (k < run.gflops.size()) g[k].push_back(run.gflops[k]);
+      if (k < run.ms_per_image.size()) m[k].push_back(run.ms_per_image[k]), any = true;
+    }
+  }
+  if (!any) return;
+  const std::string ref = reference_encoding(r);
+  o << "<h2>Cost per encoding</h2>\n<table id=\"cost\">\n<thead><tr><th>encoding</th>"
+       "<th>params added</th>";
+  for (int64_t s : r.sizes) o << "<th>GFLOPs @" << s << "</th>";
+  for (int64_t s : r.sizes) o << "<th>ms / image @" << s << "</th>";
+  o << "</tr></thead>\n<tbody>\n";
+  for (const SummaryRow& row : rows) {
+    o << "<tr><td>" << html_escape(row.encoding) << "</td><td>" << with_commas(row.params_added)
+      << "</td>";
+    for (size_t k = 0; k < r.sizes.size(); ++k) {
+      const auto& v = gf[row.encoding];
+      o << "<td>" << (k < v.size() && !v[k].empty() ? fmt("%.4f", mean_of(v[k])) : "-") << "</td>";
+    }
+    for (size_t k = 0; k < r.sizes.size(); ++k) {
+      const auto& v = ms[row.encoding];
+      const auto& base = ms[ref];
+      o << "<td>";
+      if (k < v.size() && !v[k].empty()) {
+        o << fmt("%.3f", mean_of(v[k]));
+        if (row.encoding != ref && k < base.size() && !base[k].empty() && mean_of(base[k]) > 0) {
+          o << " (" << fmt("%.2f", mean_of(v[k]) / mean_of(base[k])) << "x)";
+        }
+      } else {
+        o << "-";
+      }
+      o << "</td>";
+    }
+    o << "</tr>\n";
+  }
+  o << "</tbody>\n</table>\n<p class=\"muted\">GFLOPs: the forward's multiply-adds &times; 2 per "
+       "image (the model's estimate; the encodings' own arithmetic is small beside the "
+       "matmuls). ms / image: the trained model's forward on 32 test images, median of 5 after "
+       "a warm-up, mean over seeds, relative to "
+    << html_escape(ref)
+    << " in brackets; measured while the comparison ran, so a busy machine makes it noisy.</p>\n";
+}
+
 void html_charts(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
   o << "<h2>Accuracy versus resolution</h2>\n<div class=\"charts\">\n";
   std::vector<Series> res;
@@ -671,6 +728,7 @@ std::string report_html(const CompareResults& r) {
   html_head(o, r);
   html_summary(o, r, rows);
   html_paired(o, r);
+  html_cost(o, r, rows);
   html_charts(o, r, rows);
   html_pictures(o, r);
   html_key_values(o, "settings", "Settings", r.settings);

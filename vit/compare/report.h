@@ -22,6 +22,10 @@ struct RunResult {
   std::vector<double> accuracy;  // at CompareResults::sizes, in [0, 1]
   std::vector<double> loss;      // at CompareResults::sizes
   std::vector<EpochRecord> history;
+  // Cost at each size: the forward's multiply-adds x 2 per image (the model's estimate), and the
+  // measured forward time per image (median of 5 batches of 32 after a warm-up, inference, on
+  // the threads of the comparison; noisy on a busy machine). Empty in results written before.
+  std::vector<double> gflops, ms_per_image;
 };
 
 struct Picture {

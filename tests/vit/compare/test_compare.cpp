@@ -94,6 +94,13 @@ TEST(Compare, ReferenceEncodingIsCheckedAndRecorded) {
   ASSERT_EQ(paired_differences(r).size(), 1u);
   EXPECT_EQ(paired_differences(r)[0].encoding, "none");
   EXPECT_EQ(paired_differences(r)[0].diff[0].n, 2);
+  // Each run's cost at each size: GFLOPs growing with the size, a measured time.
+  for (const RunResult& run : r.runs) {
+    ASSERT_EQ(run.gflops.size(), 2u);
+    ASSERT_EQ(run.ms_per_image.size(), 2u);
+    EXPECT_GT(run.gflops[1], run.gflops[0]) << "20 px has more patches than 16";
+    EXPECT_GT(run.ms_per_image[0], 0);
+  }
   fs::remove_all(out);
 }
 

@@ -164,6 +164,29 @@ TEST(Statistics, PairedDifferencesAgainstTheReference) {
   EXPECT_EQ(seeds_drawn, 8u * 3u);
 }
 
+// Cost per encoding: GFLOPs and ms per image kept in results.json, tabled in the report with the
+// time relative to the reference; absent (results from before) means no table.
+TEST(Report, CostPerEncodingTable) {
+  CompareResults r = synthetic_results();
+  EXPECT_EQ(report_html(r).find("id=\"cost\""), std::string::npos) << "no costs, no table";
+  for (RunResult& run : r.runs) {
+    const double scale = run.encoding == "rope-mixed" ? 2.0 : 1.0;
+    for (size_t k = 0; k < r.sizes.size(); ++k) {
+      run.gflops.push_back(0.1 * static_cast<double>(k + 1));
+      run.ms_per_image.push_back(0.5 * scale * static_cast<double>(k + 1));
+    }
+  }
+  const CompareResults back = parse_results_json(results_json(r));
+  EXPECT_EQ(back.runs[5].ms_per_image, r.runs[5].ms_per_image);
+  EXPECT_EQ(back.runs[0].gflops, r.runs[0].gflops);
+  const std::string html = report_html(r);
+  const size_t at = html.find("<table id=\"cost\">");
+  ASSERT_NE(at, std::string::npos);
+  const std::string table = html.substr(at, html.find("</table>", at) - at);
+  EXPECT_NE(table.find("<td>1.000 (2.00x)</td>"), std::string::npos) << table;  // rope-mixed @28
+  EXPECT_NE(table.find("<td>0.3000</td>"), std::string::npos) << table;         // GFLOPs @44
+}
+
 TEST(Statistics, OneSeedHasNoIntervalNorPairedTable) {
   CompareResults r = synthetic_results();
   r.seeds = {1};
