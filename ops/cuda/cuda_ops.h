@@ -59,6 +59,15 @@ void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
 // x: [B, N, D] -> y: [B, D] = mean of x[:, start:, :].
 void mean_tokens_forward(Tensor& y, const Tensor& x, int64_t start = 0);
 
+// ---- token sequences ----------------------------------------------------------------------------
+// prefix: [P, D] f32 or undefined (P = 0), x: [B, Np, D], table: [P + Np, D] f32, [Np, D] f32 (the
+// patch rows only) or undefined -> y: [B, P + Np, D] = the prefix rows, then x's rows, of every
+// image, plus the table (ViT's learned prefix tokens and absolute position table). y may alias x
+// only when P = 0.
+void assemble_tokens_forward(Tensor& y, const Tensor& prefix, const Tensor& x, const Tensor& table);
+// x: [B, N, D] -> y: [B, T, D] = x[:, start:start+T, :] (class-token pooling: T = 1, start = 0).
+void select_tokens_forward(Tensor& y, const Tensor& x, int64_t start);
+
 // ---- head layout --------------------------------------------------------------------------------
 // qkv: [B, N, 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].
 void split_heads_forward(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t heads);
