@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench_model_cuda.h"
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "apps/peer.h"
@@ -117,10 +118,12 @@ std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
 }
 
 void run_bench(const BenchOptions& o) {
-  if (o.device != "cpu") {
-    throw ExitError{2,
-                    "bench: whole-model benchmarks run on the CPU in this version; "
-                    "`vitpe bench attention --device cuda` benchmarks the CUDA kernels"};
+  if (o.device == "cuda") {
+    if (o.vs_torch || o.background_load) {
+      throw ExitError{2, "bench --device cuda: --vs-torch and --background-load are for the CPU"};
+    }
+    run_model_bench_cuda({o.model, o.batches, o.reps, o.precision, o.json});
+    return;
   }
   LoadedModel loaded = load_model(o.model);
   Model& model = *loaded.model;

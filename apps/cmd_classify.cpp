@@ -1,7 +1,8 @@
-// `vitpe classify --model CHECKPOINT_OR_PRESET [--labels FILE] [--topk 5] [--json] IMAGES...`:
-// top-k classes per image, with timm's evaluation preprocessing, in batches. An unreadable
-// image gets an error naming it; the others are still classified; the exit code is 1 when any
-// image failed.
+// `vitpe classify --model CHECKPOINT_OR_PRESET [--labels FILE] [--topk 5] [--json]
+// [--device cpu|cuda] IMAGES...`: top-k classes per image, with timm's evaluation preprocessing,
+// in batches. An unreadable image gets an error naming it; the others are still classified; the
+// exit code is 1 when any image failed. --device cuda runs the model on the GPU
+// (vit/models/cuda_model.h; precision f32 or bf16) and fails with a message without one.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include "apps/model_options.h"
 #include "vit/io/classifier.h"
 #include "vit/io/preprocess.h"
+#include "vit/models/cuda_model.h"
 
 namespace vitpe::app {
 namespace {
@@ -21,12 +23,25 @@ struct ClassifyOptions : ModelOptions {
   int topk = 5;
   int batch = 16;
   bool json = false;
+  std::string device = "cpu";
 };
 
 void run_classify(const ClassifyOptions& o) {
   LoadedModel loaded = load_model(o.model, o.load_options());
   Model& model = *loaded.model;
-  model.set_precision(parse_precision(o.precision));
+  const Precision precision = parse_precision(o.precision);
+  std::unique_ptr<CudaModel> gpu;
+  if (o.device == "cuda") {
+    if (precision == Precision::bf16_emulated) {
+      throw ExitError{2,
+                      "classify --device cuda: precision bf16-emulated is a CPU mode; on the "
+                      "GPU use f32 or bf16"};
+    }
+    gpu =
+        std::make_unique<CudaModel>(model, precision == Precision::bf16 ? DType::bf16 : DType::f32);
+  } else {
+    model.set_precision(precision);
+  }
   const ModelConfig& c = model.config();
   if (!o.json) {
     for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
@@ -40,7 +55,7 @@ void run_classify(const ClassifyOptions& o) {
     std::vector<std::string> paths(o.images.begin() + start, o.images.begin() + end);
     std::vector<std::string> errors;
     Tensor x = preprocess_files(paths, pre, &errors);
-    const Tensor& logits = model.forward(x);
+    const Tensor& logits = gpu ? gpu->forward(x) : model.forward(x);
     for (size_t i = 0; i < paths.size(); ++i) {
       nlohmann::json r;
       r["image"] = paths[i];
@@ -94,6 +109,9 @@ void setup(CLI::App& root) {
   add_model_options(cmd, *o);
   add_preprocess_options(cmd, *o);
   add_precision_option(cmd, o->precision);
+  cmd->add_option("--device", o->device, "Where the model runs: cpu or cuda (an NVIDIA GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->callback([o] { run_classify(*o); });
 }
 

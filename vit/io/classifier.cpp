@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "ops/ops.h"
+#include "vit/models/cuda_model.h"
 
 namespace vitpe {
 
@@ -51,8 +52,19 @@ Classifier::Classifier(const std::string& checkpoint_or_preset, const Classifier
         "found " +
         std::to_string(options.threads));
   }
+  if (options.device == Device::cuda) {
+    if (options.precision == Precision::bf16_emulated) {
+      throw std::invalid_argument(
+          "Classifier: precision bf16-emulated is a CPU mode; on the cuda device use f32 or bf16");
+    }
+    gpu_ = std::make_unique<CudaModel>(
+        *loaded_.model, options.precision == Precision::bf16 ? DType::bf16 : DType::f32);
+    return;
+  }
   loaded_.model->set_precision(options.precision);
 }
+
+Classifier::~Classifier() = default;
 
 namespace {
 
@@ -77,7 +89,7 @@ std::vector<std::vector<Prediction>> Classifier::run(const Tensor& images, int k
   const ModelConfig& c = config();
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadScope scope(threads_);
-  const Tensor& logits = loaded_.model->forward(images);
+  const Tensor& logits = gpu_ ? gpu_->forward(images) : loaded_.model->forward(images);
   std::vector<std::vector<Prediction>> out;
   for (int64_t i = 0; i < images.size(0); ++i) {
     try {

@@ -5,6 +5,11 @@
 //   for (const vitpe::Prediction& p : classifier.classify(cv::imread("shoe.png"), 3))
 //     std::printf("%s %.1f%%\n", p.label.c_str(), 100 * p.probability);
 //
+// Device: ClassifierOptions::device = Device::cuda runs the whole forward on the GPU (ViT and
+// Swin V1; vit/models/cuda_model.h says what it refuses), precision f32 or bf16; the
+// preprocessing and top-k stay on the CPU. Without a GPU, or in a build without CUDA, the
+// constructor throws std::runtime_error saying so.
+//
 // Threads: every method may be called from several threads on one instance. Calls on one
 // instance run one at a time, because the model keeps its activations in per-instance buffers
 // (so a steady-state call allocates nothing); each call uses the instance's thread count for its
@@ -12,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <opencv2/core.hpp>
 #include <string>
@@ -21,6 +27,8 @@
 #include "vitpe/vit/io/preprocess.h"
 
 namespace vitpe {
+
+class CudaModel;
 
 struct Prediction {
   int64_t index = 0;
@@ -37,6 +45,7 @@ struct ClassifierOptions {
   LoadOptions load;  // preset, labels file, preprocessing overrides, ... (vit/io/checkpoint.h)
   Precision precision = Precision::f32;
   int threads = 0;  // compute threads of this instance's calls (0: the process's setting)
+  Device device = Device::cpu;  // where the model runs (Device::cuda: f32 or bf16 precision)
 };
 
 class Classifier {
@@ -45,6 +54,7 @@ class Classifier {
   // throws.
   explicit Classifier(const std::string& checkpoint_or_preset,
                       const ClassifierOptions& options = {});
+  ~Classifier();
 
   // An image as OpenCV holds it (cv::imread: BGR, BGRA or gray; 8 or 16 bits; any size) -> its
   // k most probable classes. Throws std::invalid_argument for an empty image or one of another
@@ -64,11 +74,13 @@ class Classifier {
   // How the config was obtained (vit/io/checkpoint.h LoadedModel::notes).
   const std::vector<std::string>& notes() const { return loaded_.notes; }
   int threads() const { return threads_; }
+  Device device() const { return gpu_ ? Device::cuda : Device::cpu; }
 
  private:
   std::vector<std::vector<Prediction>> run(const Tensor& images, int k);
 
   LoadedModel loaded_;
+  std::unique_ptr<CudaModel> gpu_;  // Device::cuda: the GPU copy of loaded_.model
   Preprocess preprocess_;
   int threads_ = 0;
   std::mutex mutex_;  // one forward at a time: the model's buffers are this instance's
