@@ -6,8 +6,10 @@
 #      in-kernel vs a dense bias),
 #   4. where `import torch` works with CUDA: PyTorch SDPA with the same additive bias in bf16,
 #      side by side with ratios (tests/cuda/torch_attention_bench.py),
-#   5. END-TO-END MODELS (ViT-B/16, Swin-T at batch 64): runs `vitpe bench --model ... --device
-#      cuda` when that command supports the GPU, otherwise says it is not available yet.
+#   5. end-to-end models: `vitpe bench --model M --device cuda --precision bf16 --batch 1,64,256`
+#      for ViT-S/16, ViT-B/16 and Swin-T (random weights), one table of images/s, and ViT-B/16's
+#      batch-256 throughput as a fraction of the H200's dense bf16 peak (989 TFLOP/s, with the
+#      model's own flops_per_image).
 # Usage: tests/cuda/device_check.sh            (from anywhere; the repository is found from here)
 # Knobs: BUILD_DIR (default <repo>/build-device), JOBS (16), CUDA_ARCH (90), OUT (where logs and
 # JSON go; default $BUILD_DIR/device_check). Every step runs even when an earlier one fails; the
@@ -84,21 +86,41 @@ else
 fi
 
 # ==== END-TO-END MODELS ========================================================================
-# ViT-B/16 and Swin-T at batch 64 on the GPU. The model code (vit/) and `vitpe bench --model`
-# belong to the lead; this section runs them as soon as `bench --model` accepts --device cuda.
-step "end-to-end models on the GPU (batch 64)"
-if "$VITPE" bench --help 2>&1 | grep -q -- "--device"; then
-  for model in vit-base-patch16-224 swin-tiny-patch4-window7-224; do
-    if ! timeout 120 "$VITPE" bench --model "$model" --device cuda --batch 64 2>&1 |
-        tee "$OUT/bench_$model.log"; then
-      echo "end-to-end $model on cuda: not available yet (message above)"
-    elif grep -q "run on the CPU in this version" "$OUT/bench_$model.log"; then
-      echo "end-to-end $model on cuda: not available yet"
-    fi
-  done
-else
-  echo "end-to-end GPU model benchmark: not available yet (vitpe bench has no --device option)"
-fi
+step "end-to-end models on the GPU (bf16, batch 1/64/256)"
+E2E_MODELS="vit_small_patch16_224 vit_base_patch16_224 swin_tiny_patch4_window7_224"
+for model in $E2E_MODELS; do
+  if ! timeout 150 "$VITPE" bench --model "$model" --device cuda --precision bf16 \
+      --batch 1,64,256 --json >"$OUT/bench_$model.json" 2>"$OUT/bench_$model.err"; then
+    echo "FAILED: bench --model $model --device cuda:"
+    tail -5 "$OUT/bench_$model.err"
+    status=1
+  fi
+done
+# One table (images/s per batch; the logits' bf16 error against the GPU's f32 path), and ViT-B/16
+# at batch 256 against the peak.
+python3 - "$OUT" $E2E_MODELS <<'PY' || echo "no table: python3 failed (the JSON is in $OUT)"
+import json, sys
+out, models = sys.argv[1], sys.argv[2:]
+PEAK = 989e12  # H200 dense bf16 tensor-core peak, FLOP/s
+print(f"{'model':32} {'batch':>5} {'ms':>9} {'images/s':>10} {'TFLOP/s':>8} {'bf16 err':>9}")
+for m in models:
+    try:
+        with open(f"{out}/bench_{m}.json") as f:
+            j = json.load(f)
+    except (OSError, ValueError):
+        print(f"{m:32} (no result)")
+        continue
+    for r in j["results"]:
+        print(f"{m:32} {r['batch']:5d} {r['median_ms']:9.2f} {r['img_per_s']:10.1f} "
+              f"{r['tflops_per_s']:8.1f} {r.get('max_rel_logit_error', float('nan')):9.1e}")
+        if m == "vit_base_patch16_224" and r["batch"] == 256:
+            frac = r["img_per_s"] * j["flops_per_image"] / PEAK
+            vitb = (r["img_per_s"], j["flops_per_image"], frac)
+if "vitb" in dir():
+    print(f"ViT-B/16 bf16 batch 256: {vitb[0]:.0f} images/s x {vitb[1] / 1e9:.2f} GFLOP/image = "
+          f"{vitb[0] * vitb[1] / 1e12:.0f} TFLOP/s, {100 * vitb[2]:.1f} % of the H200's 989 TFLOP/s "
+          f"dense bf16 peak")
+PY
 # ===============================================================================================
 
 step "done: status $status (logs in $OUT)"
