@@ -1,9 +1,12 @@
-// `vitpe bench --model NAME_OR_CHECKPOINT --batch 1,8 [--vs-torch] [--background-load N]`:
-// inference latency, throughput, GFLOP/s and peak memory of a whole model; with --vs-torch the
-// PyTorch peer (scripts/torch_peer_bench.py, eager and TorchScript-frozen) runs on the same
-// threads in the same run and the ratios are printed. --background-load N runs N busy processes
-// (a spinning loop each, like `yes > /dev/null`) for the whole measurement, peers included: the
-// shared machine of a library's users, reproducible (issue #15).
+// `vitpe bench --model NAME_OR_CHECKPOINT --batch 1,8 [--vs-torch] [--vs-peers]
+// [--background-load N]`: inference latency, throughput, GFLOP/s and peak memory of a whole model;
+// with --vs-torch the PyTorch peer (scripts/torch_peer_bench.py, Debian's PyTorch: eager and
+// TorchScript-frozen) runs on the same threads in the same run and the ratios are printed; with
+// --vs-peers the stronger peers (scripts/peers_bench.py in scripts/peers-setup's venv: timm's model
+// of the preset in PyTorch 2.x eager and torch.compile, ONNX Runtime, OpenVINO) do, and each batch
+// is compared with its fastest peer. --background-load N runs N busy processes (a spinning loop
+// each, like `yes > /dev/null`) for the whole measurement, peers included: the shared machine of a
+// library's users, reproducible (issue #15).
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -25,6 +28,7 @@
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "apps/peer.h"
+#include "apps/peers_python.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/io/checkpoint.h"
@@ -37,6 +41,8 @@ struct BenchOptions {
   std::vector<int> batches{1, 8};
   int reps = 0;
   bool vs_torch = false;
+  bool vs_peers = false;
+  std::string peers_python;  // "" for the default venv's
   bool json = false;
   std::string device = "cpu";
   std::string precision = "f32";
@@ -117,10 +123,179 @@ std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
   return out;
 }
 
+// Timed repetitions of batch B: --reps, else 10 at batch 1 and 5 above (the peers' too).
+int reps_of(const BenchOptions& o, int B) { return o.reps ? o.reps : (B == 1 ? 10 : 5); }
+
+// vitpe's times of one batch, in ms.
+struct Timing {
+  double median = 0, min = 0, max = 0;
+};
+
+// The config fields that do not change what the peers' model computes at a given input size:
+// the input size (the peers are told it), the encoding (said in a note), the preprocessing.
+bool peers_ignore_field(const std::string& key) {
+  for (const char* k : {"name", "img_size", "encoding", "eps", "crop_pct", "crop_mode",
+                        "interpolation", "mean", "std", "labels"}) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+// timm's name of the model being benchmarked, for scripts/peers_bench.py (timm.create_model):
+// the registry preset it came from (a preset's, a vitpe checkpoint's or timm's config.json name)
+// when that preset is one of timm's, and the model has that preset's architecture. The registry's
+// own small models are its names spelt with dashes (vit-fmnist); timm's never have one. Throws a
+// usage error naming what is missing otherwise.
+std::string timm_name_for_peers(const ModelConfig& c, const std::string& model) {
+  if (!is_preset(c.name) || c.name.find('-') != std::string::npos) {
+    throw ExitError{
+        2, fmt::format("bench --vs-peers: {} has no timm model name (its config says '{}'); the "
+                       "peers run timm's models, so give a preset imported from timm (e.g. "
+                       "vit_small_patch16_224, swin_tiny_patch4_window7_224) or a checkpoint of "
+                       "one",
+                       model, c.name)};
+  }
+  const ModelConfig timm = preset(c.name);
+  const auto ours = nlohmann::json::parse(c.to_json()),
+             theirs = nlohmann::json::parse(timm.to_json());
+  std::vector<std::string> differ;
+  for (const auto& [key, value] : ours.items()) {
+    if (peers_ignore_field(key) || (theirs.contains(key) && theirs[key] == value)) continue;
+    differ.push_back(fmt::format("{} {} (timm: {})", key, value.dump(),
+                                 theirs.contains(key) ? theirs[key].dump() : "none"));
+  }
+  if (!differ.empty()) {
+    throw ExitError{2, fmt::format("bench --vs-peers: {} is timm's {} with another architecture, "
+                                   "which timm has no model of: {}",
+                                   model, c.name, fmt::join(differ, ", "))};
+  }
+  return c.name;
+}
+
+// Runs scripts/peers_bench.py (VITPE_PEERS_SCRIPT overrides it) with the peers' Python on this
+// run's threads, batches, repetitions and input size; its progress goes to stderr as it runs.
+// Returns its JSON object (model, versions, results: one row per runtime and batch); throws when
+// it printed none.
+nlohmann::json run_peers(const BenchOptions& o, const std::string& python,
+                         const std::string& timm_name, const ModelConfig& c, int threads) {
+  std::string script = VITPE_SOURCE_DIR "/scripts/peers_bench.py";
+  if (const char* env = std::getenv("VITPE_PEERS_SCRIPT")) script = env;
+  std::vector<int> reps;
+  for (int B : o.batches) reps.push_back(reps_of(o, B));
+  const std::string cmd = fmt::format(
+      "OMP_NUM_THREADS={} {} {} --model {} --threads {} --batches {} --reps {} --img-size {}x{}",
+      threads, shell_quote(python), shell_quote(script), shell_quote(timm_name), threads,
+      fmt::join(o.batches, ","), fmt::join(reps, ","), c.img_rows, c.img_cols);
+  std::fprintf(stderr, "running the peers: %s\n", cmd.c_str());
+  std::fflush(stdout);  // before popen's fork, as for the background load
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("bench --vs-peers: could not start " + python);
+  nlohmann::json result;
+  std::string other;  // lines that are not the result
+  char buf[1 << 16];
+  while (std::fgets(buf, sizeof buf, pipe)) {
+    try {
+      auto j = nlohmann::json::parse(buf);
+      if (j.is_object() && j.contains("results")) result = std::move(j);
+    } catch (const nlohmann::json::exception&) {
+      other += buf;
+    }
+  }
+  const int status = pclose(pipe);
+  if (status != 0 || result.is_null()) {
+    throw std::runtime_error(fmt::format(
+        "bench --vs-peers: the peers' script {} (exit status {}); its messages are above{}",
+        result.is_null() ? "printed no result" : "failed",
+        WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+        other.empty() ? "" : ", and it printed:\n" + other));
+  }
+  return result;
+}
+
+// "3.4 (3.1-3.9)": a median and its range, in ms.
+std::string median_range(double median, double min, double max) {
+  return fmt::format("{:.1f} ({:.1f}-{:.1f})", median, min, max);
+}
+
+// Each batch against its fastest peer: vitpe's median and range, every peer's median, and how
+// much faster vitpe is (> 1) or slower (< 1): in latency at batch 1, in throughput above (the
+// same quotient of medians at one batch, said as what matters there). Adds "comparison" to
+// `peers` and prints the table unless json; failed peers are listed with their errors.
+void compare_with_peers(nlohmann::json& peers, const std::map<int, Timing>& ours,
+                        const BenchOptions& o) {
+  std::vector<std::string> runtimes;  // in the script's order
+  for (const auto& r : peers["results"]) {
+    const auto name = r["runtime"].get<std::string>();
+    if (std::find(runtimes.begin(), runtimes.end(), name) == runtimes.end())
+      runtimes.push_back(name);
+  }
+  auto find = [&](const std::string& runtime, int B) -> const nlohmann::json* {
+    for (const auto& r : peers["results"]) {
+      if (r["runtime"] == runtime && r["batch"] == B) return &r;
+    }
+    return nullptr;
+  };
+  if (!o.json) {
+    std::printf("\npeers: timm's %s, f32, ms per batch (median of the repetitions)\n",
+                peers["model"].get<std::string>().c_str());
+    std::printf("%6s %-24s", "batch", "vitpe median (min-max)");
+    for (const auto& r : runtimes) std::printf(" %14s", r.c_str());
+    std::printf("  %-14s %s\n", "fastest peer", "vitpe against it");
+  }
+  peers["comparison"] = nlohmann::json::array();
+  for (int B : o.batches) {
+    const Timing& t = ours.at(B);
+    std::string best;
+    double best_ms = 0;
+    if (!o.json) std::printf("%6d %-24s", B, median_range(t.median, t.min, t.max).c_str());
+    for (const auto& name : runtimes) {
+      const nlohmann::json* r = find(name, B);
+      const bool ok = r && r->contains("median_ms");
+      const double ms = ok ? (*r)["median_ms"].get<double>() : 0;
+      if (ok && (best.empty() || ms < best_ms)) {
+        best = name;
+        best_ms = ms;
+      }
+      if (!o.json) std::printf(" %14s", ok ? fmt::format("{:.1f}", ms).c_str() : "failed");
+    }
+    if (best.empty()) {
+      if (!o.json) std::printf("  %-14s\n", "none ran");
+      continue;
+    }
+    const double ratio = best_ms / t.median;  // vitpe's speed over the fastest peer's
+    const std::string measure = B == 1 ? "latency" : "throughput";
+    peers["comparison"].push_back({{"batch", B},
+                                   {"vitpe_median_ms", t.median},
+                                   {"fastest_peer", best},
+                                   {"fastest_peer_median_ms", best_ms},
+                                   {"ratio", ratio},
+                                   {"measure", measure}});
+    if (o.json) continue;
+    const std::string said = B == 1 ? (ratio >= 1 ? fmt::format("{:.2f}x faster", ratio)
+                                                  : fmt::format("{:.2f}x slower", 1 / ratio))
+                                    : fmt::format("{:.2f}x the img/s ({:.0f} vs {:.0f})", ratio,
+                                                  B * 1e3 / t.median, B * 1e3 / best_ms);
+    std::printf("  %-14s %s\n", best.c_str(), said.c_str());
+  }
+  if (o.json) return;
+  for (const auto& r : peers["results"]) {
+    if (r.contains("error")) {
+      std::printf("%s failed at batch %d: %s\n", r["runtime"].get<std::string>().c_str(),
+                  r["batch"].get<int>(), r["error"].get<std::string>().c_str());
+    }
+  }
+  std::vector<std::string> versions;
+  for (const auto& [name, v] : peers["versions"].items()) {
+    versions.push_back(name + " " + (v.is_string() ? v.get<std::string>() : "missing"));
+  }
+  std::printf("peers' versions: %s\n", fmt::format("{}", fmt::join(versions, ", ")).c_str());
+}
+
 void run_bench(const BenchOptions& o) {
   if (o.device == "cuda") {
-    if (o.vs_torch || o.background_load) {
-      throw ExitError{2, "bench --device cuda: --vs-torch and --background-load are for the CPU"};
+    if (o.vs_torch || o.vs_peers || o.background_load) {
+      throw ExitError{
+          2, "bench --device cuda: --vs-torch, --vs-peers and --background-load are for the CPU"};
     }
     run_model_bench_cuda({o.model, o.batches, o.reps, o.precision, o.json});
     return;
@@ -131,6 +306,12 @@ void run_bench(const BenchOptions& o) {
   const int threads = num_threads();
   const double weights_mib = model.num_params() * 4.0 / (1 << 20);
   const Precision precision = parse_precision(o.precision);
+  // The peers are checked before any measurement: a run never times vitpe to find no peers.
+  std::string timm_name, python;
+  if (o.vs_peers) {
+    timm_name = timm_name_for_peers(c, o.model);
+    python = require_peers_python(o.peers_python, "bench");
+  }
   nlohmann::json out = {{"model", o.model},
                         {"kind", c.kind == ModelKind::vit ? "vit" : "swin"},
                         {"encoding", c.encoding},
@@ -154,7 +335,7 @@ void run_bench(const BenchOptions& o) {
   std::fflush(stdout);  // before fork: the children must not inherit unwritten output
   const BackgroundLoad load(o.background_load);
   out["background_pids"] = load.pids();  // gone when the command returns (a test checks)
-  std::map<int, double> ours;
+  std::map<int, Timing> ours;
   Rng rng(0);
   for (int B : o.batches) {
     Tensor x = Tensor::empty({B, c.channels, c.img_rows, c.img_cols});
@@ -171,7 +352,7 @@ void run_bench(const BenchOptions& o) {
                     row["max_rel_logit_error"].get<double>());
       }
     }
-    const int reps = o.reps ? o.reps : (B == 1 ? 10 : 5);
+    const int reps = reps_of(o, B);
     for (int i = 0; i < 2; ++i) model.forward(x);  // warm-up: primitives, buffers
     std::vector<double> ms;
     for (int i = 0; i < reps; ++i) {
@@ -182,7 +363,7 @@ void run_bench(const BenchOptions& o) {
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
-    ours[B] = med;
+    ours[B] = {med, ms.front(), ms.back()};
     row["median_ms"] = med;
     row["min_ms"] = ms.front();
     row["max_ms"] = ms.back();
@@ -213,10 +394,29 @@ void run_bench(const BenchOptions& o) {
       out["torch"].push_back(
           {{"batch", B}, {"eager_ms", it->second.eager_ms}, {"jit_ms", it->second.jit_ms}});
       if (!o.json) {
-        std::printf("%6d %12.1f %14.1f %11.2fx %16.1f %13.2fx\n", B, ours[B], it->second.eager_ms,
-                    it->second.eager_ms / ours[B], it->second.jit_ms, it->second.jit_ms / ours[B]);
+        const double med = ours[B].median;
+        std::printf("%6d %12.1f %14.1f %11.2fx %16.1f %13.2fx\n", B, med, it->second.eager_ms,
+                    it->second.eager_ms / med, it->second.jit_ms, it->second.jit_ms / med);
       }
     }
+  }
+  if (o.vs_peers) {
+    nlohmann::json peers = run_peers(o, python, timm_name, c, threads);
+    peers["python"] = python;
+    compare_with_peers(peers, ours, o);
+    const std::string timm_encoding = preset(timm_name).encoding;
+    if (c.encoding != timm_encoding) {
+      peers["note"] = fmt::format("the peers run timm's position encoding ({}); vitpe ran {}",
+                                  timm_encoding, c.encoding);
+    }
+    if (precision != Precision::f32) {
+      peers["note"] = fmt::format("{}{}the peers run f32; vitpe ran {}", peers.value("note", ""),
+                                  peers.contains("note") ? "; " : "", o.precision);
+    }
+    if (!o.json && peers.contains("note")) {
+      std::printf("note: %s\n", peers["note"].get<std::string>().c_str());
+    }
+    out["peers"] = std::move(peers);
   }
   if (o.json) std::printf("%s\n", out.dump(2).c_str());
 }
@@ -234,6 +434,9 @@ void setup(CLI::App& root) {
       ->check(CLI::NonNegativeNumber);
   bench->add_flag("--vs-torch", o->vs_torch,
                   "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
+  add_peers_options(bench, o->vs_peers, o->peers_python,
+                    "Also run the stronger CPU peers: PyTorch 2.x eager and compiled, ONNX "
+                    "Runtime, OpenVINO, on timm's model of the preset");
   bench->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   bench->add_flag("--json", o->json, "Print JSON (every batch's median, min, max, img/s, ...)");
   bench
