@@ -3,8 +3,10 @@
 // random batch, split by phase, and the evaluation throughput at the same batch. With
 // --vs-torch the PyTorch peer (scripts/torch_train_peer.py: torchvision's ViT of the vit-fmnist
 // shape with the same pooling, AdamW, the method of ../shared/peers/torch_train_bench.py) runs on
-// the same threads in the same run and the ratios are printed. Data loading is not part of the
-// step; `vitpe train` reports the throughput of whole epochs. --json FILE also writes the numbers.
+// the same threads in the same run and the ratios are printed; --vs-peers runs the same script
+// with PyTorch 2.x from the venv of scripts/peers-setup instead of Debian's PyTorch 1.13. Data
+// loading is not part of the step; `vitpe train` reports the throughput of whole epochs. --json
+// FILE also writes the numbers.
 //
 // Data-parallel scaling in one run, `mpirun -np N --bind-to none vitpe bench train ...`:
 //   A. "1 process x T threads": rank 0 alone times the step at the global batch with every CPU
@@ -32,6 +34,7 @@
 
 #include "apps/command.h"
 #include "apps/peer.h"
+#include "apps/peers_python.h"
 #include "ops/files.h"
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -51,6 +54,8 @@ struct BenchTrainOptions {
   int batch = 128;
   int reps = 10;
   bool vs_torch = false;
+  bool vs_peers = false;
+  std::string peers_python;  // "" for the default venv's
   std::string json;
 };
 
@@ -67,18 +72,23 @@ double median(std::vector<double> v) {
 
 struct TorchTrain {
   double train_ms = 0, eval_img_s = 0;
+  std::string version;  // torch.__version__, where the script says it
 };
 
-// Runs the peer; returns train_ms = 0 when it could not run (and says why on stderr).
-TorchTrain run_torch_peer(const BenchTrainOptions& o, const ModelConfig& config, int threads) {
+// Runs the peer with `python` (Debian's for --vs-torch, the venv's for --vs-peers); returns
+// train_ms = 0 when it could not run (and says why on stderr).
+TorchTrain run_torch_peer(const BenchTrainOptions& o, const ModelConfig& config, int threads,
+                          const std::string& python) {
   std::string script = VITPE_SOURCE_DIR "/scripts/torch_train_peer.py";
   if (const char* env = std::getenv("VITPE_TORCH_TRAIN_PEER")) script = env;
-  const std::string cmd = fmt::format("/usr/bin/python3 '{}' {} {} {} {} 2>&1", script, threads,
-                                      o.batch, o.reps, config.class_token ? "token" : "avg");
+  const std::string cmd =
+      fmt::format("{} {} {} {} {} {} 2>&1", shell_quote(python), shell_quote(script), threads,
+                  o.batch, o.reps, config.class_token ? "token" : "avg");
   TorchTrain r;
   const bool ok = run_json_peer(cmd, [&](const nlohmann::json& j) {
     r.train_ms = j.at("train_ms").get<double>();
     r.eval_img_s = j.at("eval_img_s").get<double>();
+    r.version = j.value("torch", "");
   });
   if (!ok || r.train_ms <= 0) r = {};
   return r;
@@ -278,18 +288,22 @@ void print_phases(const StepTimes& t, int64_t B, double flops, int threads) {
       t.cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)" : "");
 }
 
+// flag: the option that asked for the peer; python: the interpreter that runs it.
 void print_vs_torch(const BenchTrainOptions& o, const ModelConfig& config, const StepTimes& t,
-                    int threads) {
+                    int threads, const std::string& flag, const std::string& python) {
   if (!torch_peer_shape(config)) {
     std::printf(
-        "--vs-torch: the PyTorch peer trains the vit-fmnist shape only (pooling and "
-        "encoding may differ); skipped\n");
+        "%s: the PyTorch peer trains the vit-fmnist shape only (pooling and "
+        "encoding may differ); skipped\n",
+        flag.c_str());
     return;
   }
-  const TorchTrain torch = run_torch_peer(o, config, threads);
+  const TorchTrain torch = run_torch_peer(o, config, threads, python);
   if (torch.train_ms <= 0) return;
   const int64_t B = o.batch;
-  std::printf("\nPyTorch peer: torchvision ViT, %s, learned 1D positions\n",
+  std::printf("\nPyTorch peer (%s%s): torchvision ViT, %s, learned 1D positions\n",
+              torch.version.empty() ? "" : ("torch " + torch.version + ", ").c_str(),
+              python.c_str(),
               config.class_token ? "class token (50 tokens)" : "mean pooling (49 tokens)");
   std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
   std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / t.step, B / (torch.train_ms / 1e3),
@@ -304,7 +318,8 @@ void print_vs_torch(const BenchTrainOptions& o, const ModelConfig& config, const
 
 // Alone (and phase A under mpirun, on rank 0): the step at the whole batch on this process's
 // threads, printed by phase.
-StepTimes run_alone(const BenchTrainOptions& o, const ModelConfig& config) {
+StepTimes run_alone(const BenchTrainOptions& o, const ModelConfig& config,
+                    const std::string& peers_python) {
   std::unique_ptr<Model> model = make_model(config, 0);
   const int threads = num_threads();
   std::printf("training step: %s (encoding %s), %.2fM parameters, batch %lld, %d threads\n",
@@ -314,7 +329,8 @@ StepTimes run_alone(const BenchTrainOptions& o, const ModelConfig& config) {
   StepTimes t = summarise({time_steps(*model, batch, o.batch, self(), o.reps)});
   t.eval = time_eval(*model, batch.images, o.reps);
   print_phases(t, o.batch, 3.0 * model->flops_per_image() * static_cast<double>(o.batch), threads);
-  if (o.vs_torch) print_vs_torch(o, config, t, threads);
+  if (o.vs_torch) print_vs_torch(o, config, t, threads, "--vs-torch", "/usr/bin/python3");
+  if (o.vs_peers) print_vs_torch(o, config, t, threads, "--vs-peers", peers_python);
   return t;
 }
 
@@ -435,8 +451,11 @@ void run_bench_train(const BenchTrainOptions& o) {
   ModelConfig config = apply_overrides(preset(o.model), o.overrides);
   if (!o.encoding.empty()) config.encoding = o.encoding;
   Communicator& comm = world();
+  // Before any measurement: a run never times vitpe to find no peers.
+  const std::string peers_python =
+      o.vs_peers ? require_peers_python(o.peers_python, "bench train") : "";
   if (comm.size() == 1) {
-    const StepTimes t = run_alone(o, config);
+    const StepTimes t = run_alone(o, config, peers_python);
     if (!o.json.empty()) {
       write_file_atomic(o.json, bench_json(o, config, t, num_threads(), nullptr).dump(2) + "\n");
       std::printf("wrote %s\n", o.json.c_str());
@@ -456,7 +475,7 @@ void run_bench_train(const BenchTrainOptions& o) {
     alone_threads = affinity_cpus();
     set_num_threads(alone_threads);
     std::printf("1 process x %d threads (rank 0 alone; the other ranks wait):\n", alone_threads);
-    alone = run_alone(o, config);
+    alone = run_alone(o, config, peers_python);
     set_num_threads(share);
     std::fflush(stdout);
   }
@@ -493,6 +512,8 @@ void setup(CLI::App& root) {
       ->capture_default_str();
   cmd->add_flag("--vs-torch", o->vs_torch,
                 "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
+  add_peers_options(cmd, o->vs_peers, o->peers_python,
+                    "Also run the PyTorch peer with PyTorch 2.x");
   cmd->add_option("--json", o->json,
                   "Also write the times (and under mpirun the scaling) as JSON to this file");
   cmd->callback([o] { run_bench_train(*o); });

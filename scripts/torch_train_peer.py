@@ -7,8 +7,9 @@ learned 1D positions), AdamW at lr 1e-3, cross entropy on a random batch, 3 warm
 median of REPS timed steps; then the median of REPS eval forwards without grad.
 POOL is `token` (torchvision's class token, 50 tokens, the default) or `avg` (no class token,
 49 tokens, the mean of the encoder's normalised outputs: the vit-fmnist preset's token count).
-Prints one JSON object: {"train_ms": ..., "train_img_s": ..., "eval_img_s": ...}.
-Run with /usr/bin/python3 (Debian's python3-torch); never needed by the tests.
+Prints one JSON object: {"train_ms": ..., "train_img_s": ..., "eval_img_s": ..., "torch": version}.
+Runs with /usr/bin/python3 (Debian's python3-torch, `--vs-torch`) and with the PyTorch 2.x of
+scripts/peers-setup's venv (`--vs-peers`); never needed by the tests.
 
 usage: torch_train_peer.py THREADS BATCH REPS [POOL]
 """
@@ -74,7 +75,7 @@ def main():
             ts.append(time.perf_counter() - t0)
     ev = statistics.median(ts)
     print(json.dumps({"train_ms": train * 1e3, "train_img_s": batch / train,
-                      "eval_img_s": batch / ev}), flush=True)
+                      "eval_img_s": batch / ev, "torch": torch.__version__}), flush=True)
 
 
 if __name__ == "__main__":
