@@ -13,7 +13,7 @@ namespace {
 
 class Alibi2d final : public BiasAttentionEncoding {
  public:
-  Alibi2d(int64_t heads, Grid window) : heads_(heads) {
+  Alibi2d(int64_t heads, Grid window) : heads_(heads), window_(window) {
     require(heads >= 1, "alibi2d", "heads must be >= 1, got " + std::to_string(heads));
     check_grid("alibi2d", window);
     const std::vector<double> s = alibi2d_slopes(heads);
@@ -28,6 +28,11 @@ class Alibi2d final : public BiasAttentionEncoding {
     check_grid("alibi2d", geom.window);
     AttentionTerms t = AttentionEncoding::terms(geom);
     t.distance_slopes = slopes_;
+    if (extension() == Extension::interpolate) {
+      // Distances measured in the built window's units: dy R0/R, dx C0/C.
+      t.distance_scale_y = static_cast<float>(static_cast<double>(window_.rows) / geom.window.rows);
+      t.distance_scale_x = static_cast<float>(static_cast<double>(window_.cols) / geom.window.cols);
+    }
     return t;
   }
 
@@ -39,9 +44,13 @@ class Alibi2d final : public BiasAttentionEncoding {
   void bias_backward(const Tensor&, const AttnGeometry&) override {}
 
   std::vector<Param*> params() override { return {}; }
+  Extension extension() const override {
+    return resolve_extension(policy_, Extension::extrapolate);
+  }
 
  private:
   int64_t heads_;
+  Grid window_;    // the built window
   Tensor slopes_;  // [H]
 };
 
@@ -53,7 +62,9 @@ KindDef alibi2d_kind() {
   k.site = Site::attention;
   k.summary = "fixed bias -2^(-8h/H) * Euclidean distance, heads h = 1..H (2D ALiBi); no params";
   k.extension = Extension::extrapolate;
-  k.extension_note = "distances grow with the grid (the same slopes)";
+  k.extension_note =
+      "distances grow with the grid (the same slopes); interpolate: distances scaled per axis "
+      "into the built window's units (dy R0/R, dx C0/C)";
   k.make_attention = [](const Options&, int64_t heads, int64_t, Grid window, int64_t, Rng&) {
     return std::make_unique<Alibi2d>(heads, window);
   };

@@ -45,7 +45,7 @@ Param make_param(const std::string& name, const Shape& shape) {
 class Cpb final : public BiasAttentionEncoding {
  public:
   Cpb(int64_t heads, int64_t hidden, Grid ref, Grid window, int64_t prefix, Rng& rng)
-      : heads_(heads), hidden_(hidden), ref_(ref), extra_(prefix > 0 ? 3 : 0) {
+      : heads_(heads), hidden_(hidden), ref_(ref), window_(window), extra_(prefix > 0 ? 3 : 0) {
     require(heads >= 1, "cpb", "heads must be >= 1, got " + std::to_string(heads));
     check_grid("cpb", window);
     w1_ = make_param("attn.cpb_mlp.0.weight", {hidden, 2});
@@ -86,6 +86,15 @@ class Cpb final : public BiasAttentionEncoding {
     for (int64_t i = 0; i < 3 * heads_; ++i) gp[i] += static_cast<float>(dtable[L * heads_ + i]);
   }
 
+  Extension extension() const override {
+    return resolve_extension(policy_,
+                             ref_.rows > 0 ? Extension::extrapolate : Extension::interpolate);
+  }
+
+ protected:
+  void policy_changed() override { cache_.clear(); }
+
+ public:
   // The MLP takes any window: only the window is checked.
   void resample(Grid new_window) override { check_grid("cpb", new_window); }
 
@@ -104,18 +113,25 @@ class Cpb final : public BiasAttentionEncoding {
                 std::to_string(geom.prefix) + " prefix tokens");
   }
 
-  // The MLP's input for row r of a window's table: (dy, dx) scaled and log-spaced.
+  // The MLP's input for row r of a window's table: (dy, dx) scaled and log-spaced. The built
+  // window W0 scales offsets by 1 / (B - 1), B = ref or W0; interpolate scales window w's by
+  // (W0 - 1) / ((B - 1)(w - 1)) (= 1 / (w - 1) without ref: every window spans [-8, 8]),
+  // extrapolate keeps 1 / (B - 1).
   std::array<double, 2> coords(Grid w, int64_t r) const {
-    const Grid ref = ref_.rows > 0 ? ref_ : w;
+    const Grid base = ref_.rows > 0 ? ref_ : window_;
+    auto span = [](int64_t n) { return static_cast<double>(std::max<int64_t>(n - 1, 1)); };
+    const bool interp = extension() == Extension::interpolate;
+    const double sy =
+        interp ? span(window_.rows) / (span(base.rows) * span(w.rows)) : 1.0 / span(base.rows);
+    const double sx =
+        interp ? span(window_.cols) / (span(base.cols) * span(w.cols)) : 1.0 / span(base.cols);
     const int64_t dy = r / (2 * w.cols - 1) - (w.rows - 1);
     const int64_t dx = r % (2 * w.cols - 1) - (w.cols - 1);
     auto log_spaced = [](double u) {
       return (u > 0 ? 1.0 : (u < 0 ? -1.0 : 0.0)) * std::log2(std::fabs(u) + 1.0) / 3.0;
     };
-    return {log_spaced(8.0 * static_cast<double>(dy) /
-                       static_cast<double>(std::max<int64_t>(ref.rows - 1, 1))),
-            log_spaced(8.0 * static_cast<double>(dx) /
-                       static_cast<double>(std::max<int64_t>(ref.cols - 1, 1)))};
+    return {log_spaced(8.0 * static_cast<double>(dy) * sy),
+            log_spaced(8.0 * static_cast<double>(dx) * sx)};
   }
 
   // a: [hidden] = W1 c + b1 (before the relu)
@@ -210,7 +226,8 @@ class Cpb final : public BiasAttentionEncoding {
   }
 
   int64_t heads_, hidden_;
-  Grid ref_;  // {0, 0}: the current window
+  Grid ref_;     // {0, 0}: none
+  Grid window_;  // the built window
   int64_t extra_;
   Param w1_, b1_, w2_, prefix_;
   DerivedCache cache_;
@@ -234,7 +251,9 @@ KindDef cpb_kind() {
   k.extension = Extension::interpolate;
   k.extension_note =
       "the MLP is evaluated at the new window's offsets: with ref=none they are rescaled to the "
-      "same [-8, 8] range (interpolation); with ref=RxC larger windows extrapolate past it";
+      "same [-8, 8] range (interpolation); with ref=RxC larger windows extrapolate past it; "
+      "the policies: interpolate rescales any window into the built range, extrapolate keeps "
+      "the built window's scale";
   // Left out of the default studies, so that their results stay comparable with earlier runs.
   k.studied_global = false;
   k.studied_windowed = false;

@@ -28,6 +28,33 @@
 
 namespace vitpe {
 
+// How a kind meets a grid other than the one it was built (trained) for:
+//   interpolate  its tables are resampled to the new grid (coordinates rescaled to the old range)
+//   extrapolate  integer coordinates run past the trained range (fixed formulas, distances)
+//   none         nothing depends on the grid
+enum class Extension : uint8_t { none, interpolate, extrapolate };
+const char* extension_name(Extension e);  // "none", "interpolate", "extrapolate"
+
+// The rule an evaluation asks for (`vitpe eval|compare --policy`): each kind's own rule
+// (`native`, what training and inference use by default), or one rule for every kind whose
+// numbers depend on the grid. For a part built for grid G (rows R0 x C0) met on grid R x C:
+//   interpolate  coordinates are rescaled into the built range, y R0/R and x C0/C: learned
+//                tables resampled (today's learned1d, separable2d, relbias), sin-cos and RoPE
+//                angles of the scaled coordinates (timm's ref_feat_shape), ALiBi distances
+//                scaled per axis, cpb offsets normalised by the new window;
+//   extrapolate  integer coordinates past the built range: fixed formulas and learned
+//                frequencies as they are, learned tables hold their edge values (absolute
+//                tables repeat the last row/column, relative tables clamp the offset to the
+//                largest one trained), cpb offsets normalised by the built window.
+// Kinds with no grid-dependent part (none, peg) ignore it.
+enum class ExtensionPolicy : uint8_t { native, interpolate, extrapolate };
+const char* policy_name(ExtensionPolicy p);  // "native", "interpolate", "extrapolate"
+// "native" | "interpolate" | "extrapolate" (also "interp", "extrap") -> the policy; throws
+// std::invalid_argument naming the accepted words otherwise.
+ExtensionPolicy parse_policy(const std::string& word);
+// The rule in effect for a kind whose own rule is `native` under policy p.
+Extension resolve_extension(ExtensionPolicy p, Extension native);
+
 struct Grid {
   int64_t rows = 0, cols = 0;
   int64_t count() const { return rows * cols; }
@@ -68,6 +95,21 @@ class TokenEncoding {
   virtual Tensor table(Grid grid) = 0;
 
   virtual std::vector<Param*> params() = 0;
+
+  // How a grid other than grid() is met (see ExtensionPolicy). Changing the policy drops the
+  // tables derived for other grids; learned values are not changed.
+  void set_extension_policy(ExtensionPolicy p) {
+    if (p == policy_) return;
+    policy_ = p;
+    policy_changed();
+  }
+  ExtensionPolicy extension_policy() const { return policy_; }
+  // The rule in effect under the current policy (none for kinds without a grid-dependent part).
+  virtual Extension extension() const { return Extension::none; }
+
+ protected:
+  virtual void policy_changed() {}
+  ExtensionPolicy policy_ = ExtensionPolicy::native;
 };
 
 // A position signal computed from the tokens: tokens [B, prefix + grid.count(), D] become
@@ -128,6 +170,19 @@ class AttentionEncoding {
   virtual void resample(Grid new_window);
 
   virtual std::vector<Param*> params() = 0;
+
+  // How a window other than the built one is met (see ExtensionPolicy); as TokenEncoding's.
+  void set_extension_policy(ExtensionPolicy p) {
+    if (p == policy_) return;
+    policy_ = p;
+    policy_changed();
+  }
+  ExtensionPolicy extension_policy() const { return policy_; }
+  virtual Extension extension() const { return Extension::none; }
+
+ protected:
+  virtual void policy_changed() {}
+  ExtensionPolicy policy_ = ExtensionPolicy::native;
 };
 
 // A parsed spec: one part per site at most ("learned1d+relbias", "peg+relbias"), each with its
@@ -157,13 +212,6 @@ std::unique_ptr<AttentionEncoding> make_attention_encoding(const EncodingSpec& s
 std::unique_ptr<ConditionalEncoding> make_conditional_encoding(const EncodingSpec& spec,
                                                                int64_t dim, Grid grid,
                                                                int64_t prefix, Rng& rng);
-
-// How a kind meets a grid other than the one it was built (trained) for:
-//   interpolate  its tables are resampled to the new grid (coordinates rescaled to the old range)
-//   extrapolate  integer coordinates run past the trained range (fixed formulas, distances)
-//   none         nothing depends on the grid
-enum class Extension : uint8_t { none, interpolate, extrapolate };
-const char* extension_name(Extension e);  // "none", "interpolate", "extrapolate"
 
 // How a model family attends: one attention over the whole grid (ViT) or within windows (Swin).
 enum class AttentionLayout : uint8_t { global, windowed };

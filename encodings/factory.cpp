@@ -282,4 +282,28 @@ const char* extension_name(Extension e) {
   }
 }
 
+const char* policy_name(ExtensionPolicy p) {
+  switch (p) {
+    case ExtensionPolicy::interpolate:
+      return "interpolate";
+    case ExtensionPolicy::extrapolate:
+      return "extrapolate";
+    default:
+      return "native";
+  }
+}
+
+ExtensionPolicy parse_policy(const std::string& word) {
+  if (word == "native") return ExtensionPolicy::native;
+  if (word == "interpolate" || word == "interp") return ExtensionPolicy::interpolate;
+  if (word == "extrapolate" || word == "extrap") return ExtensionPolicy::extrapolate;
+  throw std::invalid_argument("unknown extension policy '" + word +
+                              "': expected native, interpolate or extrapolate");
+}
+
+Extension resolve_extension(ExtensionPolicy p, Extension native) {
+  if (native == Extension::none || p == ExtensionPolicy::native) return native;
+  return p == ExtensionPolicy::interpolate ? Extension::interpolate : Extension::extrapolate;
+}
+
 }  // namespace vitpe

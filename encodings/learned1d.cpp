@@ -9,7 +9,8 @@
 // patch rows are interpolated as D planes [rows, cols] with bicubic, antialias=True,
 // align_corners=False (ops/resample.h). forward() with another grid uses a cached resampled
 // table (recomputed when the learned values change); backward() then goes through the adjoint
-// of the resampling.
+// of the resampling. Under the extrapolate policy the built table is anchored at the top-left
+// patch and its last row and column are repeated past it (a smaller grid takes its top-left part).
 #include <cstring>
 
 #include "encodings/kinds.h"
@@ -41,8 +42,13 @@ class Learned1d final : public TableTokenEncoding {
   }
 
   std::vector<Param*> params() override { return {&param_}; }
+  Extension extension() const override {
+    return resolve_extension(policy_, Extension::interpolate);
+  }
 
  protected:
+  void policy_changed() override { cache_.clear(); }
+
   const Tensor& table_ref(Grid grid) override {
     if (grid == grid_) {
       view_ = param_.value.reshape({prefix_ + grid_.count(), dim_});
@@ -61,18 +67,24 @@ class Learned1d final : public TableTokenEncoding {
     }
     for (int64_t i = 0; i < prefix_ * dim_; ++i) g[i] += d[i];
     Tensor dplanes = patch_rows_to_planes(dtable, prefix_, grid);
-    Tensor back = resample_backward(dplanes, grid_.rows, grid_.cols, Filter::bicubic, true);
+    Tensor back = extension() == Extension::extrapolate
+                      ? resample_hold_edges_backward(dplanes, grid_.rows, grid_.cols, false)
+                      : resample_backward(dplanes, grid_.rows, grid_.cols, Filter::bicubic, true);
     Tensor gview = param_.grad.reshape({prefix_ + grid_.count(), dim_});
     planes_to_patch_rows(back, gview, prefix_, grid_, /*accumulate=*/true);
   }
 
  private:
-  // The table [prefix + new_grid.count(), D] resampled from the learned one.
+  // The table [prefix + new_grid.count(), D] resampled from the learned one (extrapolate: the
+  // patch rows at (min(r, R0-1), min(c, C0-1)), the built grid's edges held).
   Tensor resampled(Grid new_grid) const {
     Tensor src = param_.value.reshape({prefix_ + grid_.count(), dim_});
     Tensor planes = patch_rows_to_planes(src, prefix_, grid_);
-    Tensor out_planes = vitpe::resample(planes, new_grid.rows, new_grid.cols, Filter::bicubic,
-                                        /*antialias=*/true);
+    Tensor out_planes =
+        extension() == Extension::extrapolate
+            ? resample_hold_edges(planes, new_grid.rows, new_grid.cols, /*centred=*/false)
+            : vitpe::resample(planes, new_grid.rows, new_grid.cols, Filter::bicubic,
+                              /*antialias=*/true);
     Tensor out = Tensor::empty({prefix_ + new_grid.count(), dim_});
     std::memcpy(out.f32(), src.f32(), sizeof(float) * prefix_ * dim_);
     planes_to_patch_rows(out_planes, out, prefix_, new_grid, /*accumulate=*/false);
@@ -93,7 +105,8 @@ KindDef learned1d_kind() {
   k.summary = "learned table [prefix + rows*cols, D] (timm pos_embed); resampled bicubic+antialias";
   k.extension = Extension::interpolate;
   k.extension_note =
-      "the table is resampled bicubic with antialias, as timm's resample_abs_pos_embed";
+      "the table is resampled bicubic with antialias, as timm's resample_abs_pos_embed; "
+      "extrapolate: the built table anchored top-left, its last row and column repeated";
   // A flattened-index position ignores the 2D grid that windowed models are built around.
   k.studied_windowed = false;
   k.make_token = [](const Options&, int64_t dim, Grid grid, int64_t prefix, Rng& rng) {

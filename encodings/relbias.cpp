@@ -16,6 +16,8 @@
 //   beit               timm's resize_rel_pos_bias_table, which its BEiT checkpoint_filter_fn uses:
 //                      unilm's geometric source offsets, linear, border held (ops/resample.h,
 //                      resample_beit).
+// Under the extrapolate policy the table is not resampled: an offset past the largest trained one
+// takes the entry of the largest (offsets clamped to +-(Mh-1), +-(Mw-1) per axis).
 // bias() for another window uses a cached resampled table; bias_backward() then goes through the
 // adjoint of the same resampling; resample(new_window) replaces the table by it.
 // Backward: the table's gradient is the scatter-sum of dbias over the pairs that share an index.
@@ -99,6 +101,12 @@ class RelBias final : public BiasAttentionEncoding {
   }
 
   std::vector<Param*> params() override { return {&param_}; }
+  Extension extension() const override {
+    return resolve_extension(policy_, Extension::interpolate);
+  }
+
+ protected:
+  void policy_changed() override { cache_.clear(); }
 
  private:
   static int64_t main_rows(Grid w) { return (2 * w.rows - 1) * (2 * w.cols - 1); }
@@ -135,6 +143,7 @@ class RelBias final : public BiasAttentionEncoding {
   // planes [H, 2Mh-1, 2Mw-1] of the built window -> [H, 2Mh'-1, 2Mw'-1] of w
   Tensor resize_planes(const Tensor& planes, Grid w) const {
     const int64_t h = 2 * w.rows - 1, wd = 2 * w.cols - 1;
+    if (extension() == Extension::extrapolate) return resample_hold_edges(planes, h, wd, true);
     return resize_ == Resize::beit ? resample_beit(planes, h, wd)
                                    : vitpe::resample(planes, h, wd, Filter::bicubic, true);
   }
@@ -142,6 +151,8 @@ class RelBias final : public BiasAttentionEncoding {
   // one.
   Tensor resize_planes_backward(const Tensor& dplanes) const {
     const int64_t h = 2 * window_.rows - 1, wd = 2 * window_.cols - 1;
+    if (extension() == Extension::extrapolate)
+      return resample_hold_edges_backward(dplanes, h, wd, true);
     return resize_ == Resize::beit ? resample_beit_backward(dplanes, h, wd)
                                    : resample_backward(dplanes, h, wd, Filter::bicubic, true);
   }
@@ -177,7 +188,7 @@ KindDef relbias_kind() {
   k.extension_note =
       "the (2Mh-1)x(2Mw-1) bias table is resampled to the new window, bicubic (resize=bicubic) or "
       "by timm's BEiT resize (resize=beit: geometric offsets, linear, border held); class entries "
-      "kept";
+      "kept; extrapolate: offsets past the trained ones clamped to the largest";
   k.make_attention = [](const Options& o, int64_t heads, int64_t, Grid window, int64_t prefix,
                         Rng& rng) {
     const Resize resize = o.str("resize") == "beit" ? Resize::beit : Resize::bicubic;

@@ -24,7 +24,7 @@ namespace {
 class RopeAxial final : public RotationAttentionEncoding {
  public:
   RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta, bool x_first, Grid ref)
-      : heads_(heads), hd_(head_dim), theta_(theta), x_first_(x_first), ref_(ref) {
+      : heads_(heads), hd_(head_dim), theta_(theta), x_first_(x_first), window_(window), ref_(ref) {
     require(head_dim % 4 == 0, "rope-axial",
             "head_dim must be divisible by 4 (pairs split between x and y), got " +
                 std::to_string(head_dim));
@@ -59,6 +59,15 @@ class RopeAxial final : public RotationAttentionEncoding {
   }
 
   std::vector<Param*> params() override { return {}; }
+  // ref=RxC scales the coordinates to the reference on every window (interpolate), ref=none
+  // keeps integer coordinates (extrapolate).
+  Extension extension() const override {
+    return resolve_extension(policy_,
+                             ref_.rows > 0 ? Extension::interpolate : Extension::extrapolate);
+  }
+
+ protected:
+  void policy_changed() override { cache_.clear(); }
 
  private:
   struct Tables {
@@ -75,12 +84,19 @@ class RopeAxial final : public RotationAttentionEncoding {
     return cache_.back();
   }
 
-  // The angles' layout on window w: coordinates scaled to the reference grid when one is set.
+  // The angles' layout on window w. The built window W0 has the coordinate scale s0 = ref / W0
+  // (1 without a reference); interpolate scales window w's coordinates by s0 W0 / w (= ref / w:
+  // every window spans the built range), extrapolate keeps s0 (coordinates run past the range).
   RopeAxialLayout layout(Grid w) const {
     RopeAxialLayout l{theta_, x_first_, 1.0, 1.0};
-    if (ref_.rows > 0) {
-      l.scale_x = static_cast<double>(ref_.cols) / static_cast<double>(w.cols);
-      l.scale_y = static_cast<double>(ref_.rows) / static_cast<double>(w.rows);
+    const double s0x = ref_.rows > 0 ? static_cast<double>(ref_.cols) / window_.cols : 1.0;
+    const double s0y = ref_.rows > 0 ? static_cast<double>(ref_.rows) / window_.rows : 1.0;
+    if (extension() == Extension::interpolate) {
+      l.scale_x = s0x * static_cast<double>(window_.cols) / static_cast<double>(w.cols);
+      l.scale_y = s0y * static_cast<double>(window_.rows) / static_cast<double>(w.rows);
+    } else {
+      l.scale_x = s0x;
+      l.scale_y = s0y;
     }
     return l;
   }
@@ -88,7 +104,7 @@ class RopeAxial final : public RotationAttentionEncoding {
   int64_t heads_, hd_;
   double theta_;
   bool x_first_;
-  Grid ref_;
+  Grid window_, ref_;
   std::deque<Tables> cache_;  // one entry per window seen; a deque keeps references valid
 };
 
@@ -109,7 +125,9 @@ KindDef rope_axial_kind() {
   k.extension = Extension::extrapolate;
   k.extension_note =
       "integer coordinates run past the trained range (the same frequencies); with ref=RxC the "
-      "coordinates are rescaled to that grid instead (interpolate)";
+      "coordinates are rescaled to that grid instead (interpolate); the policy interpolate "
+      "rescales them into the built range (y R0/R, x C0/C, as ref_feat_shape), extrapolate keeps "
+      "the built window's scale";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
     return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"),

@@ -24,7 +24,7 @@ namespace {
 class RopeMixed final : public RotationAttentionEncoding {
  public:
   RopeMixed(int64_t heads, int64_t head_dim, Grid window, double theta, Rng& rng)
-      : heads_(heads), hd_(head_dim) {
+      : heads_(heads), hd_(head_dim), window_(window) {
     require(head_dim % 4 == 0, "rope-mixed",
             "head_dim must be divisible by 4 (two rotated halves of pairs), got " +
                 std::to_string(head_dim));
@@ -70,10 +70,11 @@ class RopeMixed final : public RotationAttentionEncoding {
     // angle = x fx + y fy  ->  dfx += x dangle, dfy += y dangle (summed over tokens)
     float* gx = param_.grad.f32();
     float* gy = gx + heads_ * half;
+    const Scale sc = scale(geom.window);
     for (int64_t h = 0; h < heads_; ++h)
       for (int64_t n = 0; n < nw; ++n) {
-        const float x = static_cast<float>(patch_col(n, geom.window.cols));
-        const float y = static_cast<float>(patch_row(n, geom.window.cols));
+        const float x = static_cast<float>(patch_col(n, geom.window.cols) * sc.x);
+        const float y = static_cast<float>(patch_row(n, geom.window.cols) * sc.y);
         const float* da = dangle.f32() + (h * nw + n) * half;
         for (int64_t p = 0; p < half; ++p) {
           gx[h * half + p] += x * da[p];
@@ -86,12 +87,35 @@ class RopeMixed final : public RotationAttentionEncoding {
     check_grid("rope-mixed", geom.window);
     AttentionTerms t = AttentionEncoding::terms(geom);
     t.rotation_freqs = rope_freqs_from_planes(param_.value);
+    // The kernel turns integer coordinates: fold the coordinate scales into the frequencies.
+    const Scale sc = scale(geom.window);
+    if (sc.x != 1.0 || sc.y != 1.0) {
+      float* f = t.rotation_freqs.f32();
+      for (int64_t i = 0; i < t.rotation_freqs.numel() / 2; ++i) {
+        f[2 * i] = static_cast<float>(f[2 * i] * sc.x);
+        f[2 * i + 1] = static_cast<float>(f[2 * i + 1] * sc.y);
+      }
+    }
     return t;
   }
 
   std::vector<Param*> params() override { return {&param_}; }
+  Extension extension() const override {
+    return resolve_extension(policy_, Extension::extrapolate);
+  }
 
  private:
+  // Coordinate scales on window w: 1 (extrapolate, integer coordinates), or the built window
+  // over w per axis (interpolate: w spans the built range).
+  struct Scale {
+    double x = 1, y = 1;
+  };
+  Scale scale(Grid w) const {
+    if (extension() != Extension::interpolate) return {};
+    return {static_cast<double>(window_.cols) / static_cast<double>(w.cols),
+            static_cast<double>(window_.rows) / static_cast<double>(w.rows)};
+  }
+
   // cos_/sin_: [H, Mh*Mw, hd/2] from the current frequencies (cheap next to attention, and the
   // frequencies change every step, so no cache).
   void compute_tables(Grid w) {
@@ -103,10 +127,11 @@ class RopeMixed final : public RotationAttentionEncoding {
     }
     const float* fx = param_.value.f32();
     const float* fy = fx + heads_ * half;
+    const Scale sc = scale(w);
     for (int64_t h = 0; h < heads_; ++h)
       for (int64_t n = 0; n < w.count(); ++n) {
-        const double x = static_cast<double>(patch_col(n, w.cols));
-        const double y = static_cast<double>(patch_row(n, w.cols));
+        const double x = static_cast<double>(patch_col(n, w.cols)) * sc.x;
+        const double y = static_cast<double>(patch_row(n, w.cols)) * sc.y;
         for (int64_t p = 0; p < half; ++p) {
           double a = x * fx[h * half + p] + y * fy[h * half + p];
           cos_.f32()[(h * w.count() + n) * half + p] = static_cast<float>(std::cos(a));
@@ -116,6 +141,7 @@ class RopeMixed final : public RotationAttentionEncoding {
   }
 
   int64_t heads_, hd_;
+  Grid window_;  // the built window
   Param param_;
   Tensor cos_, sin_;
 };
@@ -129,7 +155,9 @@ KindDef rope_mixed_kind() {
   k.options = {{"theta", "10", "init base: m_k = theta^(-4k/hd)", {}}};
   k.summary = "RoPE-ViT mixed: learned (fx, fy) per block/head/pair; hd % 4 == 0";
   k.extension = Extension::extrapolate;
-  k.extension_note = "integer coordinates run past the trained range (the learned frequencies)";
+  k.extension_note =
+      "integer coordinates run past the trained range (the learned frequencies); interpolate: "
+      "coordinates (y R0/R, x C0/C) in the built range";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng& rng) {
     return std::make_unique<RopeMixed>(heads, head_dim, window, o.number("theta"), rng);

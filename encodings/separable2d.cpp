@@ -6,7 +6,8 @@
 // (trunc_normal_(std=.02), bounds +-2 absolute: a plain normal(0, 0.02)).
 // Prefix tokens: learned kind, so each prefix token has its own learned row.
 // Resampling: each table along its own axis, linear, antialias=True, align_corners=False
-// (identical to plain linear interpolation when growing; averages when shrinking).
+// (identical to plain linear interpolation when growing; averages when shrinking). Under the
+// extrapolate policy each table keeps its entries and repeats its last one past them.
 #include <cstring>
 
 #include "encodings/kinds.h"
@@ -39,6 +40,10 @@ class Separable2d final : public TableTokenEncoding {
     cache_.clear();
   }
 
+  Extension extension() const override {
+    return resolve_extension(policy_, Extension::interpolate);
+  }
+
   std::vector<Param*> params() override {
     std::vector<Param*> p{&row_, &col_};
     if (prefix_ > 0) p.push_back(&prefix_param_);
@@ -46,6 +51,8 @@ class Separable2d final : public TableTokenEncoding {
   }
 
  protected:
+  void policy_changed() override { cache_.clear(); }
+
   const Tensor& table_ref(Grid grid) override {
     check_grid(kind_, grid);
     std::vector<const Tensor*> src{&row_.value, &col_.value};
@@ -105,15 +112,19 @@ class Separable2d final : public TableTokenEncoding {
     return p;
   }
 
-  // table [n, w] -> [m, w]: linear along the first axis.
-  static Tensor axis(const Tensor& table, int64_t m) {
+  // table [n, w] -> [m, w]: linear along the first axis (extrapolate: entry min(i, n-1)).
+  Tensor axis(const Tensor& table, int64_t m) const {
+    if (extension() == Extension::extrapolate)
+      return resample_hold_edges(table, m, table.size(1), /*centred=*/false);
     return vitpe::resample(table, m, table.size(1), Filter::bilinear, /*antialias=*/true);
   }
 
-  static void add_axis_grad(Param& p, const Tensor& g, int64_t n_used, int64_t n_own) {
+  void add_axis_grad(Param& p, const Tensor& g, int64_t n_used, int64_t n_own) const {
     Tensor back = n_used == n_own ? g
-                                  : resample_backward(g, n_own, g.size(1), Filter::bilinear,
-                                                      /*antialias=*/true);
+                  : extension() == Extension::extrapolate
+                      ? resample_hold_edges_backward(g, n_own, g.size(1), /*centred=*/false)
+                      : resample_backward(g, n_own, g.size(1), Filter::bilinear,
+                                          /*antialias=*/true);
     for (int64_t i = 0; i < back.numel(); ++i) p.grad.f32()[i] += back.f32()[i];
   }
 
@@ -134,7 +145,9 @@ KindDef separable2d_kind() {
                 {"sum", "concat"}}};
   k.summary = "learned row table + column table; resampled linearly per axis";
   k.extension = Extension::interpolate;
-  k.extension_note = "the row and column tables are resampled linearly along their axes";
+  k.extension_note =
+      "the row and column tables are resampled linearly along their axes; extrapolate: their "
+      "last entries repeated";
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng& rng) {
     return std::make_unique<Separable2d>(dim, grid, prefix, o.str("mode") == "concat", rng);
   };

@@ -19,13 +19,29 @@ class Sincos1d final : public TableTokenEncoding {
   }
 
   std::vector<Param*> params() override { return {}; }
+  Extension extension() const override {
+    return resolve_extension(policy_, Extension::extrapolate);
+  }
 
  protected:
   const Tensor& table_ref(Grid grid) override {
     check_grid(kind_, grid);
-    return cache_.get(grid, {},
-                      [&] { return sincos1d_table(grid.count(), dim_, prefix_, temperature_); });
+    return cache_.get(grid, {}, [&] {
+      if (grid == grid_ || extension() == Extension::extrapolate)
+        return sincos1d_table(grid.count(), dim_, prefix_, temperature_);
+      // interpolate: patch (r, c) at the built grid's coordinates (r R0/R, c C0/C), flattened
+      // with the built row length.
+      std::vector<double> positions(static_cast<size_t>(grid.count()));
+      const double sy = static_cast<double>(grid_.rows) / grid.rows;
+      const double sx = static_cast<double>(grid_.cols) / grid.cols;
+      for (int64_t n = 0; n < grid.count(); ++n) {
+        positions[n] = static_cast<double>(patch_row(n, grid.cols)) * sy * grid_.cols +
+                       static_cast<double>(patch_col(n, grid.cols)) * sx;
+      }
+      return sincos1d_table(positions, dim_, prefix_, temperature_);
+    });
   }
+  void policy_changed() override { cache_.clear(); }
 
  private:
   double temperature_;
@@ -42,7 +58,8 @@ KindDef sincos1d_kind() {
   k.summary = "fixed sin/cos of the flattened patch index (Vaswani); D even";
   k.extension = Extension::extrapolate;
   k.extension_note =
-      "flattened patch indices run past the trained range (and change with the row length)";
+      "flattened patch indices run past the trained range (and change with the row length); "
+      "interpolate: patch (r, c) at index (r R0/R) C0 + c C0/C of the built grid";
   // A flattened-index position ignores the 2D grid that windowed models are built around.
   k.studied_windowed = false;
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng&) {

@@ -24,15 +24,23 @@ class Sincos2d final : public TableTokenEncoding {
   }
 
   std::vector<Param*> params() override { return {}; }
+  Extension extension() const override {
+    return resolve_extension(policy_, Extension::extrapolate);
+  }
 
  protected:
   const Tensor& table_ref(Grid grid) override {
     check_grid(kind_, grid);
     return cache_.get(grid, {}, [&] {
+      // interpolate: the coordinates rescaled into the built grid's range (r R0/R, c C0/C).
+      const bool interp = extension() == Extension::interpolate;
       return sincos2d_table(grid, dim_, prefix_, temperature_,
-                            timm_layout_ ? Sincos2dLayout::timm : Sincos2dLayout::mae);
+                            timm_layout_ ? Sincos2dLayout::timm : Sincos2dLayout::mae,
+                            interp ? static_cast<double>(grid_.rows) / grid.rows : 1.0,
+                            interp ? static_cast<double>(grid_.cols) / grid.cols : 1.0);
     });
   }
+  void policy_changed() override { cache_.clear(); }
 
  private:
   double temperature_;
@@ -54,7 +62,9 @@ KindDef sincos2d_kind() {
                 {"mae", "timm"}}};
   k.summary = "fixed 2D sin/cos, D/2 channels per axis (MAE); D % 4 == 0";
   k.extension = Extension::extrapolate;
-  k.extension_note = "integer row and column coordinates run past the trained range";
+  k.extension_note =
+      "integer row and column coordinates run past the trained range; interpolate: coordinates "
+      "(r R0/R, c C0/C) in the built range";
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng&) {
     return std::make_unique<Sincos2d>(dim, grid, prefix, o.number("T"), o.str("layout") == "timm");
   };

@@ -14,7 +14,7 @@ void require(bool cond, const char* what, const std::string& found) {
 }  // namespace
 
 Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
-                      Sincos2dLayout layout) {
+                      Sincos2dLayout layout, double scale_y, double scale_x) {
   require(dim > 0 && dim % 4 == 0, "sincos2d: dim must be a positive multiple of 4",
           std::to_string(dim));
   const int64_t P = dim / 4;
@@ -25,8 +25,8 @@ Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature
   Tensor t = Tensor::zeros({prefix + grid.count(), dim});
   for (int64_t n = 0; n < grid.count(); ++n) {
     float* row = t.f32() + (prefix + n) * dim;
-    const double y = static_cast<double>(n / grid.cols);
-    const double x = static_cast<double>(n % grid.cols);
+    const double y = static_cast<double>(n / grid.cols) * scale_y;
+    const double x = static_cast<double>(n % grid.cols) * scale_x;
     for (int64_t k = 0; k < P; ++k) {
       const double w = std::pow(temperature, -static_cast<double>(k) / P);
       row[sx + k] = static_cast<float>(std::sin(x * w));
@@ -38,18 +38,26 @@ Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature
   return t;
 }
 
-Tensor sincos1d_table(int64_t tokens, int64_t dim, int64_t prefix, double temperature) {
+Tensor sincos1d_table(const std::vector<double>& positions, int64_t dim, int64_t prefix,
+                      double temperature) {
   require(dim > 0 && dim % 2 == 0, "sincos1d: dim must be positive and even", std::to_string(dim));
+  const int64_t tokens = static_cast<int64_t>(positions.size());
   Tensor t = Tensor::zeros({prefix + tokens, dim});
   float* p = t.f32() + prefix * dim;
   for (int64_t n = 0; n < tokens; ++n) {
     for (int64_t i = 0; i < dim / 2; ++i) {
-      const double a = static_cast<double>(n) * std::pow(temperature, -2.0 * i / dim);
+      const double a = positions[n] * std::pow(temperature, -2.0 * i / dim);
       p[n * dim + 2 * i] = static_cast<float>(std::sin(a));
       p[n * dim + 2 * i + 1] = static_cast<float>(std::cos(a));
     }
   }
   return t;
+}
+
+Tensor sincos1d_table(int64_t tokens, int64_t dim, int64_t prefix, double temperature) {
+  std::vector<double> positions(static_cast<size_t>(tokens > 0 ? tokens : 0));
+  for (size_t n = 0; n < positions.size(); ++n) positions[n] = static_cast<double>(n);
+  return sincos1d_table(positions, dim, prefix, temperature);
 }
 
 std::vector<double> alibi2d_slopes(int64_t heads) {

@@ -17,13 +17,17 @@ namespace vitpe {
 enum class Sincos2dLayout : uint8_t { mae, timm };
 
 // -> [prefix + grid.count(), dim]: row prefix + n holds patch n (row-major), w_k = T^(-k/P),
-// P = dim/4, k = 0..P-1; prefix rows are zero. dim % 4 == 0.
+// P = dim/4, k = 0..P-1; prefix rows are zero. dim % 4 == 0. The coordinates are y = row *
+// scale_y and x = column * scale_x (1: integer coordinates; R0/R: rescaled to a built grid).
 Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
-                      Sincos2dLayout layout);
+                      Sincos2dLayout layout, double scale_y = 1, double scale_x = 1);
 
 // -> [prefix + tokens, dim]: channels (2i, 2i+1) = sin, cos of n * T^(-2i/dim) for the flattened
 // patch index n; prefix rows are zero. dim even.
 Tensor sincos1d_table(int64_t tokens, int64_t dim, int64_t prefix, double temperature);
+// The same channels for arbitrary (fractional) positions: row prefix + n holds positions[n].
+Tensor sincos1d_table(const std::vector<double>& positions, int64_t dim, int64_t prefix,
+                      double temperature);
 
 // ALiBi's geometric slopes for heads h = 0..H-1: 2^(-8 (h+1) / H).
 std::vector<double> alibi2d_slopes(int64_t heads);

@@ -46,6 +46,8 @@ void attention_terms_bias(Tensor& bias, const AttentionTerms& t) {
     check_cpu_f32(op, "distance_slopes", t.distance_slopes);
     check_shape(op, "distance_slopes", t.distance_slopes, Shape{H});
     a.slopes = t.distance_slopes.f32();
+    a.dist_sy = t.distance_scale_y;
+    a.dist_sx = t.distance_scale_x;
   }
   float* out = bias.f32();
 #pragma omp parallel for collapse(2)

@@ -28,9 +28,11 @@ struct AttentionTerms {
   // bias[h, i, j] = table[relbias_index(i, j), h]; with prefix tokens (BEiT) the last three rows
   // hold prefix->grid (rows-3), grid->prefix (rows-2) and prefix->prefix (rows-1).
   Tensor relative_table;
-  // ALiBi-2D slopes [H]: bias = -slope_h * sqrt(dy^2 + dx^2) between grid tokens, 0 with a
-  // prefix token.
+  // ALiBi-2D slopes [H]: bias = -slope_h * sqrt((sy dy)^2 + (sx dx)^2) between grid tokens, 0
+  // with a prefix token; (sy, sx) = distance_scale_y/x (1 unless the encoding rescales the
+  // window's coordinates into the range it was built for: the interpolate extension).
   Tensor distance_slopes;
+  float distance_scale_y = 1.f, distance_scale_x = 1.f;
   // RoPE frequencies [H, hd/2, 2]: channel pair k of head h of the grid token at (y, x) turns
   // by x * f[h, k, 0] + y * f[h, k, 1]; prefix tokens are not rotated.
   Tensor rotation_freqs;
@@ -53,8 +55,9 @@ struct AttnBiasArgs {
   int mask_windows = 1;
   const float* table = nullptr;  // [table_rows, H]
   int table_rows = 0;
-  const float* slopes = nullptr;  // [H]
-  bool shift = false;             // Swin shift mask
+  const float* slopes = nullptr;       // [H]
+  float dist_sy = 1.f, dist_sx = 1.f;  // distance scale per axis (AttentionTerms::distance_scale_*)
+  bool shift = false;                  // Swin shift mask
   int shift_r = 0, shift_c = 0, image_rows = 0, image_cols = 0;
   const float* rope = nullptr;  // [H, hd/2, 2]
 
@@ -104,7 +107,8 @@ VITPE_HOST_DEVICE inline float positional_bias(const AttnBiasArgs& a, const floa
   if (tab) s += tab[static_cast<ptrdiff_t>(relbias_index(a, q, k)) * tab_stride];
   if (!q.prefix && !k.prefix) {
     if (a.slopes) {
-      const float dy = static_cast<float>(q.y - k.y), dx = static_cast<float>(q.x - k.x);
+      const float dy = static_cast<float>(q.y - k.y) * a.dist_sy;
+      const float dx = static_cast<float>(q.x - k.x) * a.dist_sx;
       s -= slope * sqrtf(dy * dy + dx * dx);
     }
     if (a.shift && q.region != k.region) s += -100.f;

@@ -340,4 +340,43 @@ Tensor resample_beit_backward(const Tensor& dy, int64_t in_h, int64_t in_w) {
   return dx;
 }
 
+ResampleTaps hold_edges_taps(int64_t in_size, int64_t out_size, int64_t offset) {
+  if (in_size < 1 || out_size < 1) {
+    throw std::invalid_argument("hold_edges_taps: sizes must be >= 1, got " +
+                                std::to_string(in_size) + " -> " + std::to_string(out_size));
+  }
+  ResampleTaps t;
+  t.in_size = in_size;
+  t.out_size = out_size;
+  t.max_taps = 1;
+  t.start.resize(out_size);
+  t.count.assign(out_size, 1);
+  t.weight.assign(out_size, 1.f);
+  for (int64_t i = 0; i < out_size; ++i)
+    t.start[i] = std::clamp(i - offset, int64_t{0}, in_size - 1);
+  return t;
+}
+
+namespace {
+int64_t hold_offset(int64_t in, int64_t out, bool centred) { return centred ? (out - in) / 2 : 0; }
+}  // namespace
+
+Tensor resample_hold_edges(const Tensor& x, int64_t out_h, int64_t out_w, bool centred) {
+  int64_t c, h, w;
+  planes_of("resample_hold_edges", x, c, h, w);
+  Tensor y = x.ndim() == 3 ? Tensor::empty({c, out_h, out_w}) : Tensor::empty({out_h, out_w});
+  apply_taps(x.f32(), c, hold_edges_taps(h, out_h, hold_offset(h, out_h, centred)),
+             hold_edges_taps(w, out_w, hold_offset(w, out_w, centred)), y.f32());
+  return y;
+}
+
+Tensor resample_hold_edges_backward(const Tensor& dy, int64_t in_h, int64_t in_w, bool centred) {
+  int64_t c, oh, ow;
+  planes_of("resample_hold_edges_backward", dy, c, oh, ow);
+  Tensor dx = dy.ndim() == 3 ? Tensor::empty({c, in_h, in_w}) : Tensor::empty({in_h, in_w});
+  apply_taps_backward(dy.f32(), c, hold_edges_taps(in_h, oh, hold_offset(in_h, oh, centred)),
+                      hold_edges_taps(in_w, ow, hold_offset(in_w, ow, centred)), dx.f32());
+  return dx;
+}
+
 }  // namespace vitpe

@@ -84,4 +84,15 @@ Tensor resample_beit(const Tensor& x, int64_t out_h, int64_t out_w);
 // The adjoint (transpose) of resample_beit: dy: [C, out_h, out_w] -> dx: [C, in_h, in_w].
 Tensor resample_beit_backward(const Tensor& dy, int64_t in_h, int64_t in_w);
 
+// Holding the edges: the extrapolate way to meet another size with a learned table. Output
+// sample i of an axis takes input sample clamp(i - offset, 0, in_size - 1): offset 0 anchors
+// absolute tables at their first row/column (the new rows past the end repeat the last one),
+// offset (out - in) / 2 centres relative-offset tables (offsets past the largest trained one
+// take its value). x: [C, H, W] -> [C, out_h, out_w] (or [H, W] -> [out_h, out_w]).
+ResampleTaps hold_edges_taps(int64_t in_size, int64_t out_size, int64_t offset);
+Tensor resample_hold_edges(const Tensor& x, int64_t out_h, int64_t out_w, bool centred);
+// The adjoint: dy: [C, out_h, out_w] -> dx: [C, in_h, in_w] (every output's gradient summed into
+// the sample it copies).
+Tensor resample_hold_edges_backward(const Tensor& dy, int64_t in_h, int64_t in_w, bool centred);
+
 }  // namespace vitpe

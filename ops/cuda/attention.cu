@@ -540,6 +540,8 @@ void set_positional_terms(const char* op, AttnArgs& args, const AttentionParams&
   if (t.distance_slopes.defined()) {
     check_param(op, "distance_slopes", t.distance_slopes, Shape{H});
     ba.slopes = t.distance_slopes.f32();
+    ba.dist_sy = t.distance_scale_y;
+    ba.dist_sx = t.distance_scale_x;
   }
   if (t.rotation_freqs.defined()) {
     check_param(op, "rotation_freqs", t.rotation_freqs, Shape{H, hd / 2, 2});

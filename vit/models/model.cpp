@@ -72,6 +72,46 @@ int64_t count(const std::vector<Param*>& params) {
 }  // namespace
 
 int64_t Model::num_params() { return count(params()); }
+
+std::vector<Param*> Model::encoding_params() {
+  const EncodingParts parts = encoding_parts();
+  std::vector<Param*> out;
+  auto add = [&](const std::vector<Param*>& ps) { out.insert(out.end(), ps.begin(), ps.end()); };
+  if (parts.token) add(parts.token->params());
+  if (parts.conditional) add(parts.conditional->params());
+  for (AttentionEncoding* e : parts.attention) {
+    if (e) add(e->params());
+  }
+  return out;
+}
+
+void Model::set_extension_policy(ExtensionPolicy p) {
+  const EncodingParts parts = encoding_parts();
+  if (parts.token) parts.token->set_extension_policy(p);
+  for (AttentionEncoding* e : parts.attention) {
+    if (e) e->set_extension_policy(p);
+  }
+  policy_ = p;
+}
+
+std::string Model::extension_rules() {
+  const EncodingParts parts = encoding_parts();
+  std::vector<std::pair<std::string, Extension>> rules;
+  auto note = [&](const std::string& kind, Extension e) {
+    if (e == Extension::none) return;
+    for (const auto& r : rules)
+      if (r.first == kind) return;
+    rules.emplace_back(kind, e);
+  };
+  if (parts.token) note(parts.token->kind(), parts.token->extension());
+  for (AttentionEncoding* e : parts.attention) {
+    if (e) note(e->kind(), e->extension());
+  }
+  std::string s;
+  for (const auto& r : rules)
+    s += (s.empty() ? "" : ", ") + r.first + " " + extension_name(r.second);
+  return s.empty() ? "none" : s;
+}
 int64_t Model::num_encoding_params() { return count(encoding_params()); }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {

@@ -146,9 +146,27 @@ class Model {
 
   // Every parameter with its full checkpoint name (timm names), in a stable order.
   virtual std::vector<Param*> params() = 0;
+  // The model's positional-encoding parts: the token part (or null), the conditional part (or
+  // null) and each block's attention part in block order (null where a block has none).
+  struct EncodingParts {
+    TokenEncoding* token = nullptr;
+    ConditionalEncoding* conditional = nullptr;
+    std::vector<AttentionEncoding*> attention;
+  };
+  virtual EncodingParts encoding_parts() = 0;
+
   // The parameters owned by the model's positional encodings (a subset of params()): what the
   // encoding parts report, so no caller guesses from names.
-  virtual std::vector<Param*> encoding_params() = 0;
+  std::vector<Param*> encoding_params();
+
+  // How every encoding part meets a grid other than the configured one (`vitpe eval --policy`;
+  // see ExtensionPolicy). Default: each kind's own rule. Learned values are not changed.
+  void set_extension_policy(ExtensionPolicy p);
+  ExtensionPolicy extension_policy() const { return policy_; }
+  // The rule in effect for each part whose numbers depend on the grid, e.g. "learned1d
+  // interpolate, relbias interpolate" (one entry per kind, blocks share theirs); "none" when no
+  // part depends on the grid.
+  std::string extension_rules();
 
   // Approximate multiply-adds x 2 of one image's forward pass at the configured size.
   virtual double flops_per_image() const = 0;
@@ -173,6 +191,7 @@ class Model {
 
  private:
   Precision precision_ = Precision::f32;
+  ExtensionPolicy policy_ = ExtensionPolicy::native;
 };
 
 // Builds a model with freshly initialised parameters (deterministic from seed).

@@ -206,17 +206,13 @@ std::vector<Param*> SwinTransformer::params() {
   return out;
 }
 
-std::vector<Param*> SwinTransformer::encoding_params() {
-  std::vector<Param*> out;
-  if (token_enc_) out = token_enc_->params();
+Model::EncodingParts SwinTransformer::encoding_parts() {
+  EncodingParts parts;
+  parts.token = token_enc_.get();
   for (auto& stage : stages_) {
-    for (auto& b : stage) {
-      if (AttentionEncoding* e = b->attention().encoding()) {
-        for (Param* p : e->params()) out.push_back(p);
-      }
-    }
+    for (auto& b : stage) parts.attention.push_back(b->attention().encoding());
   }
-  return out;
+  return parts;
 }
 
 const Tensor& SwinTransformer::forward(const Tensor& images, bool training) {

@@ -72,7 +72,7 @@ class SwinTransformer : public Model {
   const Tensor& forward(const Tensor& images, bool training = false) override;
   void backward(const Tensor& dlogits) override;
   std::vector<Param*> params() override;
-  std::vector<Param*> encoding_params() override;
+  EncodingParts encoding_parts() override;
   double flops_per_image() const override;
 
  protected:

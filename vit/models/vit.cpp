@@ -84,18 +84,12 @@ std::vector<Param*> VisionTransformer::params() {
   return out;
 }
 
-std::vector<Param*> VisionTransformer::encoding_params() {
-  std::vector<Param*> out;
-  if (token_enc_) out = token_enc_->params();
-  if (cond_enc_) {
-    for (Param* p : cond_enc_->params()) out.push_back(p);
-  }
-  for (auto& b : blocks_) {
-    if (AttentionEncoding* e = b.attention().encoding()) {
-      for (Param* p : e->params()) out.push_back(p);
-    }
-  }
-  return out;
+Model::EncodingParts VisionTransformer::encoding_parts() {
+  EncodingParts parts;
+  parts.token = token_enc_.get();
+  parts.conditional = cond_enc_.get();
+  for (auto& b : blocks_) parts.attention.push_back(b.attention().encoding());
+  return parts;
 }
 
 const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {

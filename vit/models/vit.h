@@ -29,7 +29,7 @@ class VisionTransformer : public Model {
   double flops_per_image() const override;
 
   TokenEncoding* token_encoding() { return token_enc_.get(); }
-  std::vector<Param*> encoding_params() override;
+  EncodingParts encoding_parts() override;
 
  protected:
   void collect_linears(std::vector<LinearLayer*>& out) override;
