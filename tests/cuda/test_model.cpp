@@ -1,7 +1,8 @@
 // The whole-model GPU path (vit/models/cuda_model.h) against the CPU model it was built from:
 // logits of small random-weight ViTs and Swins with every encoding spec of the registry's list
 // (tests/vit/models/every_encoding.h), ViT variants (registers, mean pooling, layer scale, no
-// class row, distillation token), other input sizes, device-resident input and the steady state.
+// class row, distillation token), other input sizes, device-resident input, the steady state and
+// the Classifier's device choice.
 // Tolerances, as max |gpu - cpu| / max |cpu| over the logits:
 //   f32   1e-4: the same f32 arithmetic in another order (GEMM tiling, warp reductions, online
 //         softmax) through every block;
@@ -17,6 +18,7 @@
 #include "tests/cuda/cuda_testing.h"
 #include "tests/testing.h"
 #include "tests/vit/models/every_encoding.h"
+#include "vit/io/classifier.h"
 #include "vit/models/cuda_model.h"
 
 namespace vitpe {
@@ -252,6 +254,34 @@ TEST(CudaModel, SwinRefusesSizesItWouldPad) {
   EXPECT_NE(m.find("does not pad"), std::string::npos) << m;
   // The model still runs at its own size afterwards.
   EXPECT_EQ(gpu.forward(testing::random_tensor({1, 3, 64, 32}, 2)).shape(), Shape({1, 10}));
+}
+
+// The API's device choice: the bundled Fashion-MNIST ViT classifies the same input on both.
+TEST(CudaClassifier, MatchesTheCpuClassifier) {
+  VITPE_REQUIRE_CUDA();
+  const std::string file = VITPE_SOURCE_DIR "/models/vit-fmnist.safetensors";
+  ClassifierOptions on_gpu;
+  on_gpu.device = Device::cuda;
+  Classifier cpu(file), gpu(file, on_gpu);
+  EXPECT_EQ(gpu.device(), Device::cuda);
+  const Tensor images = testing::random_tensor({3, 1, 28, 28}, 9);
+  const auto want = cpu.classify_preprocessed(images.f32(), 3, 3);
+  const auto got = gpu.classify_preprocessed(images.f32(), 3, 3);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    for (size_t r = 0; r < want[i].size(); ++r) {
+      EXPECT_EQ(got[i][r].index, want[i][r].index) << "image " << i << " rank " << r;
+      EXPECT_NEAR(got[i][r].probability, want[i][r].probability, 1e-4);
+    }
+}
+
+TEST(CudaClassifier, RefusesBf16EmulatedOnTheDevice) {
+  ClassifierOptions o;
+  o.device = Device::cuda;
+  o.precision = Precision::bf16_emulated;
+  const std::string m = testing::message_of(
+      [&] { Classifier c(VITPE_SOURCE_DIR "/models/vit-fmnist.safetensors", o); });
+  EXPECT_NE(m.find("bf16-emulated is a CPU mode"), std::string::npos) << m;
 }
 
 }  // namespace
