@@ -39,7 +39,7 @@ void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*
 namespace {
 
 struct CompareCli {
-  std::string encodings, seeds = "1", sizes;
+  std::string encodings, seeds = "1", sizes, policies = "native";
   bool quick = false, no_pictures = false;
 };
 
@@ -59,6 +59,12 @@ void setup(CLI::App& root) {
                   "Encoding the paired differences are taken against (default: the first)");
   cmd->add_option("--eval-sizes", c->sizes,
                   "Comma-separated evaluation sizes (default: train size, +8, +16)");
+  cmd->add_option("--policy", c->policies,
+                  "How the encodings meet the larger sizes, comma separated: native (each kind's "
+                  "own rule), interpolate (coordinates rescaled into the trained range), "
+                  "extrapolate (integer coordinates past it; learned tables hold their edges). "
+                  "Every policy is evaluated on the same trained models, one column each")
+      ->capture_default_str();
   cmd->add_option("--out", o->out, "Output directory")->required();
   cmd->add_flag("--quick", c->quick,
                 "Small run for a demo (procedural data, 2-block ViT, a few minutes on 2 cores)");
@@ -74,6 +80,7 @@ void setup(CLI::App& root) {
       o->seeds.push_back(static_cast<uint64_t>(s));
     }
     o->sizes = parse_whole_list(c->sizes, "--eval-sizes", 1, 16384);
+    o->policies = parse_policy_list(c->policies, "--policy");
     o->pictures = !c->no_pictures;
     if (c->quick) {
       apply_quick_compare(*o, [&](const char* name) { return cmd->get_option(name)->count() > 0; });

@@ -1,5 +1,6 @@
 // `vitpe eval`: accuracy and loss of a checkpoint on a dataset's test split at several image
-// sizes (encodings resampled as at inference).
+// sizes (encodings resampled as at inference), under each extension policy asked for (--policy:
+// how the encodings meet a grid other than the trained one).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@ struct EvalCli {
   std::string model;
   DatasetOptions data;
   std::string sizes;
+  std::string policies = "native";
   int64_t batch = 256;
   bool train_split = false;
   bool no_progress = false;
@@ -36,6 +38,12 @@ void setup(CLI::App& root) {
   cmd->add_option("--data-seed", c->data.seed, "Seed of the procedural dataset")
       ->capture_default_str();
   cmd->add_option("--sizes", c->sizes, "Image sizes, comma separated (default: the model's)");
+  cmd->add_option("--policy", c->policies,
+                  "How the encodings meet other sizes, comma separated: native (each kind's own "
+                  "rule), interpolate (coordinates rescaled into the trained range), extrapolate "
+                  "(integer coordinates past it; learned tables hold their edges). Each is "
+                  "evaluated; the trained size once")
+      ->capture_default_str();
   cmd->add_option("--subset", c->data.limit, "Use the first N samples (0: all)");
   cmd->add_option("--batch", c->batch, "Batch size")->capture_default_str();
   cmd->add_flag("--train-split", c->train_split, "Evaluate on the training split");
@@ -51,6 +59,7 @@ void setup(CLI::App& root) {
     std::vector<int64_t> sizes =
         c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows}
                          : parse_whole_list(c->sizes, "--sizes (e.g. 28,36,44)", 1, 16384);
+    const std::vector<ExtensionPolicy> policies = parse_policy_list(c->policies, "--policy");
     nlohmann::json out = {{"model", c->model},
                           {"preset", cfg.name},
                           {"encoding", cfg.encoding},
@@ -62,7 +71,8 @@ void setup(CLI::App& root) {
       std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
                   cfg.encoding.c_str(), c->precision.c_str(), c->data.name.c_str(),
                   c->train_split ? "train" : "test");
-      std::printf("%6s  %9s  %7s  %8s  %7s\n", "size", "accuracy", "loss", "images", "img/s");
+      std::printf("%6s  %-11s  %9s  %7s  %8s  %7s  %s\n", "size", "policy", "accuracy", "loss",
+                  "images", "img/s", "extension rules");
     }
     for (int64_t s : sizes) {
       DatasetOptions d = c->data;
@@ -84,17 +94,29 @@ void setup(CLI::App& root) {
       if (d.transform && !c->json && s == sizes.front()) {
         std::printf("images: %s\n", data->other_size_rule().c_str());
       }
-      EvalResult r = evaluate(model, *data, c->batch, !c->no_progress, "@" + std::to_string(s));
-      const double per_s = r.count / std::max(1e-9, r.seconds);
-      out["results"].push_back({{"size", s},
-                                {"accuracy", r.accuracy},
-                                {"loss", r.loss},
-                                {"images", r.count},
-                                {"img_per_s", per_s}});
-      if (!c->json) {
-        std::printf("%6lld  %8.2f%%  %7.4f  %8lld  %7.0f\n", static_cast<long long>(s),
-                    100 * r.accuracy, r.loss, static_cast<long long>(r.count), per_s);
-        std::fflush(stdout);
+      // The trained size: no part meets another grid, so one evaluation stands for every policy.
+      const bool built = s == cfg.img_rows && s == cfg.img_cols;
+      for (size_t k = 0; k < (built ? 1 : policies.size()); ++k) {
+        const ExtensionPolicy policy = built ? ExtensionPolicy::native : policies[k];
+        model.set_extension_policy(policy);
+        const std::string label = built ? "(trained)" : policy_name(policy);
+        const std::string rules = built ? "-" : model.extension_rules();
+        EvalResult r = evaluate(model, *data, c->batch, !c->no_progress,
+                                "@" + std::to_string(s) + (built ? "" : " " + label));
+        const double per_s = r.count / std::max(1e-9, r.seconds);
+        out["results"].push_back({{"size", s},
+                                  {"policy", built ? "trained size" : label},
+                                  {"extension_rules", rules},
+                                  {"accuracy", r.accuracy},
+                                  {"loss", r.loss},
+                                  {"images", r.count},
+                                  {"img_per_s", per_s}});
+        if (!c->json) {
+          std::printf("%6lld  %-11s  %8.2f%%  %7.4f  %8lld  %7.0f  %s\n", static_cast<long long>(s),
+                      label.c_str(), 100 * r.accuracy, r.loss, static_cast<long long>(r.count),
+                      per_s, rules.c_str());
+          std::fflush(stdout);
+        }
       }
     }
     if (c->json) std::printf("%s\n", out.dump(2).c_str());

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "encodings/encoding.h"
+
 namespace vitpe::app {
 
 using CommandSetup = std::function<void(CLI::App& root)>;
@@ -34,6 +36,10 @@ int64_t parse_whole(const std::string& text, const std::string& what, int64_t le
 // "28,42,56" -> whole numbers as parse_whole takes them (empty items are skipped).
 std::vector<int64_t> parse_whole_list(const std::string& text, const std::string& what,
                                       int64_t least, int64_t most);
+
+// "interpolate,extrapolate" -> the extension policies in order, duplicates dropped (also
+// "native", "interp", "extrap"), else a usage error naming `what` and the accepted words.
+std::vector<ExtensionPolicy> parse_policy_list(const std::string& text, const std::string& what);
 
 // "0.5,0.5,0.5" -> finite numbers in least..most (strtod, the whole item), else a usage error
 // naming `what`; exactly `count` of them unless count is 0.

@@ -72,6 +72,24 @@ std::vector<int64_t> parse_whole_list(const std::string& text, const std::string
   return out;
 }
 
+std::vector<ExtensionPolicy> parse_policy_list(const std::string& text, const std::string& what) {
+  std::vector<ExtensionPolicy> out;
+  for (const std::string& item : vitpe::split(text, ',')) {
+    const std::string w = vitpe::trim(item);
+    if (w.empty()) continue;
+    try {
+      const ExtensionPolicy p = parse_policy(w);
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    } catch (const std::invalid_argument& e) {
+      throw ExitError{2, what + ": " + e.what()};
+    }
+  }
+  if (out.empty()) {
+    throw ExitError{2, what + ": give at least one of native, interpolate, extrapolate"};
+  }
+  return out;
+}
+
 std::vector<float> parse_real_list(const std::string& text, const std::string& what, double least,
                                    double most, size_t count) {
   std::vector<float> out;

@@ -233,6 +233,41 @@ TEST(Cli, EvalOnAFolderUsesTheModelsTransform) {
   std::filesystem::remove_all(dir);
 }
 
+// --policy: every policy asked for is evaluated at each size other than the trained one (the
+// trained size once), with the rule each kind followed; an unknown word is a usage error.
+TEST(Cli, EvalUnderEachExtensionPolicy) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("vitpe_cli_policy_" + std::to_string(::getpid()));
+  for (int c = 0; c < 10; ++c) {
+    const auto sub = dir / ("class" + std::to_string(c));
+    std::filesystem::create_directories(sub);
+    std::filesystem::copy_file(data("images/gray_40x52.png"), sub / "1.png");
+  }
+  const std::string model = std::string(VITPE_SOURCE_DIR) + "/models/vit-fmnist.safetensors";
+  CmdResult r = vitpe("eval --model " + model + " --dataset folder:" + dir.string() +
+                      " --sizes 28,36 --policy interpolate,extrapolate --json --no-progress");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  const auto& res = j.at("results");
+  ASSERT_EQ(res.size(), 3u) << r.out;
+  EXPECT_EQ(res[0].at("policy"), "trained size");
+  EXPECT_EQ(res[1].at("policy"), "interpolate");
+  EXPECT_EQ(res[1].at("extension_rules"), "sincos2d interpolate");
+  EXPECT_EQ(res[2].at("policy"), "extrapolate");
+  EXPECT_EQ(res[2].at("extension_rules"), "sincos2d extrapolate");
+  EXPECT_NE(res[1].at("loss").get<double>(), res[2].at("loss").get<double>());
+
+  r = vitpe("eval --model " + model + " --dataset folder:" + dir.string() + " --policy nearest");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--policy: unknown extension policy 'nearest'")) << r.out;
+  r = vitpe("compare --quick --out " + (dir / "study").string() + " --policy ,");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--policy: give at least one of native, interpolate, extrapolate"))
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "study" / "runs"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, ClassifyReportsUnreadableImagesAndClassifiesTheRest) {
   CmdResult r = vitpe("classify --model vit-fmnist --topk 2 " + data("images/gray_40x52.png") +
                       " /nonexistent/picture.png");

@@ -8,6 +8,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <opencv2/core/version.hpp>
 #include <sstream>
@@ -98,6 +100,19 @@ std::vector<int64_t> evaluation_sizes(const std::vector<int64_t>& given, const M
   return given.empty() ? fallback : given;
 }
 
+std::vector<int64_t> unique_sizes(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> out;
+  for (int64_t s : sizes)
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  return out;
+}
+
+std::string policies_setting(const std::vector<ExtensionPolicy>& policies) {
+  std::vector<std::string> names;
+  for (ExtensionPolicy p : policies) names.push_back(policy_name(p));
+  return join(names, ",") + " (native: each kind's own rule, see `vitpe encodings list`)";
+}
+
 // Every setting the study ran with, in the order the report prints them.
 std::vector<std::pair<std::string, std::string>> study_settings(const CompareOptions& opt,
                                                                 const ModelConfig& base,
@@ -129,24 +144,51 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"data seed (procedural)", std::to_string(t.data.seed)},
       {"seeds", join(to_strings(r.seeds), ",")},
       {"paired differences against", reference_encoding(r)},
-      {"evaluation sizes", join(to_strings(r.sizes), ",")},
+      {"evaluation sizes", join(to_strings(unique_sizes(r.sizes)), ",")},
+      {"extension policies at other sizes", policies_setting(opt.policies)},
       {"evaluation at other sizes", probe.other_size_rule()}};
   for (const auto& kv : opt.extra_settings) s.push_back(kv);
   return s;
 }
 
-// The test split rendered at each evaluation size (shared by all runs).
-std::vector<std::unique_ptr<Dataset>> test_sets(const TrainOptions& t,
+// The test split rendered at each evaluation column's size (shared by all runs; columns of the
+// same size share one dataset).
+std::vector<std::shared_ptr<Dataset>> test_sets(const TrainOptions& t,
                                                 const std::vector<int64_t>& sizes) {
-  std::vector<std::unique_ptr<Dataset>> tests;
+  std::vector<std::shared_ptr<Dataset>> tests;
+  std::map<int64_t, std::shared_ptr<Dataset>> by_size;
   for (int64_t s : sizes) {
-    DatasetOptions d = t.data;
-    d.train = false;
-    d.limit = t.test_limit;
-    d.rows = d.cols = s;
-    tests.push_back(make_dataset(d));
+    std::shared_ptr<Dataset>& d = by_size[s];
+    if (!d) {
+      DatasetOptions o = t.data;
+      o.train = false;
+      o.limit = t.test_limit;
+      o.rows = o.cols = s;
+      d = make_dataset(o);
+    }
+    tests.push_back(d);
   }
   return tests;
+}
+
+// The evaluation columns: each size under each policy, the training size once (native).
+void evaluation_columns(CompareResults& r, const std::vector<int64_t>& sizes,
+                        const std::vector<ExtensionPolicy>& policies) {
+  r.sizes.clear();
+  r.policies.clear();
+  for (int64_t s : sizes) {
+    if (s == r.train_size) {
+      r.sizes.push_back(s);
+      r.policies.push_back(policy_name(ExtensionPolicy::native));
+      continue;
+    }
+    for (ExtensionPolicy p : policies) {
+      r.sizes.push_back(s);
+      r.policies.push_back(policy_name(p));
+    }
+  }
+  // Only the native rule everywhere: results as before (no policy columns).
+  if (!compares_policies(r)) r.policies.clear();
 }
 
 // Which rank does each of n runs: rank 0 looks at the shared output folder once (`finished`)
@@ -222,25 +264,27 @@ void measure_cost(RunResult& run, Model& model, const Dataset& data) {
 
 // Accuracy and loss of a trained model at every evaluation size (the stored ones are never
 // reused: the sizes may have changed since), printed on one line, and its cost there.
-void evaluate_run(RunResult& run, Model& model, const TrainOptions& to,
-                  const std::vector<int64_t>& sizes,
-                  const std::vector<std::unique_ptr<Dataset>>& tests) {
+void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const CompareResults& r,
+                  const std::vector<std::shared_ptr<Dataset>>& tests) {
   run.accuracy.clear();
   run.loss.clear();
   run.gflops.clear();
   run.ms_per_image.clear();
+  run.extension_rules.clear();
   std::string accs;
-  for (size_t s = 0; s < sizes.size(); ++s) {
-    EvalResult ev =
-        evaluate(model, *tests[s], to.eval_batch, to.progress, "  @" + std::to_string(sizes[s]));
+  for (size_t s = 0; s < r.sizes.size(); ++s) {
+    model.set_extension_policy(parse_policy(column_policy(r, s)));
+    const std::string label = column_label(r, s);
+    EvalResult ev = evaluate(model, *tests[s], to.eval_batch, to.progress, "  @" + label);
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
+    run.extension_rules.push_back(r.sizes[s] == r.train_size ? "-" : model.extension_rules());
     measure_cost(run, model, *tests[s]);
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%s@%lld %.2f%%", s ? ", " : "",
-                  static_cast<long long>(sizes[s]), 100 * ev.accuracy);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s@%s %.2f%%", s ? ", " : "", label.c_str(), 100 * ev.accuracy);
     accs += buf;
   }
+  model.set_extension_policy(ExtensionPolicy::native);
   std::fprintf(stderr, "%s  %s seed %llu: %s\n", rank_prefix().c_str(), run.encoding.c_str(),
                static_cast<unsigned long long>(run.seed), accs.c_str());
 }
@@ -248,8 +292,8 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to,
 // One (encoding, seed) run: trained (or resumed) in its own directory, then evaluated at every
 // size; its result.json is written last, so a finished run is not trained again.
 RunResult train_and_evaluate(const TrainOptions& to, const std::string& enc, uint64_t seed,
-                             const std::vector<int64_t>& sizes,
-                             const std::vector<std::unique_ptr<Dataset>>& tests) {
+                             const CompareResults& r,
+                             const std::vector<std::shared_ptr<Dataset>>& tests) {
   TrainResult tr = train(to);
   if (!tr.finished) throw std::runtime_error("compare: run " + to.out + " stopped early");
   RunResult run;
@@ -259,16 +303,15 @@ RunResult train_and_evaluate(const TrainOptions& to, const std::string& enc, uin
   run.params_added = tr.model->num_encoding_params();
   run.train_seconds = tr.train_seconds;
   run.history = tr.history;
-  evaluate_run(run, *tr.model, to, sizes, tests);
+  evaluate_run(run, *tr.model, to, r, tests);
   write_file_atomic((fs::path(to.out) / "result.json").string(), run_to_json(run).dump(2) + "\n");
   return run;
 }
 
 // A finished run, reused only when it was trained with this study's settings (else an error
 // naming what differs), and evaluated again at this study's sizes from its final weights.
-RunResult reuse_finished(const TrainOptions& to, const Dataset& probe,
-                         const std::vector<int64_t>& sizes,
-                         const std::vector<std::unique_ptr<Dataset>>& tests) {
+RunResult reuse_finished(const TrainOptions& to, const Dataset& probe, const CompareResults& r,
+                         const std::vector<std::shared_ptr<Dataset>>& tests) {
   const std::string diff = run_settings_diff(to.out, to, make_train_config(to, probe));
   if (!diff.empty()) {
     throw std::runtime_error("compare: " + to.out + " was trained with other settings: " + diff +
@@ -279,7 +322,7 @@ RunResult reuse_finished(const TrainOptions& to, const Dataset& probe,
   ss << f.rdbuf();
   RunResult run = run_from_json(json::parse(ss.str()));
   LoadedModel trained = load_model((fs::path(to.out) / "model.safetensors").string());
-  evaluate_run(run, *trained.model, to, sizes, tests);
+  evaluate_run(run, *trained.model, to, r, tests);
   return run;
 }
 
@@ -327,11 +370,12 @@ CompareResults run_compare(const CompareOptions& opt) {
   }
   r.reference = opt.reference;
   r.train_size = base.img_rows;
-  r.sizes = evaluation_sizes(opt.sizes, base);
+  if (opt.policies.empty()) throw std::invalid_argument("compare: at least one policy is required");
+  evaluation_columns(r, evaluation_sizes(opt.sizes, base), opt.policies);
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
   r.settings = study_settings(opt, base, r, *probe_data);
   r.versions = version_info();
-  const std::vector<std::unique_ptr<Dataset>> tests = test_sets(opt.train, r.sizes);
+  const std::vector<std::shared_ptr<Dataset>> tests = test_sets(opt.train, r.sizes);
 
   // Every (encoding, seed) run in the order of the table; under mpirun they are shared out.
   std::vector<std::pair<std::string, uint64_t>> all;
@@ -366,8 +410,8 @@ CompareResults run_compare(const CompareOptions& opt) {
                                             .c_str()
                                       : "");
     const TrainOptions to = run_options(train, enc, seed, dir);
-    done.emplace_back(i, fs::exists(finished) ? reuse_finished(to, *probe_data, r.sizes, tests)
-                                              : train_and_evaluate(to, enc, seed, r.sizes, tests));
+    done.emplace_back(i, fs::exists(finished) ? reuse_finished(to, *probe_data, r, tests)
+                                              : train_and_evaluate(to, enc, seed, r, tests));
     // Partial results after every run: a long comparison can be looked at while it runs (with
     // several ranks, rank 0's runs so far; the whole table once they are gathered).
     if (comm.rank() == 0) {

@@ -26,8 +26,11 @@ struct CompareOptions {
   std::vector<std::string> encodings;  // empty: default_encodings(kind of the model)
   std::vector<uint64_t> seeds = {1};
   std::vector<int64_t> sizes;  // evaluation sizes; empty: train size, +8, +16 px
-  std::string out;             // directory for the results (required)
-  bool pictures = true;        // render each encoding's pictures into the report
+  // How the encodings meet each size other than the training size (#17): every policy given is
+  // evaluated on the same trained model, one column each (the training size once).
+  std::vector<ExtensionPolicy> policies = {ExtensionPolicy::native};
+  std::string out;       // directory for the results (required)
+  bool pictures = true;  // render each encoding's pictures into the report
   // The encoding paired differences are taken against (one of `encodings`; empty: the first).
   std::string reference;
   std::vector<std::pair<std::string, std::string>> extra_settings;  // e.g. the command line

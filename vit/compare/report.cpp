@@ -297,6 +297,23 @@ std::vector<PairedRow> paired_differences(const CompareResults& r) {
   return rows;
 }
 
+std::string column_policy(const CompareResults& r, size_t k) {
+  return k < r.policies.size() && !r.policies[k].empty() ? r.policies[k] : "native";
+}
+
+bool compares_policies(const CompareResults& r) {
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    if (column_policy(r, k) != "native") return true;
+  return false;
+}
+
+std::string column_label(const CompareResults& r, size_t k) {
+  std::string s = std::to_string(r.sizes[k]);
+  if (!compares_policies(r) || r.sizes[k] == r.train_size) return s;
+  const std::string p = column_policy(r, k);
+  return s + " " + (p == "interpolate" ? "interp" : p == "extrapolate" ? "extrap" : p);
+}
+
 std::vector<SummaryRow> summarize(const CompareResults& r) {
   std::vector<SummaryRow> rows;
   for (const std::string& enc : r.encodings) {
@@ -333,8 +350,8 @@ std::string terminal_table(const CompareResults& r) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), "encoding");
   o << buf;
-  for (int64_t s : r.sizes) {
-    std::string h = "acc@" + std::to_string(s) + (s == r.train_size ? "*" : "");
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    std::string h = "acc@" + column_label(r, k) + (r.sizes[k] == r.train_size ? "*" : "");
     std::snprintf(buf, sizeof buf, "  %15s", h.c_str());
     o << buf;
   }
@@ -358,14 +375,19 @@ std::string terminal_table(const CompareResults& r) {
   } else {
     o << "(accuracy in %, one seed: no interval; * = training size)\n";
   }
+  if (compares_policies(r)) {
+    o << "(interp: every encoding interpolated to the new grid, coordinates rescaled into the "
+         "trained range; extrap: integer coordinates past it, learned tables holding their "
+         "edges)\n";
+  }
   const std::vector<PairedRow> paired = paired_differences(r);
   if (r.seeds.size() > 1 && !paired.empty()) {
     o << "\npaired differences against " << reference_encoding(r)
       << " (same seed; mean [95 % t-interval], * = the interval excludes 0):\n";
     std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), "encoding");
     o << buf;
-    for (int64_t s : r.sizes) {
-      std::snprintf(buf, sizeof buf, "  %26s", ("acc@" + std::to_string(s)).c_str());
+    for (size_t k = 0; k < r.sizes.size(); ++k) {
+      std::snprintf(buf, sizeof buf, "  %26s", ("acc@" + column_label(r, k)).c_str());
       o << buf;
     }
     o << '\n';
@@ -390,6 +412,14 @@ std::string results_json(const CompareResults& r) {
   j["encodings"] = r.encodings;
   j["seeds"] = r.seeds;
   j["sizes"] = r.sizes;
+  if (!r.policies.empty()) j["policies"] = r.policies;
+  j["columns"] = json::array();
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    j["columns"].push_back(
+        {{"size", r.sizes[k]},
+         {"policy", r.sizes[k] == r.train_size ? "trained size" : column_policy(r, k)},
+         {"label", column_label(r, k)}});
+  }
   j["train_size"] = r.train_size;
   j["wall_seconds"] = r.wall_seconds;
   j["settings"] = json::object();
@@ -409,6 +439,7 @@ std::string results_json(const CompareResults& r) {
                          {"loss", run.loss},
                          {"gflops", run.gflops},
                          {"ms_per_image", run.ms_per_image},
+                         {"extension_rules", run.extension_rules},
                          {"history", h}});
   }
   json summary = json::array();
@@ -451,6 +482,7 @@ CompareResults parse_results_json(const std::string& text) {
   r.encodings = j.at("encodings").get<std::vector<std::string>>();
   r.seeds = j.at("seeds").get<std::vector<uint64_t>>();
   r.sizes = j.at("sizes").get<std::vector<int64_t>>();
+  r.policies = j.value("policies", std::vector<std::string>{});
   r.train_size = j.at("train_size");
   r.wall_seconds = j.value("wall_seconds", 0.0);
   r.reference = j.value("reference", std::string());
@@ -467,6 +499,7 @@ CompareResults parse_results_json(const std::string& text) {
     run.loss = jr.at("loss").get<std::vector<double>>();
     run.gflops = jr.value("gflops", std::vector<double>{});
     run.ms_per_image = jr.value("ms_per_image", std::vector<double>{});
+    run.extension_rules = jr.value("extension_rules", std::vector<std::string>{});
     for (const json& h : jr.at("history")) run.history.push_back(epoch_record_from_json(h));
     r.runs.push_back(std::move(run));
   }
@@ -476,7 +509,11 @@ CompareResults parse_results_json(const std::string& text) {
 std::string results_csv(const CompareResults& r) {
   std::ostringstream o;
   o << "encoding,seed,params,params_added,train_seconds";
-  for (int64_t s : r.sizes) o << ",acc_" << s << ",loss_" << s;
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    std::string c = column_label(r, k);
+    std::replace(c.begin(), c.end(), ' ', '_');
+    o << ",acc_" << c << ",loss_" << c;
+  }
   o << '\n';
   for (const RunResult& run : r.runs) {
     o << csv_field(run.encoding) << ',' << run.seed << ',' << run.params << ',' << run.params_added
@@ -549,15 +586,22 @@ void html_head(std::ostream& o, const CompareResults& r) {
     << " training runs (" << r.encodings.size() << " encodings &times; " << r.seeds.size()
     << " seed" << (r.seeds.size() == 1 ? "" : "s") << "), trained at " << r.train_size << "&times;"
     << r.train_size << ", evaluated at ";
-  for (size_t s = 0; s < r.sizes.size(); ++s) o << (s ? ", " : "") << r.sizes[s];
+  for (size_t s = 0; s < r.sizes.size(); ++s)
+    o << (s ? ", " : "") << html_escape(column_label(r, s));
+  if (compares_policies(r)) {
+    o << " (interp: every encoding interpolated to the larger grid, its coordinates rescaled "
+         "into the trained range; extrap: integer coordinates past the trained range, learned "
+         "tables holding their edge values)";
+  }
   o << "; total wall time " << Progress::format_duration(r.wall_seconds) << ".</p>\n";
 }
 
 // The summary table; the best mean per size in bold.
 void html_summary(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
   o << "<h2>Summary</h2>\n<table id=\"summary\">\n<thead><tr><th>encoding</th>";
-  for (int64_t s : r.sizes) {
-    o << "<th>accuracy @" << s << (s == r.train_size ? " (train size)" : "") << "</th>";
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    o << "<th>accuracy @" << html_escape(column_label(r, k))
+      << (r.sizes[k] == r.train_size ? " (train size)" : "") << "</th>";
   }
   o << "<th>params added</th><th>train time</th></tr></thead>\n<tbody>\n";
   std::vector<double> best(r.sizes.size(), -1);
@@ -589,8 +633,9 @@ void html_paired(std::ostream& o, const CompareResults& r) {
   if (r.seeds.size() < 2 || rows.empty()) return;
   o << "<h2>Paired differences against " << html_escape(reference_encoding(r))
     << "</h2>\n<table id=\"paired\">\n<thead><tr><th>encoding</th>";
-  for (int64_t s : r.sizes)
-    o << "<th>@" << s << (s == r.train_size ? " (train size)" : "") << "</th>";
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    o << "<th>@" << html_escape(column_label(r, k))
+      << (r.sizes[k] == r.train_size ? " (train size)" : "") << "</th>";
   o << "</tr></thead>\n<tbody>\n";
   for (const PairedRow& row : rows) {
     o << "<tr><td>" << html_escape(row.encoding) << "</td>";
@@ -626,8 +671,10 @@ void html_cost(std::ostream& o, const CompareResults& r, const std::vector<Summa
   const std::string ref = reference_encoding(r);
   o << "<h2>Cost per encoding</h2>\n<table id=\"cost\">\n<thead><tr><th>encoding</th>"
        "<th>params added</th>";
-  for (int64_t s : r.sizes) o << "<th>GFLOPs @" << s << "</th>";
-  for (int64_t s : r.sizes) o << "<th>ms / image @" << s << "</th>";
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    o << "<th>GFLOPs @" << html_escape(column_label(r, k)) << "</th>";
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    o << "<th>ms / image @" << html_escape(column_label(r, k)) << "</th>";
   o << "</tr></thead>\n<tbody>\n";
   for (const SummaryRow& row : rows) {
     o << "<tr><td>" << html_escape(row.encoding) << "</td><td>" << with_commas(row.params_added)
@@ -662,26 +709,45 @@ void html_cost(std::ostream& o, const CompareResults& r, const std::vector<Summa
 
 void html_charts(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
   o << "<h2>Accuracy versus resolution</h2>\n<div class=\"charts\">\n";
-  std::vector<Series> res;
-  std::vector<double> xt;
-  for (int64_t s : r.sizes) xt.push_back(static_cast<double>(s));
-  for (size_t e = 0; e < rows.size(); ++e) {
-    Series s{rows[e].encoding, kColors[e % 10], {}, {}, {}};
-    for (size_t k = 0; k < r.sizes.size() && k < rows[e].mean.size(); ++k) {
-      s.x.push_back(static_cast<double>(r.sizes[k]));
-      s.y.push_back(100 * rows[e].mean[k]);
-      s.err.push_back(100 * rows[e].ci95[k]);
-    }
-    for (const RunResult& run : r.runs) {
-      if (run.encoding != rows[e].encoding || r.seeds.size() < 2) continue;
-      for (size_t k = 0; k < r.sizes.size() && k < run.accuracy.size(); ++k) {
-        s.points.emplace_back(static_cast<double>(r.sizes[k]), 100 * run.accuracy[k]);
-      }
-    }
-    res.push_back(std::move(s));
+  // One chart per policy when the study compares them (each with the training-size column).
+  std::vector<std::string> policies;
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    const std::string p = column_policy(r, k);
+    if (r.sizes[k] != r.train_size &&
+        std::find(policies.begin(), policies.end(), p) == policies.end())
+      policies.push_back(p);
   }
-  o << line_chart("Test accuracy at each image size", "image size (pixels per side)",
-                  "accuracy (%)", res, xt);
+  if (policies.empty()) policies.push_back("native");
+  const bool several = compares_policies(r);
+  for (const std::string& policy : policies) {
+    auto in_chart = [&](size_t k) {
+      return r.sizes[k] == r.train_size || column_policy(r, k) == policy;
+    };
+    std::vector<Series> res;
+    std::vector<double> xt;
+    for (size_t k = 0; k < r.sizes.size(); ++k)
+      if (in_chart(k)) xt.push_back(static_cast<double>(r.sizes[k]));
+    for (size_t e = 0; e < rows.size(); ++e) {
+      Series s{rows[e].encoding, kColors[e % 10], {}, {}, {}};
+      for (size_t k = 0; k < r.sizes.size() && k < rows[e].mean.size(); ++k) {
+        if (!in_chart(k)) continue;
+        s.x.push_back(static_cast<double>(r.sizes[k]));
+        s.y.push_back(100 * rows[e].mean[k]);
+        s.err.push_back(100 * rows[e].ci95[k]);
+      }
+      for (const RunResult& run : r.runs) {
+        if (run.encoding != rows[e].encoding || r.seeds.size() < 2) continue;
+        for (size_t k = 0; k < r.sizes.size() && k < run.accuracy.size(); ++k) {
+          if (in_chart(k))
+            s.points.emplace_back(static_cast<double>(r.sizes[k]), 100 * run.accuracy[k]);
+        }
+      }
+      res.push_back(std::move(s));
+    }
+    o << line_chart(several ? "Test accuracy at each image size, " + policy
+                            : std::string("Test accuracy at each image size"),
+                    "image size (pixels per side)", "accuracy (%)", res, xt);
+  }
   o << "</div>\n";
   if (r.seeds.size() > 1) {
     o << "<p class=\"muted\">Lines: the mean over seeds with its 95 % interval; open circles: "

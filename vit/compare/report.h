@@ -26,6 +26,10 @@ struct RunResult {
   // measured forward time per image (median of 5 batches of 32 after a warm-up, inference, on
   // the threads of the comparison; noisy on a busy machine). Empty in results written before.
   std::vector<double> gflops, ms_per_image;
+  // Per column: the extension rule each grid-dependent kind of this model followed there
+  // (Model::extension_rules, e.g. "learned1d extrapolate"; "-" at the training size). Empty in
+  // results written before.
+  std::vector<std::string> extension_rules;
 };
 
 struct Picture {
@@ -37,7 +41,11 @@ struct CompareResults {
   std::string title = "Positional encodings compared";
   std::vector<std::string> encodings;  // in the order asked for
   std::vector<uint64_t> seeds;
-  std::vector<int64_t> sizes;  // evaluation sizes; the training size is among them
+  // The evaluation columns: column k is image size sizes[k] under the extension policy
+  // policies[k] ("native", "interpolate", "extrapolate"; empty = "native" for every column, as in
+  // results written before). The training size appears once (where no policy applies).
+  std::vector<int64_t> sizes;
+  std::vector<std::string> policies;
   int64_t train_size = 0;
   std::vector<RunResult> runs;
   std::vector<std::pair<std::string, std::vector<Picture>>> pictures;  // per encoding
@@ -47,6 +55,13 @@ struct CompareResults {
   // The encoding the paired differences are taken against (empty: the first encoding).
   std::string reference;
 };
+
+// The policy of column k ("native" when none is recorded), and its label in tables: "42", or
+// "42 interp" / "42 extrap" when the study compares policies ("28" at the training size).
+std::string column_policy(const CompareResults& r, size_t k);
+std::string column_label(const CompareResults& r, size_t k);
+// Whether any column has a policy other than native.
+bool compares_policies(const CompareResults& r);
 
 // ---- statistics over seeds ----------------------------------------------------------------------
 
