@@ -1,5 +1,6 @@
 // `vitpe compare`: every encoding trained with identical settings and seeds, evaluated at
 // several sizes; prints the table and writes results.json, results.csv and report.html.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -39,7 +40,7 @@ void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*
 namespace {
 
 struct CompareCli {
-  std::string encodings, seeds = "1", sizes, policies = "native";
+  std::string encodings, seeds = "1", sizes, policies = "native", protocols;
   bool quick = false, no_pictures = false;
 };
 
@@ -65,6 +66,22 @@ void setup(CLI::App& root) {
                   "extrapolate (integer coordinates past it; learned tables hold their edges). "
                   "Every policy is evaluated on the same trained models, one column each")
       ->capture_default_str();
+  cmd->add_option("--protocol", c->protocols,
+                  "How the larger sizes are rendered, comma separated: zoom (the training-size "
+                  "image resized), canvas (same-size objects on a larger canvas), dilute (the "
+                  "training image in a corner), translate and spread (procedural: same distances "
+                  "at new positions; new distances). Default: the dataset's own rule")
+      ->check([](const std::string& v) -> std::string {
+        for (const std::string& p : split(v, ',')) {
+          if (p.empty()) continue;
+          try {
+            protocol_description(trim(p));
+          } catch (const std::invalid_argument& e) {
+            return e.what();
+          }
+        }
+        return "";
+      });
   cmd->add_option("--out", o->out, "Output directory")->required();
   cmd->add_flag("--quick", c->quick,
                 "Small run for a demo (procedural data, 2-block ViT, a few minutes on 2 cores)");
@@ -81,6 +98,12 @@ void setup(CLI::App& root) {
     }
     o->sizes = parse_whole_list(c->sizes, "--eval-sizes", 1, 16384);
     o->policies = parse_policy_list(c->policies, "--policy");
+    o->protocols.clear();
+    for (const std::string& p : split(c->protocols, ',')) {
+      if (!trim(p).empty() &&
+          std::find(o->protocols.begin(), o->protocols.end(), trim(p)) == o->protocols.end())
+        o->protocols.push_back(trim(p));
+    }
     o->pictures = !c->no_pictures;
     if (c->quick) {
       apply_quick_compare(*o, [&](const char* name) { return cmd->get_option(name)->count() > 0; });

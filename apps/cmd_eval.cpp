@@ -19,6 +19,7 @@ struct EvalCli {
   DatasetOptions data;
   std::string sizes;
   std::string policies = "native";
+  std::string protocol;
   int64_t batch = 256;
   bool train_split = false;
   bool no_progress = false;
@@ -44,6 +45,18 @@ void setup(CLI::App& root) {
                   "(integer coordinates past it; learned tables hold their edges). Each is "
                   "evaluated; the trained size once")
       ->capture_default_str();
+  cmd->add_option("--protocol", c->protocol,
+                  "How sizes other than the model's are rendered: zoom (the image at the model's "
+                  "size resized), canvas (same-size objects on a larger canvas), dilute, "
+                  "translate, spread (see `vitpe compare --help`). Default: the dataset's own rule")
+      ->check([](const std::string& v) -> std::string {
+        try {
+          protocol_description(v);
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+        return "";
+      });
   cmd->add_option("--subset", c->data.limit, "Use the first N samples (0: all)");
   cmd->add_option("--batch", c->batch, "Batch size")->capture_default_str();
   cmd->add_flag("--train-split", c->train_split, "Evaluate on the training split");
@@ -65,6 +78,7 @@ void setup(CLI::App& root) {
                           {"encoding", cfg.encoding},
                           {"precision", c->precision},
                           {"dataset", c->data.name},
+                          {"protocol", c->protocol.empty() ? "dataset's own" : c->protocol},
                           {"split", c->train_split ? "train" : "test"},
                           {"results", nlohmann::json::array()}};
     if (!c->json) {
@@ -78,6 +92,9 @@ void setup(CLI::App& root) {
       DatasetOptions d = c->data;
       d.train = c->train_split;
       d.rows = d.cols = s;
+      d.protocol = c->protocol;
+      d.base_rows = cfg.img_rows;
+      d.base_cols = cfg.img_cols;
       if (d.name == "folder" || d.name.rfind("folder:", 0) == 0) {
         // Photos get the model's own evaluation transform at this size (timm's eval).
         Preprocess transform = Preprocess::from(cfg);
@@ -91,8 +108,9 @@ void setup(CLI::App& root) {
                                " has " + std::to_string(data->channels()) + " and " +
                                std::to_string(data->classes())};
       }
-      if (d.transform && !c->json && s == sizes.front()) {
-        std::printf("images: %s\n", data->other_size_rule().c_str());
+      if (!c->json && (d.transform ? s == sizes.front() : s != cfg.img_rows)) {
+        std::printf("images @%lld: %s\n", static_cast<long long>(s),
+                    data->other_size_rule().c_str());
       }
       // The trained size: no part meets another grid, so one evaluation stands for every policy.
       const bool built = s == cfg.img_rows && s == cfg.img_cols;

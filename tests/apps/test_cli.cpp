@@ -227,7 +227,7 @@ TEST(Cli, EvalOnAFolderUsesTheModelsTransform) {
       vitpe("eval --model " + std::string(VITPE_SOURCE_DIR) +
             "/models/vit-fmnist.safetensors --dataset folder:" + dir.string() + " --no-progress");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_TRUE(contains(r.out, "images: the model's transform: bicubic resize to size / crop_pct 1"))
+  EXPECT_TRUE(contains(r.out, ": the model's transform: bicubic resize to size / crop_pct 1"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "      10")) << r.out;  // ten images evaluated
   std::filesystem::remove_all(dir);

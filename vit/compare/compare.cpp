@@ -146,24 +146,28 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"paired differences against", reference_encoding(r)},
       {"evaluation sizes", join(to_strings(unique_sizes(r.sizes)), ",")},
       {"extension policies at other sizes", policies_setting(opt.policies)},
+      {"resolution protocols at other sizes", opt.protocols.empty()
+                                                  ? "the dataset's own: " + probe.other_size_rule()
+                                                  : join(opt.protocols, ",")},
       {"evaluation at other sizes", probe.other_size_rule()}};
   for (const auto& kv : opt.extra_settings) s.push_back(kv);
   return s;
 }
 
-// The test split rendered at each evaluation column's size (shared by all runs; columns of the
-// same size share one dataset).
-std::vector<std::shared_ptr<Dataset>> test_sets(const TrainOptions& t,
-                                                const std::vector<int64_t>& sizes) {
+// The test split rendered for each evaluation column (its size and protocol, from the training
+// size; shared by all runs; columns that differ only in policy share one dataset).
+std::vector<std::shared_ptr<Dataset>> test_sets(const TrainOptions& t, const CompareResults& r) {
   std::vector<std::shared_ptr<Dataset>> tests;
-  std::map<int64_t, std::shared_ptr<Dataset>> by_size;
-  for (int64_t s : sizes) {
-    std::shared_ptr<Dataset>& d = by_size[s];
+  std::map<std::pair<int64_t, std::string>, std::shared_ptr<Dataset>> made;
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    std::shared_ptr<Dataset>& d = made[{r.sizes[k], column_protocol(r, k)}];
     if (!d) {
       DatasetOptions o = t.data;
       o.train = false;
       o.limit = t.test_limit;
-      o.rows = o.cols = s;
+      o.rows = o.cols = r.sizes[k];
+      o.protocol = column_protocol(r, k);
+      o.base_rows = o.base_cols = r.train_size;
       d = make_dataset(o);
     }
     tests.push_back(d);
@@ -171,24 +175,34 @@ std::vector<std::shared_ptr<Dataset>> test_sets(const TrainOptions& t,
   return tests;
 }
 
-// The evaluation columns: each size under each policy, the training size once (native).
+// The evaluation columns: each size under each protocol and each policy, the training size once
+// (native, the dataset itself).
 void evaluation_columns(CompareResults& r, const std::vector<int64_t>& sizes,
+                        const std::vector<std::string>& protocols,
                         const std::vector<ExtensionPolicy>& policies) {
   r.sizes.clear();
   r.policies.clear();
+  r.protocols.clear();
+  const std::vector<std::string> each =
+      protocols.empty() ? std::vector<std::string>{""} : protocols;
   for (int64_t s : sizes) {
     if (s == r.train_size) {
       r.sizes.push_back(s);
       r.policies.push_back(policy_name(ExtensionPolicy::native));
+      r.protocols.push_back("");
       continue;
     }
-    for (ExtensionPolicy p : policies) {
-      r.sizes.push_back(s);
-      r.policies.push_back(policy_name(p));
+    for (const std::string& proto : each) {
+      for (ExtensionPolicy p : policies) {
+        r.sizes.push_back(s);
+        r.policies.push_back(policy_name(p));
+        r.protocols.push_back(proto);
+      }
     }
   }
-  // Only the native rule everywhere: results as before (no policy columns).
+  // Only the native rule everywhere / the dataset's own protocol: results as before.
   if (!compares_policies(r)) r.policies.clear();
+  if (!compares_protocols(r)) r.protocols.clear();
 }
 
 // Which rank does each of n runs: rank 0 looks at the shared output folder once (`finished`)
@@ -371,11 +385,12 @@ CompareResults run_compare(const CompareOptions& opt) {
   r.reference = opt.reference;
   r.train_size = base.img_rows;
   if (opt.policies.empty()) throw std::invalid_argument("compare: at least one policy is required");
-  evaluation_columns(r, evaluation_sizes(opt.sizes, base), opt.policies);
+  for (const std::string& p : opt.protocols) protocol_description(p);  // checks the names
+  evaluation_columns(r, evaluation_sizes(opt.sizes, base), opt.protocols, opt.policies);
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
   r.settings = study_settings(opt, base, r, *probe_data);
   r.versions = version_info();
-  const std::vector<std::shared_ptr<Dataset>> tests = test_sets(opt.train, r.sizes);
+  const std::vector<std::shared_ptr<Dataset>> tests = test_sets(opt.train, r);
 
   // Every (encoding, seed) run in the order of the table; under mpirun they are shared out.
   std::vector<std::pair<std::string, uint64_t>> all;

@@ -29,6 +29,10 @@ struct CompareOptions {
   // How the encodings meet each size other than the training size (#17): every policy given is
   // evaluated on the same trained model, one column each (the training size once).
   std::vector<ExtensionPolicy> policies = {ExtensionPolicy::native};
+  // How each size other than the training size is rendered (data.h protocol_names(): zoom,
+  // canvas, dilute, translate, spread); every protocol given is evaluated, one column each.
+  // Empty: the dataset's own rule.
+  std::vector<std::string> protocols;
   std::string out;       // directory for the results (required)
   bool pictures = true;  // render each encoding's pictures into the report
   // The encoding paired differences are taken against (one of `encodings`; empty: the first).

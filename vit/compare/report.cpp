@@ -307,11 +307,42 @@ bool compares_policies(const CompareResults& r) {
   return false;
 }
 
+std::string column_protocol(const CompareResults& r, size_t k) {
+  return k < r.protocols.size() ? r.protocols[k] : "";
+}
+
+namespace {
+// The protocols the columns name, in column order.
+std::vector<std::string> used_protocols(const CompareResults& r) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    const std::string p = column_protocol(r, k);
+    if (!p.empty() && r.sizes[k] != r.train_size &&
+        std::find(out.begin(), out.end(), p) == out.end())
+      out.push_back(p);
+  }
+  return out;
+}
+}  // namespace
+
+bool compares_protocols(const CompareResults& r) {
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    if (!column_protocol(r, k).empty()) return true;
+  return false;
+}
+
 std::string column_label(const CompareResults& r, size_t k) {
   std::string s = std::to_string(r.sizes[k]);
-  if (!compares_policies(r) || r.sizes[k] == r.train_size) return s;
+  if (r.sizes[k] == r.train_size) return s;
+  if (compares_protocols(r) && !column_protocol(r, k).empty()) {
+    s += ' ';
+    s += column_protocol(r, k);
+  }
+  if (!compares_policies(r)) return s;
   const std::string p = column_policy(r, k);
-  return s + " " + (p == "interpolate" ? "interp" : p == "extrapolate" ? "extrap" : p);
+  s += ' ';
+  s += p == "interpolate" ? std::string("interp") : p == "extrapolate" ? std::string("extrap") : p;
+  return s;
 }
 
 std::vector<SummaryRow> summarize(const CompareResults& r) {
@@ -380,6 +411,7 @@ std::string terminal_table(const CompareResults& r) {
          "trained range; extrap: integer coordinates past it, learned tables holding their "
          "edges)\n";
   }
+  for (const std::string& p : used_protocols(r)) o << "(" << protocol_description(p) << ")\n";
   const std::vector<PairedRow> paired = paired_differences(r);
   if (r.seeds.size() > 1 && !paired.empty()) {
     o << "\npaired differences against " << reference_encoding(r)
@@ -413,11 +445,15 @@ std::string results_json(const CompareResults& r) {
   j["seeds"] = r.seeds;
   j["sizes"] = r.sizes;
   if (!r.policies.empty()) j["policies"] = r.policies;
+  if (!r.protocols.empty()) j["protocols"] = r.protocols;
   j["columns"] = json::array();
   for (size_t k = 0; k < r.sizes.size(); ++k) {
     j["columns"].push_back(
         {{"size", r.sizes[k]},
          {"policy", r.sizes[k] == r.train_size ? "trained size" : column_policy(r, k)},
+         {"protocol", r.sizes[k] == r.train_size      ? "trained size"
+                      : column_protocol(r, k).empty() ? "dataset's own"
+                                                      : column_protocol(r, k)},
          {"label", column_label(r, k)}});
   }
   j["train_size"] = r.train_size;
@@ -483,6 +519,7 @@ CompareResults parse_results_json(const std::string& text) {
   r.seeds = j.at("seeds").get<std::vector<uint64_t>>();
   r.sizes = j.at("sizes").get<std::vector<int64_t>>();
   r.policies = j.value("policies", std::vector<std::string>{});
+  r.protocols = j.value("protocols", std::vector<std::string>{});
   r.train_size = j.at("train_size");
   r.wall_seconds = j.value("wall_seconds", 0.0);
   r.reference = j.value("reference", std::string());
@@ -593,6 +630,7 @@ void html_head(std::ostream& o, const CompareResults& r) {
          "into the trained range; extrap: integer coordinates past the trained range, learned "
          "tables holding their edge values)";
   }
+  for (const std::string& p : used_protocols(r)) o << "; " << html_escape(protocol_description(p));
   o << "; total wall time " << Progress::format_duration(r.wall_seconds) << ".</p>\n";
 }
 
@@ -710,19 +748,25 @@ void html_cost(std::ostream& o, const CompareResults& r, const std::vector<Summa
 void html_charts(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
   o << "<h2>Accuracy versus resolution</h2>\n<div class=\"charts\">\n";
   // One chart per policy when the study compares them (each with the training-size column).
-  std::vector<std::string> policies;
+  // (protocol, policy) of each chart, in column order.
+  std::vector<std::pair<std::string, std::string>> charts;
   for (size_t k = 0; k < r.sizes.size(); ++k) {
-    const std::string p = column_policy(r, k);
-    if (r.sizes[k] != r.train_size &&
-        std::find(policies.begin(), policies.end(), p) == policies.end())
-      policies.push_back(p);
+    const std::pair<std::string, std::string> c{column_protocol(r, k), column_policy(r, k)};
+    if (r.sizes[k] != r.train_size && std::find(charts.begin(), charts.end(), c) == charts.end())
+      charts.push_back(c);
   }
-  if (policies.empty()) policies.push_back("native");
-  const bool several = compares_policies(r);
-  for (const std::string& policy : policies) {
+  if (charts.empty()) charts.emplace_back("", "native");
+  const bool several = charts.size() > 1 || compares_policies(r) || compares_protocols(r);
+  for (const auto& [protocol, policy] : charts) {
     auto in_chart = [&](size_t k) {
-      return r.sizes[k] == r.train_size || column_policy(r, k) == policy;
+      return r.sizes[k] == r.train_size ||
+             (column_policy(r, k) == policy && column_protocol(r, k) == protocol);
     };
+    std::string what = protocol;
+    if (compares_policies(r)) {
+      if (!what.empty()) what += ", ";
+      what += policy;
+    }
     std::vector<Series> res;
     std::vector<double> xt;
     for (size_t k = 0; k < r.sizes.size(); ++k)
@@ -744,7 +788,7 @@ void html_charts(std::ostream& o, const CompareResults& r, const std::vector<Sum
       }
       res.push_back(std::move(s));
     }
-    o << line_chart(several ? "Test accuracy at each image size, " + policy
+    o << line_chart(several ? "Test accuracy at each image size, " + what
                             : std::string("Test accuracy at each image size"),
                     "image size (pixels per side)", "accuracy (%)", res, xt);
   }

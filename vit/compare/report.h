@@ -46,6 +46,10 @@ struct CompareResults {
   // results written before). The training size appears once (where no policy applies).
   std::vector<int64_t> sizes;
   std::vector<std::string> policies;
+  // The resolution protocol of each column (data.h: zoom, canvas, dilute, translate, spread);
+  // empty = the dataset's own rule for every column (results written before, or one protocol
+  // not asked for).
+  std::vector<std::string> protocols;
   int64_t train_size = 0;
   std::vector<RunResult> runs;
   std::vector<std::pair<std::string, std::vector<Picture>>> pictures;  // per encoding
@@ -57,11 +61,16 @@ struct CompareResults {
 };
 
 // The policy of column k ("native" when none is recorded), and its label in tables: "42", or
-// "42 interp" / "42 extrap" when the study compares policies ("28" at the training size).
+// "42 interp" / "42 extrap" when the study compares policies, with the protocol before the policy
+// when it names protocols ("42 zoom interp"); the training size is "28".
 std::string column_policy(const CompareResults& r, size_t k);
 std::string column_label(const CompareResults& r, size_t k);
 // Whether any column has a policy other than native.
 bool compares_policies(const CompareResults& r);
+// The protocol of column k ("" when none is recorded: the dataset's own rule).
+std::string column_protocol(const CompareResults& r, size_t k);
+// Whether the columns name protocols ("42 zoom interp").
+bool compares_protocols(const CompareResults& r);
 
 // ---- statistics over seeds ----------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 // The dataset factory and the seed mixer.
 #include "vit/train/data.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 #include "vit/train/data_internal.h"
 
@@ -21,13 +23,116 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   return h;
 }
 
-std::unique_ptr<Dataset> make_dataset(const DatasetOptions& o) {
+const std::vector<std::string>& protocol_names() {
+  static const std::vector<std::string> names = {"zoom", "canvas", "dilute", "translate", "spread"};
+  return names;
+}
+
+std::string protocol_description(const std::string& p) {
+  if (p == "zoom") return "zoom: the training-size image resized to the size (same content)";
+  if (p == "canvas") {
+    return "canvas: same-size objects on a larger canvas (procedural: drawn at the size; photos: "
+           "centred on black)";
+  }
+  if (p == "dilute")
+    return "dilute: the training-size image in the top-left corner, background "
+           "around it (same positions and distances, more background)";
+  if (p == "translate") {
+    return "translate: the training-size scene at a random offset (same distances, new "
+           "positions; procedural only)";
+  }
+  if (p == "spread") {
+    return "spread: the scene's positions scaled to the size, same-size objects (new distances; "
+           "procedural only)";
+  }
+  throw std::invalid_argument("unknown resolution protocol '" + p +
+                              "' (known: zoom, canvas, dilute, translate, spread)");
+}
+
+namespace {
+
+// A photo dataset (fashion-mnist, folder) rendered at the training size and pasted into a larger
+// canvas of its normalised black: centred (canvas) or at the top-left corner (dilute).
+class Pasted : public Dataset {
+ public:
+  Pasted(std::unique_ptr<Dataset> base, int64_t rows, int64_t cols, bool centred)
+      : base_(std::move(base)), rows_(rows), cols_(cols), centred_(centred) {}
+  std::string name() const override { return base_->name(); }
+  int64_t size() const override { return base_->size(); }
+  int64_t classes() const override { return base_->classes(); }
+  int64_t channels() const override { return base_->channels(); }
+  int64_t rows() const override { return rows_; }
+  int64_t cols() const override { return cols_; }
+  std::vector<std::string> labels() const override { return base_->labels(); }
+  int64_t crop_padding() const override { return base_->crop_padding(); }
+  int32_t flipped_label(int32_t label) const override { return base_->flipped_label(label); }
+  float pad_value(int64_t c) const override { return base_->pad_value(c); }
+  std::vector<float> mean() const override { return base_->mean(); }
+  std::vector<float> std_dev() const override { return base_->std_dev(); }
+  std::string other_size_rule() const override {
+    return centred_ ? "canvas: the training-size image centred on a black canvas of the size"
+                    : "dilute: the training-size image in the top-left corner of a black canvas";
+  }
+  int32_t get(int64_t i, float* image) const override {
+    const int64_t C = channels(), h = base_->rows(), w = base_->cols();
+    std::vector<float> src(static_cast<size_t>(C * h * w));
+    const int32_t label = base_->get(i, src.data());
+    const int64_t y0 = centred_ ? (rows_ - h) / 2 : 0, x0 = centred_ ? (cols_ - w) / 2 : 0;
+    for (int64_t c = 0; c < C; ++c) {
+      float* plane = image + c * rows_ * cols_;
+      std::fill(plane, plane + rows_ * cols_, pad_value(c));
+      for (int64_t y = 0; y < h; ++y)
+        std::copy_n(&src[(c * h + y) * w], w, plane + (y0 + y) * cols_ + x0);
+    }
+    return label;
+  }
+
+ private:
+  std::unique_ptr<Dataset> base_;
+  int64_t rows_, cols_;
+  bool centred_;
+};
+
+std::unique_ptr<Dataset> make_native(const DatasetOptions& o) {
   if (o.name == "fashion-mnist" || o.name == "fmnist") return make_fashion_mnist(o);
   if (o.name == "procedural" || o.name == "relations") return make_procedural(o);
   if (o.name == "quadrant") return make_quadrant(o);
   if (o.name == "folder" || o.name.rfind("folder:", 0) == 0) return make_folder(o);
   throw std::invalid_argument("unknown dataset '" + o.name +
                               "' (known: fashion-mnist, procedural, quadrant, folder:PATH)");
+}
+
+}  // namespace
+
+std::unique_ptr<Dataset> make_dataset(const DatasetOptions& o) {
+  if (o.protocol.empty()) return make_native(o);
+  protocol_description(o.protocol);  // checks the name
+  const bool procedural = o.name == "procedural" || o.name == "relations" || o.name == "quadrant";
+  if (procedural) return make_native(o);  // the procedural datasets place their own scenes
+  if (o.protocol == "translate" || o.protocol == "spread") {
+    throw std::invalid_argument("resolution protocol " + o.protocol +
+                                " moves the objects of a scene, so it needs the procedural or "
+                                "quadrant dataset, not " +
+                                o.name + " (photos take zoom, canvas or dilute)");
+  }
+  if (o.protocol == "zoom" || o.base_rows == 0 || o.rows == 0 ||
+      (o.rows == o.base_rows && o.cols == o.base_cols)) {
+    return make_native(o);  // photos are resized to the size: zoom
+  }
+  if (o.rows < o.base_rows || o.cols < o.base_cols) {
+    throw std::invalid_argument("resolution protocol " + o.protocol + " puts the " +
+                                std::to_string(o.base_rows) + "x" + std::to_string(o.base_cols) +
+                                " image on a larger canvas, but the size asked for is " +
+                                std::to_string(o.rows) + "x" + std::to_string(o.cols));
+  }
+  DatasetOptions base = o;
+  base.rows = o.base_rows;
+  base.cols = o.base_cols;
+  if (base.transform) {
+    base.transform->rows = static_cast<int>(o.base_rows);
+    base.transform->cols = static_cast<int>(o.base_cols);
+  }
+  return std::make_unique<Pasted>(make_native(base), o.rows, o.cols, o.protocol == "canvas");
 }
 
 }  // namespace vitpe

@@ -7,7 +7,9 @@
 // - fashion-mnist: the 28x28 image is resized bilinearly (cv::INTER_LINEAR) to the size;
 // - folder: each image is resized (no crop) to the size;
 // - procedural: the canvas is drawn at the size with objects of the same pixel size, so a
-//   larger canvas means a larger grid of patches, not larger objects (extrapolation).
+//   larger canvas means a larger grid of patches, not larger objects (extrapolation);
+// or, with DatasetOptions::protocol, by one of the resolution protocols (zoom, canvas, dilute,
+// translate, spread) starting from the training size.
 // get() is const and thread-safe: the loader calls it from its background thread.
 #pragma once
 
@@ -110,8 +112,33 @@ struct DatasetOptions {
   // size, crop, interpolation, channels, mean and std: `vitpe eval` passes the model's) instead
   // of the bilinear resize to rows x cols with ImageNet's statistics.
   std::optional<Preprocess> transform;
+  // How a size other than the training size base_rows x base_cols (0: the dataset's native
+  // size) is rendered, for evaluating a trained model at other resolutions (#17). Empty: the
+  // dataset's own rule (other_size_rule: zoom for fashion-mnist and folder, canvas for
+  // procedural and quadrant). See protocol_names() for the choices.
+  std::string protocol;
+  int64_t base_rows = 0, base_cols = 0;
 };
 
+// The resolution protocols, each a pure function of the sample at the training size T and the
+// new size L (>= T):
+//   zoom       the image at T resized bilinearly to L: the same content on more patches;
+//   canvas     same-size objects on a larger canvas: procedural scenes drawn at L (new positions
+//              and distances), photos (fashion-mnist, folder) centred on a black L canvas;
+//   dilute     the T image in the top-left corner of the L canvas, the rest background
+//              (procedural: its noise): the same positions and distances, more background
+//              tokens;
+//   translate  procedural only: the T scene at a random offset in the L canvas: the same
+//              distances, new absolute positions (and dilute's extra background);
+//   spread     procedural only: the T scene's positions scaled by L/T on the L canvas, objects
+//              of the same size: new distances over the whole canvas.
+// At the training size every protocol is the dataset itself.
+const std::vector<std::string>& protocol_names();
+// One line per protocol, for help and reports.
+std::string protocol_description(const std::string& protocol);
+
+// Throws std::invalid_argument naming the dataset and the protocols it takes for a protocol it
+// cannot render, and for sizes smaller than the training size under canvas/dilute/translate.
 std::unique_ptr<Dataset> make_dataset(const DatasetOptions& options);
 
 // The default directory of Fashion-MNIST (Debian's dataset-fashion-mnist package).

@@ -15,6 +15,14 @@
 // lies wholly inside it), the cross a distractor anywhere else. Its answer is absolute position,
 // so a model whose only position signal is relative (relbias, RoPE, ALiBi: no absolute term,
 // nothing that marks the border) should not beat chance on it.
+//
+// Resolution protocols (DatasetOptions::protocol, data.h) at a size L other than the training
+// size T: canvas (the default) draws the scene at L; zoom draws it at T and resizes it bilinearly
+// to L; dilute, translate and spread take the scene's geometry at T (the same shapes and label as
+// the T test image) and draw it on the L canvas (noise over the whole canvas) at the same
+// positions, at one random offset (a pure function of the sample), or with the positions scaled
+// by (L - k) / (T - k) (floored: squares stay inside their quadrant, the dominant axis of a
+// relation stays dominant up to a pixel of rounding).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -22,6 +30,7 @@
 #include <string>
 
 #include "ops/random.h"
+#include "ops/resample.h"
 #include "vit/train/data.h"
 #include "vit/train/data_internal.h"
 
@@ -40,6 +49,16 @@ const char* quadrant_name(int32_t label) {
 namespace {
 
 enum class Task { relation, quadrant };
+// How the scene meets a canvas other than the training one (canvas: drawn at the size).
+enum class Placement { canvas, zoom, dilute, translate, spread };
+
+Placement placement_of(const std::string& protocol) {
+  if (protocol.empty() || protocol == "canvas") return Placement::canvas;
+  if (protocol == "zoom") return Placement::zoom;
+  if (protocol == "dilute") return Placement::dilute;
+  if (protocol == "translate") return Placement::translate;
+  return Placement::spread;  // make_dataset checked the name
+}
 
 class Procedural : public Dataset {
  public:
@@ -48,16 +67,29 @@ class Procedural : public Dataset {
         rows_(o.rows ? o.rows : 28),
         cols_(o.cols ? o.cols : 28),
         seed_(mix_seed(o.seed, o.train ? 0x7261696eull : 0x74657374ull)),
-        opt_(o.procedural) {
+        opt_(o.procedural),
+        place_(placement_of(o.protocol)),
+        base_rows_(o.base_rows ? o.base_rows : rows_),
+        base_cols_(o.base_cols ? o.base_cols : cols_) {
     size_ = o.limit > 0 ? o.limit : (o.train ? 60000 : 10000);
+    if (base_rows_ == rows_ && base_cols_ == cols_) place_ = Placement::canvas;
+    if (place_ != Placement::canvas && place_ != Placement::zoom &&
+        (rows_ < base_rows_ || cols_ < base_cols_)) {
+      throw std::invalid_argument(name() + " dataset: protocol " + o.protocol + " puts the " +
+                                  std::to_string(base_rows_) + "x" + std::to_string(base_cols_) +
+                                  " scene on a larger canvas, but the size asked for is " +
+                                  std::to_string(rows_) + "x" + std::to_string(cols_));
+    }
     const int64_t k = opt_.object, m = opt_.margin;
     // The "along" offset needs room for k + 1 plus both shapes and margins on each axis.
     // The quadrant probe needs a square wholly inside either half of each axis, with room for
     // the cross beside it (a gap of one pixel) wherever the square is.
     int64_t need = task_ == Task::quadrant ? 2 * (k + m + 1) : 2 * k + 1 + 2 * m;
-    if (k < 3 || rows_ < need || cols_ < need) {
-      throw std::invalid_argument(name() + " dataset: canvas " + std::to_string(rows_) + "x" +
-                                  std::to_string(cols_) + " too small for objects of " +
+    const int64_t scene_rows = place_ == Placement::canvas ? rows_ : base_rows_;
+    const int64_t scene_cols = place_ == Placement::canvas ? cols_ : base_cols_;
+    if (k < 3 || scene_rows < need || scene_cols < need) {
+      throw std::invalid_argument(name() + " dataset: canvas " + std::to_string(scene_rows) + "x" +
+                                  std::to_string(scene_cols) + " too small for objects of " +
                                   std::to_string(k) + " px (need at least " + std::to_string(need) +
                                   " px per side, object >= 3)");
     }
@@ -77,7 +109,19 @@ class Procedural : public Dataset {
   std::vector<float> mean() const override { return {0.0f}; }
   std::vector<float> std_dev() const override { return {1.0f}; }
   std::string other_size_rule() const override {
-    return "canvas drawn at the size, objects of the same pixel size";
+    switch (place_) {
+      case Placement::zoom:
+        return "zoom: the scene drawn at the training size, resized bilinearly to the size";
+      case Placement::dilute:
+        return "dilute: the training-size scene in the top-left corner, noise around it";
+      case Placement::translate:
+        return "translate: the training-size scene at a random offset, noise around it";
+      case Placement::spread:
+        return "spread: the training-size scene's positions scaled to the size, objects of the "
+               "same pixel size";
+      default:
+        return "canvas drawn at the size, objects of the same pixel size";
+    }
   }
   // Mirroring swaps left and right (relations), and the left and right quadrants.
   int32_t flipped_label(int32_t label) const override {
@@ -87,22 +131,49 @@ class Procedural : public Dataset {
 
   int32_t get(int64_t i, float* image) const override {
     check_index(*this, i);
+    if (place_ == Placement::zoom) {
+      std::vector<float> scene(static_cast<size_t>(base_rows_ * base_cols_));
+      const int32_t label = draw(i, base_rows_, base_cols_, scene.data());
+      resample_planes(scene.data(), 1, base_rows_, base_cols_, image, rows_, cols_,
+                      Filter::bilinear, /*antialias=*/true);
+      return label;
+    }
+    return draw(i, rows_, cols_, image);
+  }
+
+ private:
+  // Sample i on an R x C canvas: its geometry on the scene's canvas (R x C, or the training size
+  // for dilute / translate / spread), placed by the protocol, with noise over the whole canvas.
+  int32_t draw(int64_t i, int64_t R, int64_t C, float* image) const {
     const int64_t k = opt_.object;
-    Rng geo(mix_seed(seed_, static_cast<uint64_t>(i), static_cast<uint64_t>(rows_),
-                     static_cast<uint64_t>(cols_)));
+    const bool own = place_ == Placement::canvas || place_ == Placement::zoom;
+    const int64_t sr = own ? R : base_rows_, sc = own ? C : base_cols_;
+    Rng geo(mix_seed(seed_, static_cast<uint64_t>(i), static_cast<uint64_t>(sr),
+                     static_cast<uint64_t>(sc)));
     const auto label = static_cast<int32_t>(geo.below(4));
     int64_t ay, ax, by, bx;
     if (task_ == Task::quadrant) {
-      place_quadrant(geo, label, ay, ax, by, bx);
+      place_quadrant(geo, label, sr, sc, ay, ax, by, bx);
     } else {
-      place_relation(geo, label, ay, ax, by, bx);
+      place_relation(geo, label, sr, sc, ay, ax, by, bx);
+    }
+    if (place_ == Placement::translate) {
+      Rng shift(mix_seed(seed_ ^ 0x7472616e736cull, static_cast<uint64_t>(i),
+                         static_cast<uint64_t>(R), static_cast<uint64_t>(C)));
+      const auto dy = static_cast<int64_t>(shift.below(static_cast<uint64_t>(R - sr + 1)));
+      const auto dx = static_cast<int64_t>(shift.below(static_cast<uint64_t>(C - sc + 1)));
+      ay += dy, by += dy, ax += dx, bx += dx;
+    } else if (place_ == Placement::spread) {
+      auto scale = [&](int64_t p, int64_t from, int64_t to) { return p * (to - k) / (from - k); };
+      ay = scale(ay, sr, R), by = scale(by, sr, R);
+      ax = scale(ax, sc, C), bx = scale(bx, sc, C);
     }
 
     // Noise: its own stream, a pure function of (seed, i, canvas).
-    const int64_t n = rows_ * cols_;
+    const int64_t n = R * C;
     if (opt_.noise > 0) {
       Rng noise(mix_seed(seed_ ^ 0x6e6f697365ull, static_cast<uint64_t>(i),
-                         static_cast<uint64_t>(rows_), static_cast<uint64_t>(cols_)));
+                         static_cast<uint64_t>(R), static_cast<uint64_t>(C)));
       for (int64_t p = 0; p < n; ++p) image[p] = static_cast<float>(noise.normal() * opt_.noise);
     } else {
       std::fill(image, image + n, 0.0f);
@@ -110,8 +181,8 @@ class Procedural : public Dataset {
     // A: filled square. B: plus (middle row and middle column of its k x k box).
     for (int64_t y = 0; y < k; ++y) {
       for (int64_t x = 0; x < k; ++x) {
-        image[(ay + y) * cols_ + ax + x] += 1.0f;
-        if (y == k / 2 || x == k / 2) image[(by + y) * cols_ + bx + x] += 1.0f;
+        image[(ay + y) * C + ax + x] += 1.0f;
+        if (y == k / 2 || x == k / 2) image[(by + y) * C + bx + x] += 1.0f;
       }
     }
     return label;
@@ -121,18 +192,18 @@ class Procedural : public Dataset {
   // The square wholly inside quadrant `label` (top rows [m, H/2 - k], bottom rows
   // [H - H/2, H - k - m], the same for columns), the cross anywhere on the canvas where its box
   // does not touch the square's (redrawn until it does not; the square leaves room).
-  void place_quadrant(Rng& geo, int32_t label, int64_t& ay, int64_t& ax, int64_t& by,
-                      int64_t& bx) const {
+  void place_quadrant(Rng& geo, int32_t label, int64_t rows, int64_t cols, int64_t& ay, int64_t& ax,
+                      int64_t& by, int64_t& bx) const {
     const int64_t k = opt_.object, m = opt_.margin;
     auto in_half = [&](int64_t len, bool second) {
       const int64_t lo = second ? len - len / 2 : m, hi = second ? len - k - m : len / 2 - k;
       return lo + static_cast<int64_t>(geo.below(static_cast<uint64_t>(hi - lo + 1)));
     };
-    ay = in_half(rows_, label >= 2);
-    ax = in_half(cols_, (label & 1) != 0);
+    ay = in_half(rows, label >= 2);
+    ax = in_half(cols, (label & 1) != 0);
     for (int attempt = 0;; ++attempt) {
-      by = m + static_cast<int64_t>(geo.below(static_cast<uint64_t>(rows_ - k - 2 * m + 1)));
-      bx = m + static_cast<int64_t>(geo.below(static_cast<uint64_t>(cols_ - k - 2 * m + 1)));
+      by = m + static_cast<int64_t>(geo.below(static_cast<uint64_t>(rows - k - 2 * m + 1)));
+      bx = m + static_cast<int64_t>(geo.below(static_cast<uint64_t>(cols - k - 2 * m + 1)));
       const bool apart =
           by >= ay + k + 1 || ay >= by + k + 1 || bx >= ax + k + 1 || ax >= bx + k + 1;
       if (apart) return;
@@ -143,13 +214,13 @@ class Procedural : public Dataset {
   }
 
   // The relation task's geometry (see the top of the file).
-  void place_relation(Rng& geo, int32_t label, int64_t& ay, int64_t& ax, int64_t& by,
-                      int64_t& bx) const {
+  void place_relation(Rng& geo, int32_t label, int64_t rows, int64_t cols, int64_t& ay, int64_t& ax,
+                      int64_t& by, int64_t& bx) const {
     const int64_t k = opt_.object, m = opt_.margin;
     const bool horizontal = label < 2;
     // Work in (along, across) coordinates of the top-left corners: along is x for left/right.
-    const int64_t len_along = horizontal ? cols_ : rows_;
-    const int64_t len_across = horizontal ? rows_ : cols_;
+    const int64_t len_along = horizontal ? cols : rows;
+    const int64_t len_across = horizontal ? rows : cols;
     const int64_t max_pos_along = len_along - k - m;  // top-left positions in [m, max]
     const int64_t max_pos_across = len_across - k - m;
     // |d along| in [k + 1, max - m], |d across| <= |d along| / 2 and within the canvas.
@@ -175,6 +246,8 @@ class Procedural : public Dataset {
   int64_t rows_, cols_;
   uint64_t seed_;
   ProceduralOptions opt_;
+  Placement place_;
+  int64_t base_rows_, base_cols_;  // the training size the protocols start from
   int64_t size_ = 0;
 };
 

@@ -105,9 +105,10 @@ TEST(Compare, ReferenceEncodingIsCheckedAndRecorded) {
   fs::remove_all(out);
 }
 
-// Both extension policies on the same trained models: the training size once, every other size
-// once per policy, each column labelled and recorded with the rule each kind followed there.
-TEST(Compare, EvaluatesEveryPolicyOnTheSameModels) {
+// Both extension policies and two resolution protocols on the same trained models: the training
+// size once, every other size once per (protocol, policy), each column labelled and recorded
+// with the rule each kind followed there.
+TEST(Compare, EvaluatesEveryPolicyAndProtocolOnTheSameModels) {
   const fs::path out =
       fs::temp_directory_path() / ("vitpe_compare_policy_" + std::to_string(::getpid()));
   fs::remove_all(out);
@@ -115,28 +116,34 @@ TEST(Compare, EvaluatesEveryPolicyOnTheSameModels) {
   o.encodings = {"sincos2d", "learned1d"};
   o.sizes = {16, 24};
   o.policies = {ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate};
+  o.protocols = {"zoom", "canvas"};
   const CompareResults r = run_compare(o);
-  ASSERT_EQ(r.sizes, (std::vector<int64_t>{16, 24, 24}));
-  ASSERT_EQ(r.policies, (std::vector<std::string>{"native", "interpolate", "extrapolate"}));
+  ASSERT_EQ(r.sizes, (std::vector<int64_t>{16, 24, 24, 24, 24}));
+  ASSERT_EQ(r.policies, (std::vector<std::string>{"native", "interpolate", "extrapolate",
+                                                  "interpolate", "extrapolate"}));
+  ASSERT_EQ(r.protocols, (std::vector<std::string>{"", "zoom", "zoom", "canvas", "canvas"}));
   EXPECT_EQ(column_label(r, 0), "16");
-  EXPECT_EQ(column_label(r, 1), "24 interp");
-  EXPECT_EQ(column_label(r, 2), "24 extrap");
+  EXPECT_EQ(column_label(r, 1), "24 zoom interp");
+  EXPECT_EQ(column_label(r, 4), "24 canvas extrap");
   ASSERT_EQ(r.runs.size(), 2u);
   for (const RunResult& run : r.runs) {
-    ASSERT_EQ(run.accuracy.size(), 3u);
-    ASSERT_EQ(run.extension_rules.size(), 3u);
+    ASSERT_EQ(run.accuracy.size(), 5u);
+    ASSERT_EQ(run.extension_rules.size(), 5u);
     EXPECT_EQ(run.extension_rules[0], "-");
     EXPECT_EQ(run.extension_rules[1], run.encoding + " interpolate");
     EXPECT_EQ(run.extension_rules[2], run.encoding + " extrapolate");
-    // The two rules really give other numbers on a grid 1.5x the trained one.
+    // The two rules, and the two protocols, really give other numbers on a grid 1.5x the
+    // trained one.
     EXPECT_NE(run.loss[1], run.loss[2]) << run.encoding;
+    EXPECT_NE(run.loss[1], run.loss[3]) << run.encoding;
   }
   // Recorded in the files, and read back.
   const CompareResults back = parse_results_json(results_json(r));
   EXPECT_EQ(back.policies, r.policies);
+  EXPECT_EQ(back.protocols, r.protocols);
   EXPECT_EQ(back.runs[0].extension_rules, r.runs[0].extension_rules);
   const std::string csv = results_csv(r);
-  EXPECT_NE(csv.find(",acc_16,loss_16,acc_24_interp,loss_24_interp,acc_24_extrap,"),
+  EXPECT_NE(csv.find(",acc_16,loss_16,acc_24_zoom_interp,loss_24_zoom_interp,acc_24_zoom_extrap,"),
             std::string::npos)
       << csv.substr(0, csv.find('\n'));
   EXPECT_NE(results_json(r).find("\"policy\": \"trained size\""), std::string::npos);
@@ -146,11 +153,13 @@ TEST(Compare, EvaluatesEveryPolicyOnTheSameModels) {
         k == "extension policies at other sizes" && v.rfind("interpolate,extrapolate", 0) == 0;
   EXPECT_TRUE(recorded);
   const std::string html = report_html(r);
-  EXPECT_NE(html.find("Test accuracy at each image size, interpolate"), std::string::npos);
-  EXPECT_NE(html.find("Test accuracy at each image size, extrapolate"), std::string::npos);
+  EXPECT_NE(html.find("Test accuracy at each image size, zoom, interpolate"), std::string::npos);
+  EXPECT_NE(html.find("Test accuracy at each image size, canvas, extrapolate"), std::string::npos);
+  EXPECT_NE(html.find("zoom: the training-size image resized"), std::string::npos);
   // Results without policies (written before, or native only) keep plain size labels.
   CompareResults plain = back;
   plain.policies.clear();
+  plain.protocols.clear();
   EXPECT_FALSE(compares_policies(plain));
   EXPECT_EQ(column_label(plain, 1), "24");
   fs::remove_all(out);
