@@ -5,9 +5,12 @@
 // the Classifier's device choice.
 // Tolerances, as max |gpu - cpu| / max |cpu| over the logits:
 //   f32   1e-4: the same f32 arithmetic in another order (GEMM tiling, warp reductions, online
-//         softmax) through every block;
-//   bf16  5e-2: weights, activations and logits rounded to bf16 (8 bits of mantissa) at every
-//         op, f32 accumulation.
+//         softmax) through every block. This is the check of the indexing: with the ops emulated
+//         on the host by their contracts (cuda_ops.h) the error is below 1.3e-6 for every case,
+//         and a dropped Swin shift mask alone moves the logits by 5e-2;
+//   bf16  8e-2: weights, activations and logits rounded to bf16 (8 bits of mantissa) at every
+//         op, f32 accumulation; the same emulation with bf16 storage gives up to 2.9e-2 (ViT with
+//         head dim 128 at batch 1), the tensor-core attention rounds its probabilities too.
 // The refusal tests need no device: the unsupported features are refused before it is touched.
 #include <gtest/gtest.h>
 
@@ -27,7 +30,7 @@ namespace {
 using namespace cudatest;
 
 constexpr double kModelTolF32 = 1e-4;
-constexpr double kModelTolBf16 = 5e-2;
+constexpr double kModelTolBf16 = 8e-2;
 double model_tol(DType t) { return t == DType::f32 ? kModelTolF32 : kModelTolBf16; }
 
 ModelConfig small_vit(const std::string& encoding) {
