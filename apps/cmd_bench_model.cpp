@@ -144,10 +144,12 @@ bool peers_ignore_field(const std::string& key) {
 // timm's name of the model being benchmarked, for scripts/peers_bench.py (timm.create_model):
 // the registry preset it came from (a preset's, a vitpe checkpoint's or timm's config.json name)
 // when that preset is one of timm's, and the model has that preset's architecture. The registry's
-// own small models are its names spelt with dashes (vit-fmnist); timm's never have one. Throws a
-// usage error naming what is missing otherwise.
+// own small models are its primary names spelt with dashes (vit-fmnist); timm's never have one
+// (their dashed aliases, vitpe's first spelling, resolve to them). Throws a usage error naming
+// what is missing otherwise.
 std::string timm_name_for_peers(const ModelConfig& c, const std::string& model) {
-  if (!is_preset(c.name) || c.name.find('-') != std::string::npos) {
+  const ModelConfig timm = is_preset(c.name) ? preset(c.name) : ModelConfig{};
+  if (timm.name.empty() || timm.name.find('-') != std::string::npos) {
     throw ExitError{
         2, fmt::format("bench --vs-peers: {} has no timm model name (its config says '{}'); the "
                        "peers run timm's models, so give a preset imported from timm (e.g. "
@@ -155,7 +157,6 @@ std::string timm_name_for_peers(const ModelConfig& c, const std::string& model) 
                        "one",
                        model, c.name)};
   }
-  const ModelConfig timm = preset(c.name);
   const auto ours = nlohmann::json::parse(c.to_json()),
              theirs = nlohmann::json::parse(timm.to_json());
   std::vector<std::string> differ;
@@ -167,9 +168,9 @@ std::string timm_name_for_peers(const ModelConfig& c, const std::string& model) 
   if (!differ.empty()) {
     throw ExitError{2, fmt::format("bench --vs-peers: {} is timm's {} with another architecture, "
                                    "which timm has no model of: {}",
-                                   model, c.name, fmt::join(differ, ", "))};
+                                   model, timm.name, fmt::join(differ, ", "))};
   }
-  return c.name;
+  return timm.name;
 }
 
 // Runs scripts/peers_bench.py (VITPE_PEERS_SCRIPT overrides it) with the peers' Python on this
@@ -191,16 +192,22 @@ nlohmann::json run_peers(const BenchOptions& o, const std::string& python,
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) throw std::runtime_error("bench --vs-peers: could not start " + python);
   nlohmann::json result;
-  std::string other;  // lines that are not the result
-  char buf[1 << 16];
-  while (std::fgets(buf, sizeof buf, pipe)) {
+  std::string line, other;  // other: the lines that are not the result
+  auto take = [&] {
     try {
-      auto j = nlohmann::json::parse(buf);
+      auto j = nlohmann::json::parse(line);
       if (j.is_object() && j.contains("results")) result = std::move(j);
     } catch (const nlohmann::json::exception&) {
-      other += buf;
+      other += line;
     }
+    line.clear();
+  };
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) {
+    line += buf;
+    if (line.back() == '\n') take();  // else a line longer than buf goes on
   }
+  if (!line.empty()) take();  // the last line, without a newline
   const int status = pclose(pipe);
   if (status != 0 || result.is_null()) {
     throw std::runtime_error(fmt::format(

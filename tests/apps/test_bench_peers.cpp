@@ -87,6 +87,14 @@ TEST(BenchPeers, ModelWithoutTimmNameIsRefused) {
   const std::string tiny = in_build("peers_tiny_depth2.safetensors");
   vitpe::save_model(*vitpe::make_model(shallow, 0), tiny);
   CmdResult other = vitpe("bench --model " + tiny + " --batch 1 --reps 1 --vs-peers");
+
+  // A file that names its preset in vitpe's first, dashed spelling is timm's model all the same:
+  // it gets as far as looking for the venv.
+  vitpe::ModelConfig dashed = vitpe::preset("vit_tiny_patch16_224");
+  dashed.name = "vit-tiny-patch16-224";
+  const std::string old = in_build("peers_tiny_dashed.safetensors");
+  vitpe::save_model(*vitpe::make_model(dashed, 0), old);
+  CmdResult alias = vitpe("bench --model " + old + " --batch 1 --reps 1 --vs-peers");
   unsetenv("VITPE_PEERS_VENV");
 
   EXPECT_EQ(own.code, 2) << own.out;
@@ -98,9 +106,11 @@ TEST(BenchPeers, ModelWithoutTimmNameIsRefused) {
   EXPECT_TRUE(contains(other.out, "timm's vit_tiny_patch16_224 with another architecture"))
       << other.out;
   EXPECT_TRUE(contains(other.out, "depth 2 (timm: 12)")) << other.out;
-  for (const CmdResult* r : {&own, &file, &other}) EXPECT_FALSE(contains(r->out, kOwnTable));
-  std::filesystem::remove(fmnist);
-  std::filesystem::remove(tiny);
+  EXPECT_EQ(alias.code, 2) << alias.out;
+  EXPECT_TRUE(contains(alias.out, "no peers' Python at /nonexistent/venv/bin/python")) << alias.out;
+  for (const CmdResult* r : {&own, &file, &other, &alias})
+    EXPECT_FALSE(contains(r->out, kOwnTable));
+  for (const std::string& path : {fmnist, tiny, old}) std::filesystem::remove(path);
 }
 
 // A stand-in peer script's result: at batch 1 onnxruntime is the fastest peer and vitpe is
@@ -116,10 +126,12 @@ constexpr const char* kFakeResult = R"({"model": "vit_tiny_patch16_224",
  {"runtime": "onnxruntime", "batch": 2, "error": "RuntimeError: fake"}]})";
 
 TEST(BenchPeers, ComparesEachBatchWithItsFastestPeer) {
-  // The stand-in records its arguments and prints the result on one line, after a log line.
+  // The stand-in records its arguments and prints the result on one line, after a log line; the
+  // line is longer than vitpe's read buffer.
   const std::string args = in_build("peers_fake_args.txt");
   std::string one_line = kFakeResult;
   for (char& ch : one_line) ch = ch == '\n' ? ' ' : ch;
+  one_line.insert(1, "\"padding\": \"" + std::string(10000, 'x') + "\", ");
   const std::string python = write_fake_python(
       "peers_fake_python",
       "echo \"$@\" > " + args + "\necho 'peers: a log line'\necho '" + one_line + "'\n");
