@@ -265,6 +265,17 @@ TEST(Cli, EvalUnderEachExtensionPolicy) {
   EXPECT_TRUE(contains(r.out, "--policy: give at least one of native, interpolate, extrapolate"))
       << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir / "study" / "runs"));
+  // The published studies: names checked, and not mixed with --quick.
+  r = vitpe("compare --study resolution --out " + (dir / "study").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "resolution-procedural")) << r.out;
+  r = vitpe("compare --quick --study resolution-fmnist --out " + (dir / "study").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--quick and --study are two sets of settings")) << r.out;
+  r = vitpe("compare --quick --protocol stretch --out " + (dir / "study").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "unknown resolution protocol 'stretch'")) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "study" / "runs"));
   std::filesystem::remove_all(dir);
 }
 

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -340,6 +341,151 @@ RunResult reuse_finished(const TrainOptions& to, const Dataset& probe, const Com
   return run;
 }
 
+// Seconds one training step of `enc` takes with the study's settings: two short trainings
+// without files (2 and 6 steps, the test split cut to one batch) and their difference, so model
+// building and data loading cancel out.
+double step_seconds(const TrainOptions& base, const std::string& enc) {
+  auto run = [&](int64_t steps) {
+    TrainOptions t = base;
+    t.encoding = enc;
+    t.out.clear();
+    t.resume = false;
+    t.progress = false;
+    t.verbose = false;
+    t.epochs = 1;
+    t.stop_after_epochs = 0;
+    t.data.limit = steps * t.batch;
+    t.test_limit = t.batch;
+    t.comm = nullptr;
+    const double t0 = monotonic_seconds();
+    train(t);
+    return monotonic_seconds() - t0;
+  };
+  const double two = run(2), six = run(6);
+  return std::max(1e-4, (six - two) / 4.0);
+}
+
+// "83 min" (or "45 s" under a minute).
+std::string minutes(double seconds) {
+  char buf[32];
+  if (seconds < 60) {
+    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f min", seconds / 60.0);
+  }
+  return buf;
+}
+
+// The study's cost: a real first epoch of the first unfinished run (single process; the sweep
+// continues that run), the step time of every encoding, scaled to the full plan: training
+// epochs x steps of each unfinished run (the measured epoch calibrates the step times: it
+// includes the per-epoch evaluation and the loader), and every run's evaluation at every
+// column (a forward costs about a third of a training step, growing with the pixel count).
+PlanEstimate estimate_plan(const CompareOptions& opt, const CompareResults& r,
+                           const std::vector<std::pair<std::string, uint64_t>>& all,
+                           const std::function<fs::path(size_t)>& run_dir, int ranks) {
+  PlanEstimate e;
+  const TrainOptions& t = opt.train;
+  DatasetOptions d = t.data;
+  const int64_t train_n = make_dataset(d)->size();
+  d.train = false;
+  d.limit = t.test_limit;
+  const int64_t test_n = make_dataset(d)->size();
+  const int64_t steps_per_epoch = (train_n + t.batch - 1) / t.batch;
+  std::map<std::string, double> step;
+  for (const std::string& enc : r.encodings) {
+    std::fprintf(stderr, "estimating the plan: %s ...\n", enc.c_str());
+    step[enc] = step_seconds(t, enc);
+  }
+  // The probe epoch: the first run that has nothing yet, trained for one epoch for real.
+  double calibration = 1.1;  // without a probe: loader and per-epoch evaluation, roughly
+  std::vector<bool> probed(all.size(), false);
+  if (ranks == 1) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (fs::exists(run_dir(i) / "result.json") || fs::exists(run_dir(i) / "last.safetensors"))
+        continue;
+      TrainOptions to = run_options(t, all[i].first, all[i].second, run_dir(i));
+      to.stop_after_epochs = 1;
+      std::fprintf(stderr,
+                   "estimating the plan: one epoch of %s seed %llu (kept: the run goes on "
+                   "from it) ...\n",
+                   all[i].first.c_str(), static_cast<unsigned long long>(all[i].second));
+      e.probe_dir = run_dir(i).string();
+      TrainResult probe = train(to);
+      if (!probe.history.empty()) {
+        e.probe_epoch_seconds = probe.history.back().seconds;
+        calibration =
+            e.probe_epoch_seconds / (step[all[i].first] * static_cast<double>(steps_per_epoch));
+        calibration = std::clamp(calibration, 0.5, 5.0);
+        probed[i] = true;
+      }
+      break;
+    }
+  }
+  double pixels = 0;  // evaluation images' pixel count relative to the training size, summed
+  for (int64_t s : r.sizes) {
+    pixels += static_cast<double>(s) * s / (static_cast<double>(r.train_size) * r.train_size);
+  }
+  size_t unfinished = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const double per_step = step[all[i].first];
+    const bool finished = fs::exists(run_dir(i) / "result.json");
+    if (!finished) {
+      const int64_t epochs = t.epochs - (probed[i] ? 1 : 0);
+      e.train_seconds += calibration * per_step * static_cast<double>(steps_per_epoch * epochs);
+      ++unfinished;
+    }
+    // A forward of one image ~ a third of its share of a training step; plus the cost
+    // measurement (6 batches of 32) at each column.
+    const double forward = per_step / static_cast<double>(t.batch) / 3.0;
+    e.evaluation_seconds += forward * pixels * static_cast<double>(test_n + 6 * 32);
+  }
+  e.train_seconds /= ranks;
+  e.evaluation_seconds /= ranks;
+  e.total_seconds = e.train_seconds + e.evaluation_seconds;
+  std::ostringstream sum;
+  sum << all.size() << " runs (" << r.encodings.size() << " encodings x " << r.seeds.size()
+      << " seeds, " << unfinished << " to train), " << t.epochs << " epochs of " << train_n
+      << " images in batches of " << t.batch << ", " << r.sizes.size() << " evaluation columns of "
+      << test_n << " images";
+  if (ranks > 1) sum << ", over " << ranks << " ranks";
+  if (e.probe_epoch_seconds > 0) sum << "; measured: one epoch " << minutes(e.probe_epoch_seconds);
+  e.summary = sum.str();
+  return e;
+}
+
+// The refusal of a plan over the budget, with the single cuts that would fit it.
+std::string over_budget(const CompareOptions& opt, const CompareResults& r, const PlanEstimate& e) {
+  const double budget = opt.budget_minutes * 60.0;
+  std::ostringstream m;
+  m << "compare: the plan needs about " << minutes(e.total_seconds) << " (training "
+    << minutes(e.train_seconds) << ", evaluation " << minutes(e.evaluation_seconds) << "; "
+    << e.summary << "), over the budget of " << minutes(budget) << ". To fit it, cut one of:";
+  const size_t S = r.seeds.size();
+  for (size_t s = S - 1; s >= 1; --s) {
+    const double t = e.total_seconds * static_cast<double>(s) / static_cast<double>(S);
+    if (t <= budget) {
+      std::vector<std::string> keep;
+      for (size_t k = 0; k < s; ++k) keep.push_back(std::to_string(r.seeds[k]));
+      m << " --seeds " << join(keep, ",") << " (about " << minutes(t) << ");";
+      break;
+    }
+  }
+  const double rest = budget - e.evaluation_seconds;
+  if (rest > 0 && e.train_seconds > 0) {
+    const auto epochs =
+        static_cast<int64_t>(static_cast<double>(opt.train.epochs) * rest / e.train_seconds);
+    if (epochs >= 1) m << " --epochs " << epochs << ";";
+    m << " fewer training images (--subset), or fewer --encodings, --eval-sizes, --protocol, "
+         "--policy columns or --test-subset;";
+  } else {
+    m << " the evaluation alone is over it: fewer --eval-sizes, --protocol or --policy columns, "
+         "or a smaller --test-subset;";
+  }
+  m << " or raise --budget (minutes; 0: no limit).";
+  return m.str();
+}
+
 // Pictures of every encoding: the trained weights of the first seed where its run has them.
 void add_pictures(CompareResults& r, const ModelConfig& base, const std::string& out) {
   for (const std::string& enc : r.encodings) {
@@ -401,6 +547,29 @@ CompareResults run_compare(const CompareOptions& opt) {
     return fs::path(opt.out) / "runs" / (all[i].first + "-s" + std::to_string(all[i].second));
   };
   Communicator& comm = opt.comm ? *opt.comm : self();
+  if (opt.budget_minutes > 0) {
+    // Rank 0 estimates (and, alone, trains the probe epoch); every rank gets the verdict.
+    std::string verdict;
+    if (comm.rank() == 0) {
+      const PlanEstimate e = estimate_plan(opt, r, all, run_dir, comm.size());
+      if (e.total_seconds > opt.budget_minutes * 60.0) {
+        verdict = over_budget(opt, r, e);
+        // The probe run was made here for this plan; another plan must not resume it.
+        if (!e.probe_dir.empty()) fs::remove_all(e.probe_dir);
+      } else {
+        std::fprintf(stderr,
+                     "plan: about %s (training %s, evaluation %s) within the budget of %s "
+                     "(%s)\n",
+                     minutes(e.total_seconds).c_str(), minutes(e.train_seconds).c_str(),
+                     minutes(e.evaluation_seconds).c_str(),
+                     minutes(opt.budget_minutes * 60).c_str(), e.summary.c_str());
+        r.settings.emplace_back("estimated time",
+                                minutes(e.total_seconds) + " (" + e.summary + ")");
+      }
+    }
+    comm.broadcast(verdict, 0);
+    if (!verdict.empty()) throw std::runtime_error(verdict);
+  }
   const std::vector<int> owner = sweep_owners(
       comm, all.size(), [&](size_t i) { return fs::exists(run_dir(i) / "result.json"); });
   TrainOptions train = opt.train;

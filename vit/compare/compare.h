@@ -37,12 +37,26 @@ struct CompareOptions {
   bool pictures = true;  // render each encoding's pictures into the report
   // The encoding paired differences are taken against (one of `encodings`; empty: the first).
   std::string reference;
+  // A time budget in minutes (0: none). Before the sweep the comparison measures what the plan
+  // costs (one real epoch of its first run, which the sweep then continues, and a few training
+  // steps of every encoding) and refuses a plan whose estimate exceeds it, saying what to cut.
+  double budget_minutes = 0;
   std::vector<std::pair<std::string, std::string>> extra_settings;  // e.g. the command line
   // A sweep over these ranks (`mpirun -np N vitpe compare`): rank 0 deals the (encoding, seed)
   // runs out (those still to train first), each rank trains its runs one at a time in the
   // shared OUT/runs/, and rank 0 gathers the results and writes the outputs. Every rank calls
   // run_compare with the same options; the others return only their own runs. Null: alone.
   Communicator* comm = nullptr;
+};
+
+// What a comparison is estimated to cost (see CompareOptions::budget_minutes).
+struct PlanEstimate {
+  double total_seconds = 0;        // the whole study, divided over the ranks
+  double train_seconds = 0;        // the training part of it
+  double evaluation_seconds = 0;   // the evaluation part of it
+  double probe_epoch_seconds = 0;  // the measured epoch of the first run (0: none measured)
+  std::string probe_dir;           // that run's directory (kept when the plan goes ahead)
+  std::string summary;             // "45 runs (9 encodings x 5 seeds), 10 epochs of ..."
 };
 
 // The encodings compared by default: every kind the model family supports.

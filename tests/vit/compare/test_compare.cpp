@@ -165,5 +165,40 @@ TEST(Compare, EvaluatesEveryPolicyAndProtocolOnTheSameModels) {
   fs::remove_all(out);
 }
 
+// --budget: the plan is measured before the sweep (one real epoch of the first run, a few steps
+// of each encoding); over the budget it is refused with what to cut and the probe run is
+// removed (another plan must not resume it); within it the sweep continues the probe run.
+TEST(Compare, BudgetRefusesAPlanThatWillNotFitAndKeepsTheProbeOfOneThatWill) {
+  const fs::path out =
+      fs::temp_directory_path() / ("vitpe_compare_budget_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CompareOptions o = tiny_study(out);
+  o.train.epochs = 2;
+  o.seeds = {1, 2};
+  o.budget_minutes = 1e-4;
+  try {
+    run_compare(o);
+    ADD_FAILURE() << "expected the plan to be refused";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("compare: the plan needs about"), std::string::npos) << m;
+    EXPECT_NE(m.find("4 runs (2 encodings x 2 seeds, 4 to train), 2 epochs of 128 images"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("over the budget of"), std::string::npos) << m;
+    EXPECT_NE(m.find("raise --budget"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(out / "runs" / "none-s1")) << "the probe run is removed";
+
+  o.budget_minutes = 1000;
+  const CompareResults r = run_compare(o);
+  ASSERT_EQ(r.runs.size(), 4u);
+  EXPECT_EQ(r.runs[0].history.size(), 2u) << "the probe epoch, then the second";
+  bool estimated = false;
+  for (const auto& [k, v] : r.settings) estimated |= k == "estimated time";
+  EXPECT_TRUE(estimated);
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace vitpe
