@@ -497,7 +497,8 @@ void add_pictures(CompareResults& r, const ModelConfig& base, const std::string&
     if (fs::exists(weights)) trained = load_model(weights.string()).model;
     std::vector<Picture> pics;
     try {
-      pics = encoding_pictures(c, trained.get(), (fs::path(out) / "pictures").string());
+      pics = encoding_pictures(c, trained.get(), (fs::path(out) / "pictures").string(),
+                               unique_sizes(r.sizes));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "pictures of %s: %s (left out of the report)\n", enc.c_str(), e.what());
     }

@@ -47,8 +47,8 @@ std::vector<Picture> read_pictures(const std::vector<std::string>& paths) {
 
 }  // namespace
 
-std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained,
-                                       const std::string& dir) {
+std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, const std::string& dir,
+                                       const std::vector<int64_t>& other_sizes) {
   const EncodingSpec spec = parse_encoding(c.encoding);
   const fs::path out = fs::path(dir) / spec.str();
   const bool vit = c.kind == ModelKind::vit;
@@ -57,23 +57,71 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained,
   const int64_t heads = vit ? c.heads : c.stage_heads.at(0);
   const int64_t head_dim = c.dim / heads;
   const Grid grid = c.patch_grid();
-  const Grid window =
-      vit ? grid : Grid{std::min(c.window, grid.rows), std::min(c.window, grid.cols)};
-  Rng rng(0);
-  std::vector<std::string> paths;
-  if (auto tok = make_token_encoding(spec, c.dim, grid, token_prefix, rng)) {
-    copy_trained(tok->params(), trained, {""});
-    for (auto& p : write_token_pictures(*tok, grid, out.string(), c.encoding)) paths.push_back(p);
-  }
-  if (auto att = make_attention_encoding(spec, heads, head_dim, window, vit ? prefix : 0, rng)) {
-    copy_trained(att->params(), trained, {"blocks.0.", "layers.0.blocks.0."});
-    AttnGeometry geom{window, vit ? prefix : 0};
-    for (auto& p : write_attention_pictures(*att, heads, head_dim, geom, out.string(),
-                                            c.encoding + " (block 0)")) {
-      paths.push_back(p);
+  auto window_of = [&](Grid g) {
+    return vit ? g : Grid{std::min(c.window, g.rows), std::min(c.window, g.cols)};
+  };
+  const Grid window = window_of(grid);
+  // The other grids, as (grid, policy, caption prefix, folder).
+  struct Other {
+    Grid grid;
+    ExtensionPolicy policy;
+    std::string label, folder;
+  };
+  std::vector<Other> others;
+  for (int64_t s : other_sizes) {
+    const Grid g{s / c.patch, s / c.patch};
+    if (s % c.patch != 0 || g == grid) continue;
+    for (ExtensionPolicy p : {ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate}) {
+      others.push_back({g, p, std::to_string(s) + " px (" + g.str() + "), " + policy_name(p),
+                        std::to_string(s) + "-" + policy_name(p)});
     }
   }
-  return read_pictures(paths);
+  Rng rng(0);
+  std::vector<Picture> pics;
+  auto add = [&](const std::vector<std::string>& paths, const std::string& label,
+                 const std::string& only) {
+    for (Picture& p : read_pictures(paths)) {
+      if (!only.empty() && p.caption.find(only) == std::string::npos) continue;
+      if (!label.empty()) p.caption = label + ": " + p.caption;
+      pics.push_back(std::move(p));
+    }
+  };
+  if (auto tok = make_token_encoding(spec, c.dim, grid, token_prefix, rng)) {
+    copy_trained(tok->params(), trained, {""});
+    add(write_token_pictures(*tok, grid, out.string(), c.encoding), "", "");
+    if (tok->extension() != Extension::none) {
+      for (const Other& o : others) {
+        tok->set_extension_policy(o.policy);
+        add(write_token_pictures(*tok, o.grid, (out / o.folder).string(),
+                                 c.encoding + " at " + o.label),
+            o.label, "_similarity");
+      }
+    }
+  }
+  // Every block's attention part (its own learned values), then block 0's at the other grids.
+  const int64_t blocks = vit ? c.depth : c.depths.at(0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    auto att = make_attention_encoding(spec, heads, head_dim, window, vit ? prefix : 0, rng);
+    if (!att) break;
+    const std::string name = std::to_string(b);
+    copy_trained(att->params(), trained, {"blocks." + name + ".", "layers.0.blocks." + name + "."});
+    if (b > 0 && att->params().empty()) break;  // fixed kinds: every block is the same
+    const AttnGeometry geom{window, vit ? prefix : 0};
+    add(write_attention_pictures(*att, heads, head_dim, geom, (out / ("block" + name)).string(),
+                                 c.encoding + " (block " + name + ")"),
+        "block " + name, "");
+    if (b > 0 || att->extension() == Extension::none) continue;
+    for (const Other& o : others) {
+      const Grid w = window_of(o.grid);
+      if (w == window) continue;  // Swin: the window does not grow with the image
+      att->set_extension_policy(o.policy);
+      add(write_attention_pictures(*att, heads, head_dim, AttnGeometry{w, vit ? prefix : 0},
+                                   (out / o.folder).string(),
+                                   c.encoding + " (block 0) at " + o.label),
+          "block 0 at " + o.label, "");
+    }
+  }
+  return pics;
 }
 
 }  // namespace vitpe
