@@ -56,7 +56,7 @@ void apply_study(const std::string& study, CompareOptions& o,
   if (!given("--seeds")) o.seeds = {1, 2, 3, 4, 5};
   if (!given("--subset")) t.data.limit = procedural ? 10000 : 20000;
   if (!given("--test-subset")) t.test_limit = procedural ? 1000 : 2000;
-  if (!given("--epochs")) t.epochs = procedural ? 8 : 6;
+  if (!given("--epochs")) t.epochs = procedural ? 10 : 6;
   if (!given("--warmup")) t.warmup_epochs = 1;
   if (!given("--batch")) t.batch = 50;
   if (!given("--lr")) t.lr = 2e-3;

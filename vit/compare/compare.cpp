@@ -341,10 +341,10 @@ RunResult reuse_finished(const TrainOptions& to, const Dataset& probe, const Com
   return run;
 }
 
-// Seconds one training step of `enc` takes with the study's settings: two short trainings
-// without files (2 and 6 steps, the test split cut to one batch) and their difference, so model
-// building and data loading cancel out.
-double step_seconds(const TrainOptions& base, const std::string& enc) {
+// Seconds one training step of `enc` takes with the study's settings: short trainings without
+// files (the test split cut to one batch) of 2 and of 2 + M steps, M doubled until the
+// difference is at least a second, so model building, data loading and timer noise cancel out.
+double step_seconds(const TrainOptions& base, const std::string& enc, int64_t steps_per_epoch) {
   auto run = [&](int64_t steps) {
     TrainOptions t = base;
     t.encoding = enc;
@@ -361,8 +361,11 @@ double step_seconds(const TrainOptions& base, const std::string& enc) {
     train(t);
     return monotonic_seconds() - t0;
   };
-  const double two = run(2), six = run(6);
-  return std::max(1e-4, (six - two) / 4.0);
+  const double two = run(2);
+  for (int64_t m = 8;; m *= 2) {
+    const double diff = run(2 + m) - two;
+    if (diff >= 1.0 || m >= steps_per_epoch) return std::max(1e-5, diff / static_cast<double>(m));
+  }
 }
 
 // "83 min" (or "45 s" under a minute).
@@ -395,7 +398,7 @@ PlanEstimate estimate_plan(const CompareOptions& opt, const CompareResults& r,
   std::map<std::string, double> step;
   for (const std::string& enc : r.encodings) {
     std::fprintf(stderr, "estimating the plan: %s ...\n", enc.c_str());
-    step[enc] = step_seconds(t, enc);
+    step[enc] = step_seconds(t, enc, steps_per_epoch);
   }
   // The probe epoch: the first run that has nothing yet, trained for one epoch for real.
   double calibration = 1.1;  // without a probe: loader and per-epoch evaluation, roughly
