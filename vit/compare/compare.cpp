@@ -20,6 +20,7 @@
 #include "ops/ops.h"
 #include "ops/util.h"
 #include "vit/compare/compare_pictures.h"
+#include "vit/compare/diagnostics.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/run_dir.h"
 #include "vitpe/vitpe_version.h"
@@ -286,6 +287,8 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
   run.gflops.clear();
   run.ms_per_image.clear();
   run.extension_rules.clear();
+  run.attention_distance.clear();
+  run.attention_entropy.clear();
   std::string accs;
   for (size_t s = 0; s < r.sizes.size(); ++s) {
     model.set_extension_policy(parse_policy(column_policy(r, s)));
@@ -294,6 +297,11 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
     run.extension_rules.push_back(r.sizes[s] == r.train_size ? "-" : model.extension_rules());
+    const AttentionStats stats = attention_stats(model, *tests[s]);
+    if (!stats.empty()) {
+      run.attention_distance.push_back(stats.distance);
+      run.attention_entropy.push_back(stats.entropy);
+    }
     measure_cost(run, model, *tests[s]);
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s@%s %.2f%%", s ? ", " : "", label.c_str(), 100 * ev.accuracy);

@@ -476,6 +476,8 @@ std::string results_json(const CompareResults& r) {
                          {"gflops", run.gflops},
                          {"ms_per_image", run.ms_per_image},
                          {"extension_rules", run.extension_rules},
+                         {"attention_distance", run.attention_distance},
+                         {"attention_entropy", run.attention_entropy},
                          {"history", h}});
   }
   json summary = json::array();
@@ -537,6 +539,9 @@ CompareResults parse_results_json(const std::string& text) {
     run.gflops = jr.value("gflops", std::vector<double>{});
     run.ms_per_image = jr.value("ms_per_image", std::vector<double>{});
     run.extension_rules = jr.value("extension_rules", std::vector<std::string>{});
+    run.attention_distance =
+        jr.value("attention_distance", std::vector<std::vector<std::vector<double>>>{});
+    run.attention_entropy = jr.value("attention_entropy", std::vector<std::vector<double>>{});
     for (const json& h : jr.at("history")) run.history.push_back(epoch_record_from_json(h));
     r.runs.push_back(std::move(run));
   }
@@ -806,6 +811,97 @@ void html_charts(std::ostream& o, const CompareResults& r, const std::vector<Sum
   o << "</div>\n";
 }
 
+// Attention diagnostics (ViT runs that recorded them): mean attention distance per head against
+// depth at the training size, and attention entropy against the image size under each
+// (protocol, policy).
+void html_attention(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
+  bool any = false;
+  for (const RunResult& run : r.runs) any |= !run.attention_entropy.empty();
+  if (!any) return;
+  size_t k0 = 0;
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    if (r.sizes[k] == r.train_size) k0 = k;
+  o << "<h2>Attention diagnostics</h2>\n<div class=\"charts\">\n";
+  std::vector<Series> dist;
+  size_t depth = 0;
+  for (size_t e = 0; e < rows.size(); ++e) {
+    Series s{rows[e].encoding, kColors[e % 10], {}, {}, {}};
+    std::vector<double> sum;
+    std::vector<int> n;
+    for (const RunResult& run : r.runs) {
+      if (run.encoding != rows[e].encoding || k0 >= run.attention_distance.size()) continue;
+      const auto& blocks = run.attention_distance[k0];
+      depth = std::max(depth, blocks.size());
+      sum.resize(std::max(sum.size(), blocks.size()), 0.0);
+      n.resize(sum.size(), 0);
+      for (size_t b = 0; b < blocks.size(); ++b)
+        for (double v : blocks[b]) {
+          s.points.emplace_back(static_cast<double>(b + 1), v);
+          sum[b] += v;
+          ++n[b];
+        }
+    }
+    for (size_t b = 0; b < sum.size(); ++b) {
+      if (n[b] == 0) continue;
+      s.x.push_back(static_cast<double>(b + 1));
+      s.y.push_back(sum[b] / n[b]);
+    }
+    if (!s.x.empty()) dist.push_back(std::move(s));
+  }
+  std::vector<double> blocks_axis;
+  for (size_t b = 1; b <= depth; ++b) blocks_axis.push_back(static_cast<double>(b));
+  o << line_chart("Mean attention distance per head, at the training size", "block",
+                  "distance (patches)", dist, blocks_axis);
+  // Entropy against size, one chart per (protocol, policy).
+  std::vector<std::pair<std::string, std::string>> charts;
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    const std::pair<std::string, std::string> c{column_protocol(r, k), column_policy(r, k)};
+    if (r.sizes[k] != r.train_size && std::find(charts.begin(), charts.end(), c) == charts.end())
+      charts.push_back(c);
+  }
+  if (charts.empty()) charts.emplace_back("", "native");
+  for (const auto& [protocol, policy] : charts) {
+    std::vector<Series> ent;
+    std::vector<double> xt;
+    auto in_chart = [&](size_t k) {
+      return r.sizes[k] == r.train_size ||
+             (column_policy(r, k) == policy && column_protocol(r, k) == protocol);
+    };
+    for (size_t k = 0; k < r.sizes.size(); ++k)
+      if (in_chart(k)) xt.push_back(static_cast<double>(r.sizes[k]));
+    for (size_t e = 0; e < rows.size(); ++e) {
+      Series s{rows[e].encoding, kColors[e % 10], {}, {}, {}};
+      for (size_t k = 0; k < r.sizes.size(); ++k) {
+        if (!in_chart(k)) continue;
+        double sum = 0;
+        int n = 0;
+        for (const RunResult& run : r.runs) {
+          if (run.encoding != rows[e].encoding || k >= run.attention_entropy.size()) continue;
+          for (double v : run.attention_entropy[k]) sum += v, ++n;
+        }
+        if (n == 0) continue;
+        s.x.push_back(static_cast<double>(r.sizes[k]));
+        s.y.push_back(sum / n);
+      }
+      if (!s.x.empty()) ent.push_back(std::move(s));
+    }
+    std::string what = protocol;
+    if (compares_policies(r)) {
+      if (!what.empty()) what += ", ";
+      what += policy;
+    }
+    o << line_chart(what.empty() ? std::string("Attention entropy against image size")
+                                 : "Attention entropy against image size, " + what,
+                    "image size (pixels per side)", "entropy (nats)", ent, xt);
+  }
+  o << "</div>\n<p class=\"muted\">Mean attention distance (the ViT paper's Fig. 7): the "
+       "attention-weighted distance in patches from each patch query to the patch keys, averaged "
+       "over queries and the first 64 test images; lines: the mean over heads and seeds at each "
+       "block, circles: every head of every seed. Entropy: -&sum; p ln p of each query's attention "
+       "over all tokens, averaged over blocks, heads, queries, images and seeds; uniform attention "
+       "over N tokens gives ln N.</p>\n";
+}
+
 void html_pictures(std::ostream& o, const CompareResults& r) {
   if (r.pictures.empty()) return;
   o << "<h2>The encodings</h2>\n";
@@ -840,6 +936,7 @@ std::string report_html(const CompareResults& r) {
   html_paired(o, r);
   html_cost(o, r, rows);
   html_charts(o, r, rows);
+  html_attention(o, r, rows);
   html_pictures(o, r);
   html_key_values(o, "settings", "Settings", r.settings);
   html_key_values(o, "versions", "Versions", r.versions);

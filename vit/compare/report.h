@@ -30,6 +30,11 @@ struct RunResult {
   // (Model::extension_rules, e.g. "learned1d extrapolate"; "-" at the training size). Empty in
   // results written before.
   std::vector<std::string> extension_rules;
+  // Per column, the attention diagnostics of vit/compare/diagnostics.h on the column's first 64
+  // test images (ViT only; empty for Swin and in results written before): mean attention
+  // distance [block][head] in patches, and attention entropy [block] in nats.
+  std::vector<std::vector<std::vector<double>>> attention_distance;
+  std::vector<std::vector<double>> attention_entropy;
 };
 
 struct Picture {

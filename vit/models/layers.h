@@ -105,6 +105,9 @@ class AttentionLayer {
   }
   AttentionEncoding* encoding() { return encoding_.get(); }
   int64_t heads() const { return heads_; }
+  // The attention probabilities [B, H, N, N] of the last forward(training = true) (undefined
+  // before one): diagnostics read them.
+  const Tensor& probs() const { return probs_; }
 
  private:
   int64_t dim_ = 0, heads_ = 0;

@@ -155,6 +155,16 @@ class Model {
   };
   virtual EncodingParts encoding_parts() = 0;
 
+  // After forward(training = true) of a model with global attention (ViT): every block's
+  // attention probabilities [B, H, N, N] over `prefix` tokens and then the `grid` of patches
+  // (row-major). Empty for windowed models (Swin), whose attention is per window.
+  struct AttentionMaps {
+    std::vector<const Tensor*> probs;
+    int64_t prefix = 0;
+    Grid grid;
+  };
+  virtual AttentionMaps attention_maps() { return {}; }
+
   // The parameters owned by the model's positional encodings (a subset of params()): what the
   // encoding parts report, so no caller guesses from names.
   std::vector<Param*> encoding_params();

@@ -92,6 +92,17 @@ Model::EncodingParts VisionTransformer::encoding_parts() {
   return parts;
 }
 
+Model::AttentionMaps VisionTransformer::attention_maps() {
+  AttentionMaps maps;
+  maps.prefix = prefix();
+  maps.grid = grid_;
+  for (auto& b : blocks_) {
+    if (!b.attention().probs().defined()) return {};
+    maps.probs.push_back(&b.attention().probs());
+  }
+  return maps;
+}
+
 const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   grid_ = check_images("VisionTransformer::forward", images, cfg_);
   const int64_t B = images.size(0), D = cfg_.dim, P = prefix();

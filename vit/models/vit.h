@@ -30,6 +30,7 @@ class VisionTransformer : public Model {
 
   TokenEncoding* token_encoding() { return token_enc_.get(); }
   EncodingParts encoding_parts() override;
+  AttentionMaps attention_maps() override;
 
  protected:
   void collect_linears(std::vector<LinearLayer*>& out) override;

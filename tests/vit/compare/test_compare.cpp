@@ -136,12 +136,19 @@ TEST(Compare, EvaluatesEveryPolicyAndProtocolOnTheSameModels) {
     // trained one.
     EXPECT_NE(run.loss[1], run.loss[2]) << run.encoding;
     EXPECT_NE(run.loss[1], run.loss[3]) << run.encoding;
+    // Attention diagnostics per column: [block][head] distances, [block] entropies.
+    ASSERT_EQ(run.attention_distance.size(), 5u);
+    ASSERT_EQ(run.attention_distance[0].size(), 1u);     // depth 1
+    ASSERT_EQ(run.attention_distance[0][0].size(), 2u);  // 2 heads
+    ASSERT_EQ(run.attention_entropy.size(), 5u);
+    EXPECT_GT(run.attention_entropy[1][0], run.attention_entropy[0][0]) << "more tokens at 24 px";
   }
   // Recorded in the files, and read back.
   const CompareResults back = parse_results_json(results_json(r));
   EXPECT_EQ(back.policies, r.policies);
   EXPECT_EQ(back.protocols, r.protocols);
   EXPECT_EQ(back.runs[0].extension_rules, r.runs[0].extension_rules);
+  EXPECT_EQ(back.runs[0].attention_entropy, r.runs[0].attention_entropy);
   const std::string csv = results_csv(r);
   EXPECT_NE(csv.find(",acc_16,loss_16,acc_24_zoom_interp,loss_24_zoom_interp,acc_24_zoom_extrap,"),
             std::string::npos)
@@ -156,6 +163,9 @@ TEST(Compare, EvaluatesEveryPolicyAndProtocolOnTheSameModels) {
   EXPECT_NE(html.find("Test accuracy at each image size, zoom, interpolate"), std::string::npos);
   EXPECT_NE(html.find("Test accuracy at each image size, canvas, extrapolate"), std::string::npos);
   EXPECT_NE(html.find("zoom: the training-size image resized"), std::string::npos);
+  EXPECT_NE(html.find("Mean attention distance per head, at the training size"), std::string::npos);
+  EXPECT_NE(html.find("Attention entropy against image size, canvas, extrapolate"),
+            std::string::npos);
   // Results without policies (written before, or native only) keep plain size labels.
   CompareResults plain = back;
   plain.policies.clear();

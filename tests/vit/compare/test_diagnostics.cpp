@@ -1,0 +1,84 @@
+// Attention diagnostics (#17 item 4): mean attention distance and entropy against values worked
+// out by hand for uniform and one-hot attention, the shape check, and a trained model's
+// statistics at two sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "vit/compare/diagnostics.h"
+
+namespace vitpe {
+namespace {
+
+TEST(Diagnostics, UniformAndSelfAttentionByHand) {
+  const Grid g{2, 2};
+  const int64_t P = 1, N = 5, H = 2;
+  Tensor uniform = Tensor::full({1, H, N, N}, 1.0f / N);
+  std::vector<double> dist;
+  double ent = 0;
+  int64_t queries = 0;
+  accumulate_attention_stats(uniform, P, g, dist, ent, queries);
+  ASSERT_EQ(queries, 4);
+  ASSERT_EQ(dist.size(), 2u);
+  // Every patch of a 2x2 grid sees the others at 0, 1, 1 and sqrt(2) patches.
+  EXPECT_NEAR(dist[0] / queries, (2 + std::sqrt(2.0)) / 4, 1e-6);
+  EXPECT_NEAR(dist[1] / queries, (2 + std::sqrt(2.0)) / 4, 1e-6);
+  EXPECT_NEAR(ent / queries, std::log(5.0), 1e-6);
+
+  Tensor self = Tensor::zeros({1, H, N, N});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < N; ++t) self.f32()[(h * N + t) * N + t] = 1.0f;
+  dist.clear();
+  ent = 0;
+  queries = 0;
+  accumulate_attention_stats(self, P, g, dist, ent, queries);
+  EXPECT_EQ(dist[0], 0.0);
+  EXPECT_EQ(ent, 0.0);
+
+  Tensor wrong = Tensor::zeros({1, H, 4, 4});
+  EXPECT_THROW(accumulate_attention_stats(wrong, P, g, dist, ent, queries), ShapeError);
+}
+
+TEST(Diagnostics, ModelStatisticsPerBlockAndHead) {
+  ModelConfig c;
+  c.kind = ModelKind::vit;
+  c.name = "tiny";
+  c.img_rows = c.img_cols = 16;
+  c.channels = 1;
+  c.patch = 4;
+  c.dim = 16;
+  c.depth = 3;
+  c.heads = 2;
+  c.mlp_dim = 24;
+  c.classes = 4;
+  c.mean = {0.f};
+  c.std_dev = {1.f};
+  c.encoding = "learned1d";
+  auto m = make_model(c, 3);
+  DatasetOptions d;
+  d.name = "procedural";
+  d.train = false;
+  d.limit = 40;
+  d.rows = d.cols = 16;
+  d.procedural.object = 3;
+  auto data = make_dataset(d);
+  const AttentionStats s = attention_stats(*m, *data);
+  ASSERT_EQ(s.distance.size(), 3u);
+  ASSERT_EQ(s.distance[0].size(), 2u);
+  ASSERT_EQ(s.entropy.size(), 3u);
+  for (size_t b = 0; b < 3; ++b) {
+    // Between the extremes of a 4x4 grid: attending only to itself (0) and the largest distance.
+    EXPECT_GT(s.distance[b][0], 0.0);
+    EXPECT_LT(s.distance[b][0], std::sqrt(18.0));
+    // Nearly uniform at initialisation: close to ln 17.
+    EXPECT_GT(s.entropy[b], 0.8 * std::log(17.0));
+    EXPECT_LE(s.entropy[b], std::log(17.0) + 1e-9);
+  }
+  // A larger grid: more tokens to spread over.
+  d.rows = d.cols = 24;
+  auto large = make_dataset(d);
+  EXPECT_GT(attention_stats(*m, *large).entropy[0], s.entropy[0]);
+}
+
+}  // namespace
+}  // namespace vitpe
