@@ -10,6 +10,7 @@
 #include "encodings/encoding.h"
 #include "encodings/tables.h"
 #include "tests/testing.h"
+#include "tests/tiny_vit.h"
 #include "vit/models/model.h"
 
 namespace vitpe {
@@ -346,20 +347,7 @@ TEST(ExtensionPolicy, BackwardMatchesFiniteDifferences) {
 // The model-level switch: every part follows it, the logits at the configured size do not
 // change, those at another size do, and the rules in effect are reported per kind.
 TEST(ExtensionPolicy, ModelSwitchesEveryPart) {
-  ModelConfig c;
-  c.kind = ModelKind::vit;
-  c.name = "tiny";
-  c.img_rows = c.img_cols = 12;
-  c.channels = 2;
-  c.patch = 4;
-  c.dim = 16;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 24;
-  c.classes = 3;
-  c.mean = {0.5f, 0.5f};
-  c.std_dev = {0.5f, 0.5f};
-  c.encoding = "learned1d+relbias";
+  ModelConfig c = testing::tiny_vit_config("learned1d+relbias", 12, 2, 2, 3);
   auto m = make_model(c, 5);
   EXPECT_EQ(m->extension_rules(), "learned1d interpolate, relbias interpolate");
   const int64_t S = c.img_rows, L = c.img_rows + 2 * c.patch;

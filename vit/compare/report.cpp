@@ -750,10 +750,9 @@ void html_cost(std::ostream& o, const CompareResults& r, const std::vector<Summa
     << " in brackets; measured while the comparison ran, so a busy machine makes it noisy.</p>\n";
 }
 
-void html_charts(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
-  o << "<h2>Accuracy versus resolution</h2>\n<div class=\"charts\">\n";
-  // One chart per policy when the study compares them (each with the training-size column).
-  // (protocol, policy) of each chart, in column order.
+// The (protocol, policy) of each chart against size, in column order: one chart per pair that
+// the columns other than the training size have (one "native" chart when there are none).
+std::vector<std::pair<std::string, std::string>> chart_groups(const CompareResults& r) {
   std::vector<std::pair<std::string, std::string>> charts;
   for (size_t k = 0; k < r.sizes.size(); ++k) {
     const std::pair<std::string, std::string> c{column_protocol(r, k), column_policy(r, k)};
@@ -761,6 +760,13 @@ void html_charts(std::ostream& o, const CompareResults& r, const std::vector<Sum
       charts.push_back(c);
   }
   if (charts.empty()) charts.emplace_back("", "native");
+  return charts;
+}
+
+void html_charts(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
+  o << "<h2>Accuracy versus resolution</h2>\n<div class=\"charts\">\n";
+  // One chart per policy when the study compares them (each with the training-size column).
+  const std::vector<std::pair<std::string, std::string>> charts = chart_groups(r);
   const bool several = charts.size() > 1 || compares_policies(r) || compares_protocols(r);
   for (const auto& [protocol, policy] : charts) {
     auto in_chart = [&](size_t k) {
@@ -853,13 +859,7 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
   o << line_chart("Mean attention distance per head, at the training size", "block",
                   "distance (patches)", dist, blocks_axis);
   // Entropy against size, one chart per (protocol, policy).
-  std::vector<std::pair<std::string, std::string>> charts;
-  for (size_t k = 0; k < r.sizes.size(); ++k) {
-    const std::pair<std::string, std::string> c{column_protocol(r, k), column_policy(r, k)};
-    if (r.sizes[k] != r.train_size && std::find(charts.begin(), charts.end(), c) == charts.end())
-      charts.push_back(c);
-  }
-  if (charts.empty()) charts.emplace_back("", "native");
+  const std::vector<std::pair<std::string, std::string>> charts = chart_groups(r);
   for (const auto& [protocol, policy] : charts) {
     std::vector<Series> ent;
     std::vector<double> xt;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/tiny_vit.h"
 #include "vit/compare/compare_pictures.h"
 
 namespace vitpe {
@@ -15,21 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 ModelConfig tiny(const std::string& encoding) {
-  ModelConfig c;
-  c.kind = ModelKind::vit;
-  c.name = "tiny";
-  c.img_rows = c.img_cols = 16;
-  c.channels = 1;
-  c.patch = 4;
-  c.dim = 16;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 24;
-  c.classes = 3;
-  c.mean = {0.5f};
-  c.std_dev = {0.5f};
-  c.encoding = encoding;
-  return c;
+  return testing::tiny_vit_config(encoding, 16, 1, 2, 3);
 }
 
 std::vector<std::string> captions(const std::string& encoding) {

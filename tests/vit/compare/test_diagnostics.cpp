@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "tests/tiny_vit.h"
 #include "vit/compare/diagnostics.h"
 
 namespace vitpe {
@@ -40,20 +41,7 @@ TEST(Diagnostics, UniformAndSelfAttentionByHand) {
 }
 
 TEST(Diagnostics, ModelStatisticsPerBlockAndHead) {
-  ModelConfig c;
-  c.kind = ModelKind::vit;
-  c.name = "tiny";
-  c.img_rows = c.img_cols = 16;
-  c.channels = 1;
-  c.patch = 4;
-  c.dim = 16;
-  c.depth = 3;
-  c.heads = 2;
-  c.mlp_dim = 24;
-  c.classes = 4;
-  c.mean = {0.f};
-  c.std_dev = {1.f};
-  c.encoding = "learned1d";
+  const ModelConfig c = testing::tiny_vit_config("learned1d", 16, 1, 3, 4);
   auto m = make_model(c, 3);
   DatasetOptions d;
   d.name = "procedural";
