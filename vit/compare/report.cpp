@@ -768,7 +768,9 @@ void html_charts(std::ostream& o, const CompareResults& r, const std::vector<Sum
   // One chart per policy when the study compares them (each with the training-size column).
   const std::vector<std::pair<std::string, std::string>> charts = chart_groups(r);
   const bool several = charts.size() > 1 || compares_policies(r) || compares_protocols(r);
-  for (const auto& [protocol, policy] : charts) {
+  for (const auto& group : charts) {
+    // Named copies: clang 14 cannot capture structured bindings in the lambda below.
+    const std::string protocol = group.first, policy = group.second;
     auto in_chart = [&](size_t k) {
       return r.sizes[k] == r.train_size ||
              (column_policy(r, k) == policy && column_protocol(r, k) == protocol);
@@ -860,7 +862,9 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
                   "distance (patches)", dist, blocks_axis);
   // Entropy against size, one chart per (protocol, policy).
   const std::vector<std::pair<std::string, std::string>> charts = chart_groups(r);
-  for (const auto& [protocol, policy] : charts) {
+  for (const auto& group : charts) {
+    // Named copies: clang 14 cannot capture structured bindings in the lambda below.
+    const std::string protocol = group.first, policy = group.second;
     std::vector<Series> ent;
     std::vector<double> xt;
     auto in_chart = [&](size_t k) {
