@@ -12,30 +12,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/apps/run_vitpe.h"
 #include "vit/io/checkpoint.h"
 
 namespace {
 
-struct CmdResult {
-  int code;
-  std::string out;
-};
-
-// `vitpe ARGS`; stderr is kept when `err` is "2>&1", dropped for "2>/dev/null".
-CmdResult vitpe(const std::string& args, const std::string& err = "2>&1") {
-  const std::string cmd = std::string(VITPE_BINARY_DIR) + "/vitpe " + args + " " + err;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return {-1, "popen failed"};
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using vitpe::testing::CmdResult;
+using vitpe::testing::contains;
+using vitpe::testing::vitpe;
 
 std::string in_build(const std::string& name) { return std::string(VITPE_BINARY_DIR) + "/" + name; }
 

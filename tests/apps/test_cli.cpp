@@ -12,31 +12,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/apps/run_vitpe.h"
 #include "vit/io/checkpoint.h"
 
 namespace {
 
-struct CmdResult {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-CmdResult vitpe(const std::string& args) {
-  const std::string cmd = std::string(VITPE_BINARY_DIR) + "/vitpe " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return {-1, "popen failed"};
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::fgets(buf.data(), buf.size(), pipe)) out += buf.data();
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using vitpe::testing::CmdResult;
+using vitpe::testing::contains;
+using vitpe::testing::vitpe;
 
 std::string data(const std::string& name) { return std::string(VITPE_TEST_DATA) + "/" + name; }
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 TEST(Cli, HelpListsTheSubcommands) {
   CmdResult r = vitpe("--help");
