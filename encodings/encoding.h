@@ -73,7 +73,27 @@ struct Param {
   bool no_decay = false;
 };
 
-class TokenEncoding {
+// The extension policy an encoding part follows on a grid other than the one it was built for
+// (token and attention parts alike). Changing the policy calls policy_changed(), where a part
+// drops the tables it derived for other grids; learned values are not changed.
+class ExtensionSetting {
+ public:
+  virtual ~ExtensionSetting() = default;
+  void set_extension_policy(ExtensionPolicy p) {
+    if (p == policy_) return;
+    policy_ = p;
+    policy_changed();
+  }
+  ExtensionPolicy extension_policy() const { return policy_; }
+  // The rule in effect under the current policy (none for kinds without a grid-dependent part).
+  virtual Extension extension() const { return Extension::none; }
+
+ protected:
+  virtual void policy_changed() {}
+  ExtensionPolicy policy_ = ExtensionPolicy::native;
+};
+
+class TokenEncoding : public ExtensionSetting {
  public:
   virtual ~TokenEncoding() = default;
   virtual std::string kind() const = 0;
@@ -95,21 +115,6 @@ class TokenEncoding {
   virtual Tensor table(Grid grid) = 0;
 
   virtual std::vector<Param*> params() = 0;
-
-  // How a grid other than grid() is met (see ExtensionPolicy). Changing the policy drops the
-  // tables derived for other grids; learned values are not changed.
-  void set_extension_policy(ExtensionPolicy p) {
-    if (p == policy_) return;
-    policy_ = p;
-    policy_changed();
-  }
-  ExtensionPolicy extension_policy() const { return policy_; }
-  // The rule in effect under the current policy (none for kinds without a grid-dependent part).
-  virtual Extension extension() const { return Extension::none; }
-
- protected:
-  virtual void policy_changed() {}
-  ExtensionPolicy policy_ = ExtensionPolicy::native;
 };
 
 // A position signal computed from the tokens: tokens [B, prefix + grid.count(), D] become
@@ -138,7 +143,7 @@ struct AttnGeometry {
   int64_t tokens() const { return prefix + window.count(); }
 };
 
-class AttentionEncoding {
+class AttentionEncoding : public ExtensionSetting {
  public:
   virtual ~AttentionEncoding() = default;
   virtual std::string kind() const = 0;
@@ -170,19 +175,6 @@ class AttentionEncoding {
   virtual void resample(Grid new_window);
 
   virtual std::vector<Param*> params() = 0;
-
-  // How a window other than the built one is met (see ExtensionPolicy); as TokenEncoding's.
-  void set_extension_policy(ExtensionPolicy p) {
-    if (p == policy_) return;
-    policy_ = p;
-    policy_changed();
-  }
-  ExtensionPolicy extension_policy() const { return policy_; }
-  virtual Extension extension() const { return Extension::none; }
-
- protected:
-  virtual void policy_changed() {}
-  ExtensionPolicy policy_ = ExtensionPolicy::native;
 };
 
 // A parsed spec: one part per site at most ("learned1d+relbias", "peg+relbias"), each with its
