@@ -1,6 +1,6 @@
-// Steady state allocates nothing: after a first round of linear (+GELU, +residual) and patch
-// embedding calls, repeating them allocates no Tensor storage and makes no heap allocation from
-// vitpe code.
+// Steady state allocates nothing: after a first round of linear (+GELU, +residual), patch
+// embedding and thread-pool calls, repeating them allocates no Tensor storage and makes no heap
+// allocation from vitpe code.
 //
 // This file replaces the global operator new/delete of the test_ops executable with counting
 // versions (plain malloc/free underneath, so every other test is unaffected). While a round is
@@ -18,6 +18,7 @@
 #include <new>
 
 #include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/pool.h"
 #include "ops/ops.h"
 #include "tests/testing.h"
 
@@ -110,6 +111,10 @@ class SteadyState {
     patch_embed_backward(dimg, dpw, dpb, tokens, img, pw);
     cpu::matmul({.batch = 4, .m = 17, .n = 17, .k = 8, .trans_b = true, .alpha = 0.3f}, a.f32(),
                 a.f32(), s.f32());
+    // The thread pool itself (the ops above use it too).
+    cpu::parallel_for(h.numel(), 64, [p = h.f32()](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) p[i] *= 0.5f;
+    });
   }
 
   Tensor x, w1, b1, w2, b2, h, y, y2, dx, dw1, db1, img, pw, pb, tokens, dimg, dpw, dpb, a, s;
