@@ -18,7 +18,8 @@
 namespace vitpe {
 
 // ---- threads ------------------------------------------------------------------------------
-// One OpenMP thread pool serves our loops and oneDNN. 0 = keep OMP_NUM_THREADS / the default.
+// The calling thread's compute threads: the CPU ops' thread pool and oneDNN both follow it.
+// 0 = keep OMP_NUM_THREADS / the default.
 void set_num_threads(int n);
 int num_threads();
 

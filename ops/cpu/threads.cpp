@@ -1,5 +1,6 @@
-// Thread count of the CPU ops. oneDNN in Debian is built on the OpenMP runtime, so our own
-// `#pragma omp` loops and oneDNN's kernels share one pool: setting it here sets both.
+// Thread count of the CPU ops: OpenMP's count of the calling thread. oneDNN in Debian is built on
+// the OpenMP runtime and our thread pool (ops/parallel.h) sizes its jobs by the same count, so
+// setting it here sets both (inside a pool chunk it is 1: oneDNN then runs on that thread).
 #include <omp.h>
 
 #include "ops/ops.h"

@@ -1,4 +1,4 @@
-// cpu::parallel_for: every item of [0, n) runs exactly once whatever the sizes, grains and
+// parallel_for: every item of [0, n) runs exactly once whatever the sizes, grains and
 // thread counts; nested calls, exceptions and a descheduled (here: sleeping) participant keep
 // that; OpenMP's thread count inside a chunk is 1 and the caller's is restored.
 // (That repeated calls allocate nothing is checked with the counting allocator in
@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cpu/pool.h"
 #include "ops/ops.h"
+#include "ops/parallel.h"
 
 namespace vitpe {
 namespace {
@@ -32,7 +32,7 @@ class Threads {
 void expect_exact_cover(int64_t n, int64_t grain) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
   std::atomic<bool> short_range{false};
-  cpu::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+  parallel_for(n, grain, [&](int64_t begin, int64_t end) {
     if (end - begin < grain && end != n) short_range = true;
     for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
   });
@@ -43,7 +43,7 @@ void expect_exact_cover(int64_t n, int64_t grain) {
   EXPECT_FALSE(short_range) << "a range shorter than the grain " << grain << " before the end";
 }
 
-TEST(Pool, ChunksCoverTheRangeExactlyOnce) {
+TEST(Parallel, ChunksCoverTheRangeExactlyOnce) {
   for (int threads : {1, 2, 3, 4}) {
     Threads t(threads);
     for (int64_t n : {0, 1, 2, 7, 64, 1000, 65537, 300001}) {
@@ -52,7 +52,7 @@ TEST(Pool, ChunksCoverTheRangeExactlyOnce) {
   }
 }
 
-TEST(Pool, ManyBackToBackJobsStayExact) {
+TEST(Parallel, ManyBackToBackJobsStayExact) {
   // Short jobs in a row: workers still finishing (or late to notice) one job must not claim
   // chunks of the next one under the old job's description.
   Threads t(3);
@@ -60,7 +60,7 @@ TEST(Pool, ManyBackToBackJobsStayExact) {
   for (size_t r = 0; r < sums.size(); ++r) {
     std::atomic<int64_t> sum{0};
     const int64_t n = 17 + static_cast<int64_t>(r % 50);
-    cpu::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+    parallel_for(n, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) sum += i + static_cast<int64_t>(r);
     });
     sums[r] = sum.load();
@@ -68,17 +68,17 @@ TEST(Pool, ManyBackToBackJobsStayExact) {
   }
 }
 
-TEST(Pool, NestedCallsRunInline) {
+TEST(Parallel, NestedCallsRunInline) {
   Threads t(2);
   std::vector<std::atomic<int>> hits(40 * 30);
-  cpu::parallel_for(40, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(40, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const int outer = cpu::pool_thread_index();
-      cpu::parallel_for(30, 1, [&](int64_t b2, int64_t e2) {
+      const int outer = pool_thread_index();
+      parallel_for(30, 1, [&](int64_t b2, int64_t e2) {
         // The whole inner range on the same participant, in one call.
         EXPECT_EQ(b2, 0);
         EXPECT_EQ(e2, 30);
-        EXPECT_EQ(cpu::pool_thread_index(), outer);
+        EXPECT_EQ(pool_thread_index(), outer);
         for (int64_t j = b2; j < e2; ++j) hits[static_cast<size_t>(i * 30 + j)].fetch_add(1);
       });
     }
@@ -86,11 +86,11 @@ TEST(Pool, NestedCallsRunInline) {
   for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
 }
 
-TEST(Pool, FirstExceptionReachesTheCaller) {
+TEST(Parallel, FirstExceptionReachesTheCaller) {
   Threads t(2);
   std::atomic<int> ran{0};
   try {
-    cpu::parallel_for(1000, 1, [&](int64_t begin, int64_t) {
+    parallel_for(1000, 1, [&](int64_t begin, int64_t) {
       ++ran;
       if (begin == 500) throw std::runtime_error("chunk 500 failed");
     });
@@ -104,7 +104,7 @@ TEST(Pool, FirstExceptionReachesTheCaller) {
   expect_exact_cover(1000, 1);
 }
 
-TEST(Pool, AStalledParticipantDelaysOnlyItsChunk) {
+TEST(Parallel, AStalledParticipantDelaysOnlyItsChunk) {
   // The participant of chunk 0 stalls, as one descheduled by the OS would: the others (the
   // caller, or a worker) take every other chunk meanwhile, and the result is still exact. A
   // static split would leave half the chunks to the stalled thread.
@@ -113,7 +113,7 @@ TEST(Pool, AStalledParticipantDelaysOnlyItsChunk) {
   std::vector<std::atomic<int>> hits(n);
   std::atomic<int64_t> others_done{0};
   int64_t others_done_while_stalled = -1;
-  cpu::parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(n, 1, [&](int64_t begin, int64_t end) {
     if (begin == 0) {
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
       while (others_done.load() < n - 1 && std::chrono::steady_clock::now() < give_up) {
@@ -128,22 +128,22 @@ TEST(Pool, AStalledParticipantDelaysOnlyItsChunk) {
   EXPECT_EQ(others_done_while_stalled, n - 1);
 }
 
-TEST(Pool, ChunksRunWithOneOpenMPThreadAndTheCallersCountIsRestored) {
+TEST(Parallel, ChunksRunWithOneOpenMPThreadAndTheCallersCountIsRestored) {
   Threads t(2);
   std::atomic<int> max_seen{0};
   std::atomic<int> participants_seen{0};
-  cpu::parallel_for(256, 1, [&](int64_t, int64_t) {
+  parallel_for(256, 1, [&](int64_t, int64_t) {
     max_seen = std::max(max_seen.load(), omp_get_max_threads());
-    participants_seen |= 1 << cpu::pool_thread_index();
+    participants_seen |= 1 << pool_thread_index();
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   });
   EXPECT_EQ(max_seen.load(), 1);
   EXPECT_EQ(num_threads(), 2);
   EXPECT_EQ(participants_seen.load() & ~3, 0) << "a participant index beyond the thread count";
-  EXPECT_GE(cpu::pool_workers(), 1);
+  EXPECT_GE(pool_workers(), 1);
 }
 
-TEST(Pool, ConcurrentCallersEachGetExactResults) {
+TEST(Parallel, ConcurrentCallersEachGetExactResults) {
   // Two application threads: one owns the pool, the other runs its loop inline.
   Threads t(2);
   std::atomic<bool> bad{false};
@@ -151,7 +151,7 @@ TEST(Pool, ConcurrentCallersEachGetExactResults) {
     set_num_threads(2);
     for (int r = 0; r < 200; ++r) {
       std::vector<int> hits(500);
-      cpu::parallel_for(500, 7, [&](int64_t begin, int64_t end) {
+      parallel_for(500, 7, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
       });
       for (int h : hits)

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace vitpe::cpu {
+namespace vitpe {
 
 using RangeFn = void (*)(void* ctx, int64_t begin, int64_t end);
 
@@ -45,6 +45,16 @@ void parallel_for(int64_t n, int64_t grain, F&& fn) {
       const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
+// A grain for a loop over `rows` rows of `width` elements each: about kChunkElements elements
+// per chunk (a few microseconds of simple work: enough chunks to balance, few enough that
+// claiming them costs nothing), or the whole loop as one chunk, run inline, when it has no more
+// than `inline_max` elements in all.
+constexpr int64_t kChunkElements = 8192;
+inline int64_t row_grain(int64_t rows, int64_t width, int64_t inline_max = kChunkElements) {
+  if (rows * width <= inline_max) return rows > 1 ? rows : 1;
+  return width >= kChunkElements ? 1 : kChunkElements / (width > 1 ? width : 1);
+}
+
 // The participant running the current chunk: 0 for the calling thread (and outside the pool),
 // 1..threads-1 for the workers. Lets a chunk use per-participant state without locks.
 int pool_thread_index();
@@ -52,4 +62,4 @@ int pool_thread_index();
 // Workers the pool has started so far (tests check that it stops growing).
 int pool_workers();
 
-}  // namespace vitpe::cpu
+}  // namespace vitpe

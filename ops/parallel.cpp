@@ -1,4 +1,4 @@
-// The thread pool behind cpu::parallel_for (see pool.h for the contract and why it exists).
+// The thread pool behind parallel_for (see parallel.h for the contract and why it exists).
 //
 // One job at a time, described by plain fields (fn, ctx, n, chunk) and one atomic 64-bit word:
 //   bits  0-15  next chunk to claim
@@ -9,7 +9,7 @@
 // after every chunk of the previous one has finished, and publishes them with a release store of
 // the word; so a claim always sees the fields of the job it claimed from, whatever its thread saw
 // before (a stale value cannot claim: the compare-and-swap compares the whole word).
-#include "ops/cpu/pool.h"
+#include "ops/parallel.h"
 
 #include <omp.h>
 
@@ -28,7 +28,7 @@
 
 #include "ops/ops.h"
 
-namespace vitpe::cpu {
+namespace vitpe {
 
 namespace {
 
@@ -252,4 +252,4 @@ int pool_thread_index() { return t_index; }
 
 int pool_workers() { return pool().workers(); }
 
-}  // namespace vitpe::cpu
+}  // namespace vitpe
