@@ -318,6 +318,107 @@ cv::Mat attention_picture(const std::vector<std::vector<std::vector<float>>>& ma
   return img;
 }
 
+// ---- phase pictures ---------------------------------------------------------------------------
+
+// freqs: [H, hd/2, 2] (x, y per channel pair) at the built window -> per head two panels (offset
+// along x, along y) of sin(f . d) over the pairs, offsets past the built window shaded.
+cv::Mat phase_picture(const Tensor& freqs, Grid built, const std::vector<PhaseReach>& reaches,
+                      const std::string& title) {
+  const int64_t H = freqs.size(0), pairs = freqs.size(1);
+  const double extent[2] = {static_cast<double>(built.cols - 1),
+                            static_cast<double>(built.rows - 1)};
+  double span = 2.0 * std::max(extent[0], extent[1]);
+  for (const PhaseReach& r : reaches) span = std::max({span, r.x, r.y});
+  span = std::max(2.0, std::ceil(span));
+  const int pw = static_cast<int>(std::clamp<int64_t>(1100 / std::max<int64_t>(H, 4), 140, 260));
+  const int ch = static_cast<int>(std::clamp<int64_t>(200 / pairs, 2, 24));
+  const int ph = static_cast<int>(pairs) * ch;
+  const int gap = 16, left = 150, top = 110, right = 160, row_gap = 52;
+  const int W = static_cast<int>(H) * (pw + gap) - gap, Hh = 2 * (ph + row_gap) - row_gap;
+  const int legend = 22 * static_cast<int>(reaches.size()) + 30;
+  cv::Mat img(top + Hh + 40 + legend, left + std::max(W, 520) + right, CV_8UC3,
+              cv::Scalar(255, 255, 255));
+  text(img, title, 20, 26, 0.6);
+  text(img,
+       "sin(f . d) of each channel pair (rows) against the query-key offset d, in the trained "
+       "window's coordinates:",
+       20, 50, 0.42, 0, kGrey);
+  text(img,
+       "the offsets it held (|d| <= " + fmt(extent[0]) + " along x, " + fmt(extent[1]) +
+           " along y) clear, the rest shaded",
+       20, 68, 0.42, 0, kGrey);
+  static const cv::Scalar marks[] = {{0, 0, 0},     {0, 130, 0},   {170, 0, 170},
+                                     {0, 110, 230}, {160, 110, 0}, {90, 90, 90}};
+  const Scale s{-1, 1, true};
+  const std::string axis_names[2] = {"offset along x", "offset along y"};
+  const std::string axis_notes[2] = {"(columns)", "(rows)"};
+  auto px_of = [&](double d) {
+    return static_cast<int>(std::lround((d + span) / (2 * span) * pw));
+  };
+  for (int a = 0; a < 2; ++a) {
+    const int oy = top + a * (ph + row_gap);
+    text(img, axis_names[a], left - 12, oy + ph / 2, 0.45, 2);
+    text(img, axis_notes[a], left - 12, oy + ph / 2 + 18, 0.42, 2, kGrey);
+    for (int64_t h = 0; h < H; ++h) {
+      const int ox = left + static_cast<int>(h) * (pw + gap);
+      if (a == 0) text(img, "head " + std::to_string(h), ox + pw / 2, top - 10, 0.45, 1);
+      const float* f = freqs.f32() + h * pairs * 2;
+      for (int x = 0; x < pw; ++x) {
+        const double d = -span + (x + 0.5) * 2 * span / pw;
+        const bool held = std::fabs(d) <= extent[a] + 1e-9;
+        for (int64_t k = 0; k < pairs; ++k) {
+          cv::Vec3b c = s.color(std::sin(f[k * 2 + a] * d));
+          if (!held)
+            for (int i = 0; i < 3; ++i) c[i] = static_cast<uchar>(c[i] * 0.45 + 160 * 0.55);
+          cv::line(img, {ox + x, oy + static_cast<int>(k) * ch},
+                   {ox + x, oy + static_cast<int>(k + 1) * ch - 1}, cv::Scalar(c[0], c[1], c[2]));
+        }
+      }
+      cv::rectangle(img, {ox - 1, oy - 1}, {ox + pw, oy + ph}, kGrey);
+      for (size_t r = 0; r < reaches.size(); ++r) {
+        const double reach = a == 0 ? reaches[r].x : reaches[r].y;
+        for (double d : {-reach, reach}) {
+          const int x = ox + std::clamp(px_of(d), 0, pw - 1);
+          cv::line(img, {x, oy - 4}, {x, oy + ph + 3}, marks[r % std::size(marks)], 2);
+        }
+      }
+      // Ticks at the ends, the held range and 0; the left end is labelled on the first head only,
+      // so neighbouring panels' labels do not run together.
+      for (double d : {-span, -extent[a], 0.0, extent[a], span}) {
+        const int x = ox + std::clamp(px_of(d), 0, pw - 1);
+        cv::line(img, {x, oy + ph}, {x, oy + ph + 5}, kInk);
+        if (d == 0.0 || d == span || (d == -span && h == 0))
+          text(img, fmt(d), x, oy + ph + 19, 0.38, d == span ? 2 : d == 0.0 ? 1 : 0);
+      }
+    }
+    vtext(img, "channel pair", left - 128, oy + ph / 2, 0.42);
+  }
+  int ly = top + Hh + 40;
+  text(img, "marks: how far a larger window's offsets reach", left, ly, 0.45);
+  for (size_t r = 0; r < reaches.size(); ++r) {
+    ly += 22;
+    const cv::Scalar& m = marks[r % std::size(marks)];
+    cv::line(img, {left, ly - 5}, {left + 24, ly - 5}, m, 2);
+    text(img,
+         reaches[r].label + ": |d| up to " + fmt(reaches[r].x) + " along x, " + fmt(reaches[r].y) +
+             " along y",
+         left + 32, ly, 0.42);
+  }
+  colour_bar(img, s, left + std::max(W, 520) + 20, top, 18, Hh, "sin(f . d)");
+  return img;
+}
+
+Tensor rotation_freqs(AttentionEncoding& encoding, const AttnGeometry& geom) {
+  if (!encoding.has_rotation())
+    throw std::invalid_argument("phase picture: " + encoding.kind() +
+                                " does not rotate queries and keys");
+  Tensor f = encoding.terms(geom).rotation_freqs;
+  if (f.ndim() != 3 || f.size(2) != 2)
+    throw std::invalid_argument("phase picture: " + encoding.kind() +
+                                " gave no rotation frequencies [H, hd/2, 2]");
+  return f;
+}
+
 }  // namespace
 
 std::vector<std::string> write_token_pictures(TokenEncoding& encoding, Grid grid,
@@ -416,12 +517,48 @@ std::vector<std::string> write_encoding_pictures(const std::string& spec_text,
   const int64_t hd = o.dim / o.heads;
   if (auto a = make_attention_encoding(spec, o.heads, hd, o.grid, o.prefix, rng)) {
     const bool learned = !a->params().empty();
-    auto p =
-        write_attention_pictures(*a, o.heads, hd, {o.grid, o.prefix}, dir,
-                                 a->kind() + where + ", " + std::to_string(o.heads) + " heads of " +
-                                     std::to_string(hd) + (learned ? ", at init)" : ")"));
+    const std::string what = a->kind() + where + ", " + std::to_string(o.heads) + " heads of " +
+                             std::to_string(hd) + (learned ? ", at init)" : ")");
+    auto p = write_attention_pictures(*a, o.heads, hd, {o.grid, o.prefix}, dir, what);
     out.insert(out.end(), p.begin(), p.end());
+    if (a->has_rotation()) {
+      p = write_phase_picture(*a, o.heads, {o.grid, o.prefix}, {}, dir, what + ": phase");
+      out.insert(out.end(), p.begin(), p.end());
+    }
   }
+  return out;
+}
+
+PhaseReach phase_reach(AttentionEncoding& encoding, const AttnGeometry& built,
+                       const AttnGeometry& other, const std::string& label) {
+  const Tensor f0 = rotation_freqs(encoding, built), f1 = rotation_freqs(encoding, other);
+  // The ratio of the largest frequency per axis: the policy scales every pair of an axis alike.
+  double ratio[2] = {1.0, 1.0};
+  for (int a = 0; a < 2; ++a) {
+    double m0 = 0, m1 = 0;
+    for (int64_t i = 0; i < f0.numel() / 2; ++i) {
+      m0 = std::max(m0, std::fabs(static_cast<double>(f0.f32()[2 * i + a])));
+      m1 = std::max(m1, std::fabs(static_cast<double>(f1.f32()[2 * i + a])));
+    }
+    if (m0 > 0) ratio[a] = m1 / m0;
+  }
+  return {label, ratio[0] * static_cast<double>(other.window.cols - 1),
+          ratio[1] * static_cast<double>(other.window.rows - 1)};
+}
+
+std::vector<std::string> write_phase_picture(AttentionEncoding& encoding, int64_t heads,
+                                             const AttnGeometry& built,
+                                             const std::vector<PhaseReach>& reaches,
+                                             const std::string& dir, const std::string& title) {
+  const Tensor f = rotation_freqs(encoding, built);
+  if (f.size(0) != heads)
+    throw std::invalid_argument("phase picture: " + encoding.kind() + " has " +
+                                std::to_string(f.size(0)) + " heads, expected " +
+                                std::to_string(heads));
+  fs::create_directories(dir);
+  std::vector<std::string> out;
+  write_png(phase_picture(f, built.window, reaches, title),
+            fs::path(dir) / (file_stem(encoding.kind()) + "_phase.png"), out);
   return out;
 }
 

@@ -12,6 +12,10 @@
 //                          rotation kinds: the rotation-induced score <R(p) q, R(p') k> / hd with
 //                          q = k = ones, which equals the mean over channel pairs of
 //                          cos(angle(p) - angle(p')) and the average over random q = k.
+//   <kind>_phase.png       rotation kinds: the phase sin(f . d) of every channel pair against the
+//                          query-key offset d along x and along y, in the built window's
+//                          coordinates, the offsets that window holds unshaded, and marks where a
+//                          larger window's offsets reach under each extension policy.
 #pragma once
 
 #include <string>
@@ -44,5 +48,27 @@ std::vector<std::string> write_token_pictures(TokenEncoding& encoding, Grid grid
 std::vector<std::string> write_attention_pictures(AttentionEncoding& encoding, int64_t heads,
                                                   int64_t head_dim, const AttnGeometry& geom,
                                                   const std::string& dir, const std::string& title);
+
+// How far a window's query-key offsets reach, in the coordinates of the window the encoding was
+// built for (its integer offsets): a larger window extrapolated reaches its own extent, one
+// interpolated is rescaled into about the built range.
+struct PhaseReach {
+  std::string label;  // e.g. "56 px, extrapolate"
+  double x = 0, y = 0;
+};
+
+// The reach of `other`'s offsets under the encoding's current extension policy, measured from its
+// rotation frequencies at `other` against those at `built`: (other extent - 1) times the ratio of
+// the frequencies. Throws std::invalid_argument for a kind without rotation.
+PhaseReach phase_reach(AttentionEncoding& encoding, const AttnGeometry& built,
+                       const AttnGeometry& other, const std::string& label);
+
+// Rotation kinds: draws <kind>_phase.png (see above) for `heads` heads at the built geometry, with
+// a mark at each reach. Frequencies are read at `built` under the current policy, which leaves a
+// window's own coordinates unscaled. Throws std::invalid_argument for a kind without rotation.
+std::vector<std::string> write_phase_picture(AttentionEncoding& encoding, int64_t heads,
+                                             const AttnGeometry& built,
+                                             const std::vector<PhaseReach>& reaches,
+                                             const std::string& dir, const std::string& title);
 
 }  // namespace vitpe

@@ -38,7 +38,7 @@ TEST(Pictures, EveryKindWritesReadablePngs) {
       {"sincos2d", {"sincos2d_values.png", "sincos2d_similarity.png"}},
       {"learned1d+relbias",
        {"learned1d_values.png", "learned1d_similarity.png", "relbias_attention.png"}},
-      {"rope-mixed", {"rope-mixed_attention.png"}},
+      {"rope-mixed", {"rope-mixed_attention.png", "rope-mixed_phase.png"}},
       {"alibi2d", {"alibi2d_attention.png"}},
       {"none", {}}};
   PictureOptions o;
@@ -68,6 +68,38 @@ TEST(Pictures, EveryKindWritesReadablePngs) {
   EXPECT_GT(red, 1000);
   EXPECT_THROW(write_encoding_pictures("rope-axial", {{4, 4}, 60, 7, 1, 0}, out_dir("bad")),
                std::invalid_argument);
+}
+
+// The phase picture's marks: a 6x6 window met by a rope part built for 4x4 reaches offsets of 5
+// extrapolated (integer coordinates) and 5 * 4/6 interpolated (coordinates rescaled by 4/6, as
+// timm's ref_feat_shape does), per axis; a bias kind has no phase.
+TEST(Pictures, PhaseReachFollowsThePolicy) {
+  for (const std::string kind : {"rope-axial", "rope-mixed"}) {
+    Rng rng(3);
+    auto att = make_attention_encoding(parse_encoding(kind), 2, 16, {4, 4}, 1, rng);
+    ASSERT_TRUE(att) << kind;
+    const AttnGeometry built{{4, 4}, 1}, wide{{6, 8}, 1};
+    att->set_extension_policy(ExtensionPolicy::extrapolate);
+    PhaseReach e = phase_reach(*att, built, wide, "e");
+    EXPECT_NEAR(e.x, 7.0, 1e-5) << kind;
+    EXPECT_NEAR(e.y, 5.0, 1e-5) << kind;
+    att->set_extension_policy(ExtensionPolicy::interpolate);
+    PhaseReach i = phase_reach(*att, built, wide, "i");
+    EXPECT_NEAR(i.x, 7.0 * 4 / 8, 1e-5) << kind;
+    EXPECT_NEAR(i.y, 5.0 * 4 / 6, 1e-5) << kind;
+    auto paths = write_phase_picture(*att, 2, built, {e, i}, out_dir("phase-" + kind), kind);
+    ASSERT_EQ(paths.size(), 1u);
+    cv::Mat img = cv::imread(paths[0], cv::IMREAD_COLOR);
+    ASSERT_FALSE(img.empty());
+    auto [blue, red] = blue_red(img);  // sin(f . d) takes both signs
+    EXPECT_GT(blue, 200) << kind;
+    EXPECT_GT(red, 200) << kind;
+    EXPECT_THROW(write_phase_picture(*att, 3, built, {}, out_dir("phase-bad"), kind),
+                 std::invalid_argument);
+  }
+  Rng rng(3);
+  auto bias = make_attention_encoding(parse_encoding("relbias"), 2, 16, {4, 4}, 1, rng);
+  EXPECT_THROW(phase_reach(*bias, {{4, 4}, 1}, {{6, 6}, 1}, "x"), std::invalid_argument);
 }
 
 }  // namespace

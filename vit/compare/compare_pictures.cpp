@@ -110,6 +110,20 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, con
     add(write_attention_pictures(*att, heads, head_dim, geom, (out / ("block" + name)).string(),
                                  c.encoding + " (block " + name + ")"),
         "block " + name, "");
+    if (att->has_rotation()) {
+      // The phase of every frequency, marked with how far each other size's offsets reach.
+      std::vector<PhaseReach> reaches;
+      for (const Other& o : others) {
+        const Grid w = window_of(o.grid);
+        if (w == window) continue;
+        att->set_extension_policy(o.policy);
+        reaches.push_back(phase_reach(*att, geom, AttnGeometry{w, geom.prefix}, o.label));
+      }
+      att->set_extension_policy(ExtensionPolicy::native);
+      add(write_phase_picture(*att, heads, geom, reaches, (out / ("block" + name)).string(),
+                              c.encoding + " (block " + name + "): phase"),
+          "block " + name, "");
+    }
     if (b > 0 || att->extension() == Extension::none) continue;
     for (const Other& o : others) {
       const Grid w = window_of(o.grid);

@@ -15,8 +15,9 @@ namespace vitpe {
 // without one (nullptr), the encoding as initialised. For each of `other_sizes` (pixels per
 // side, e.g. the evaluation sizes) the parts whose numbers depend on the grid are drawn again
 // there under both extension policies (interpolate, extrapolate): the token part's position
-// similarity (ViT Fig. 7) and block 0's attention terms, captioned with size and policy. Empty
-// for "none".
+// similarity (ViT Fig. 7) and block 0's attention terms, captioned with size and policy. Rotation
+// kinds also draw each block's phase picture, marked with how far every other size's offsets
+// reach under each policy. Empty for "none".
 std::vector<Picture> encoding_pictures(const ModelConfig& config, Model* trained,
                                        const std::string& dir,
                                        const std::vector<int64_t>& other_sizes = {});

@@ -1,6 +1,7 @@
 // The report's encoding pictures (#17 item 4, in part): the token part's position similarity and
 // block 0's attention terms drawn again at every other evaluation size under both extension
-// policies, and every block's own attention part, each captioned with what it shows.
+// policies, every block's own attention part and, for rotation kinds, its phase picture, each
+// captioned with what it shows.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -50,7 +51,8 @@ TEST(ComparePictures, OtherSizesUnderBothPoliciesAndEveryBlock) {
   // A fixed kind draws one block (they are all the same); a kind without grid-dependent
   // numbers (none, peg) nothing at other sizes.
   const auto r = captions("rope-axial");
-  EXPECT_EQ(r.size(), 3u);
+  EXPECT_EQ(r.size(), 4u);
+  EXPECT_TRUE(has(r, "block 0: rope-axial_phase"));
   EXPECT_TRUE(has(r, "block 0 at 24 px (6x6), interpolate: rope-axial_attention")) << r[2];
   EXPECT_TRUE(captions("none").empty());
 }
