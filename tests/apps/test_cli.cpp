@@ -456,4 +456,40 @@ TEST(Cli, CompareChecksEvaluationSizesBeforeTraining) {
   std::filesystem::remove_all(out);
 }
 
+// `vitpe report` draws a comparison's report again from its results.json alone (here the
+// committed quadrant study), refuses to overwrite without --force, and says what a bad file is.
+TEST(Cli, ReportIsRenderedAgainFromResultsJson) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("vitpe_cli_report_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string results = std::string(VITPE_SOURCE_DIR) + "/docs/results/quadrant/results.json";
+  const std::string html = (dir / "r.html").string(), csv = (dir / "r.csv").string();
+  CmdResult r = vitpe("report " + results + " --out " + html + " --csv " + csv);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "12 runs (6 encodings x 2 seeds)")) << r.out;
+  std::ifstream f(html);
+  const std::string page((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(contains(page, "<html")) << page.substr(0, 200);
+  EXPECT_TRUE(contains(page, "rope-axial"));
+  EXPECT_TRUE(contains(page, "rendered again by"));
+  EXPECT_TRUE(fs::file_size(csv) > 100u);
+
+  r = vitpe("report " + results + " --out " + html);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.out, "exists; --force replaces it")) << r.out;
+  EXPECT_EQ(vitpe("report " + results + " --out " + html + " --force").code, 0);
+
+  const std::string bad = (dir / "bad.json").string();
+  std::ofstream(bad) << "{\"title\": \"x\"}";
+  r = vitpe("report " + bad + " --out " + (dir / "b.html").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.out, "expected the results.json `vitpe compare` writes")) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "b.html"));
+  r = vitpe("report " + (dir / "missing.json").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.out, "found no file")) << r.out;
+  fs::remove_all(dir);
+}
+
 }  // namespace
