@@ -18,7 +18,8 @@
 namespace vitpe {
 
 // ---- threads ------------------------------------------------------------------------------
-// The calling thread's compute threads: the CPU ops' thread pool and oneDNN both follow it.
+// The calling thread's compute threads: OpenMP (our loops and oneDNN) and the thread pool of
+// ops/parallel.h follow it.
 // 0 = keep OMP_NUM_THREADS / the default.
 void set_num_threads(int n);
 int num_threads();

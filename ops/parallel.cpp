@@ -231,21 +231,22 @@ void parallel_for_fn(int64_t n, int64_t grain, RangeFn fn, void* ctx) {
     fn(ctx, 0, n);  // another thread's job holds the pool: ours runs on this thread
     return;
   }
-  // The caller is participant 0; its OpenMP thread count is 1 inside chunks, as a worker's.
-  const int omp_before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  t_in_task = true;
-  try {
-    p.run(n, chunk, chunks, static_cast<int>(std::min<int64_t>(threads, chunks)), fn, ctx);
-  } catch (...) {
-    t_in_task = false;
-    omp_set_num_threads(omp_before);
-    p.release();
-    throw;
-  }
-  t_in_task = false;
-  omp_set_num_threads(omp_before);
-  p.release();
+  // The caller is participant 0; its OpenMP thread count is 1 inside chunks, as a worker's. The
+  // guard gives the pool back and restores the count however run() ends.
+  struct Owner {
+    Pool& pool;
+    int omp_before = omp_get_max_threads();
+    explicit Owner(Pool& p) : pool(p) {
+      omp_set_num_threads(1);
+      t_in_task = true;
+    }
+    ~Owner() {
+      t_in_task = false;
+      omp_set_num_threads(omp_before);
+      pool.release();
+    }
+  } owner(p);
+  p.run(n, chunk, chunks, static_cast<int>(std::min<int64_t>(threads, chunks)), fn, ctx);
 }
 
 int pool_thread_index() { return t_index; }

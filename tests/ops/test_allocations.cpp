@@ -111,7 +111,7 @@ class SteadyState {
     patch_embed_backward(dimg, dpw, dpb, tokens, img, pw);
     cpu::matmul({.batch = 4, .m = 17, .n = 17, .k = 8, .trans_b = true, .alpha = 0.3f}, a.f32(),
                 a.f32(), s.f32());
-    // The thread pool itself (the ops above use it too).
+    // The thread pool.
     parallel_for(h.numel(), 64, [p = h.f32()](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) p[i] *= 0.5f;
     });
