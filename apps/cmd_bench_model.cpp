@@ -29,6 +29,7 @@
 #include "apps/model_options.h"
 #include "apps/peer.h"
 #include "apps/peers_python.h"
+#include "ops/adaptive_threads.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/io/checkpoint.h"
@@ -47,6 +48,7 @@ struct BenchOptions {
   std::string device = "cpu";
   std::string precision = "f32";
   int background_load = 0;
+  bool fixed_threads = false;
 };
 
 // N busy child processes for the lifetime of the object: each spins until killed (and dies with
@@ -307,6 +309,7 @@ void run_bench(const BenchOptions& o) {
     run_model_bench_cuda({o.model, o.batches, o.reps, o.precision, o.json});
     return;
   }
+  const bool adapt = !o.fixed_threads && adaptive_threads_default();
   LoadedModel loaded = load_model(o.model);
   Model& model = *loaded.model;
   const ModelConfig& c = model.config();
@@ -326,6 +329,7 @@ void run_bench(const BenchOptions& o) {
                         {"threads", threads},
                         {"precision", o.precision},
                         {"background_load", o.background_load},
+                        {"adaptive_threads", adapt},
                         {"results", nlohmann::json::array()}};
   if (!o.json) {
     std::printf(
@@ -336,8 +340,8 @@ void run_bench(const BenchOptions& o) {
       std::printf("background load: %d busy process%s beside the measurement\n", o.background_load,
                   o.background_load == 1 ? "" : "es");
     }
-    std::printf("%6s %12s %10s %10s %14s\n", "batch", "median ms", "img/s", "GFLOP/s",
-                "peak RSS MiB");
+    std::printf("%6s %12s %10s %10s %14s  %s\n", "batch", "median ms", "img/s", "GFLOP/s",
+                "peak RSS MiB", adapt ? "threads used (calls)" : "");
   }
   std::fflush(stdout);  // before fork: the children must not inherit unwritten output
   const BackgroundLoad load(o.background_load);
@@ -360,13 +364,32 @@ void run_bench(const BenchOptions& o) {
       }
     }
     const int reps = reps_of(o, B);
-    for (int i = 0; i < 2; ++i) model.forward(x);  // warm-up: primitives, buffers
+    // The thread count adapts to the machine's load as a Classifier's does (ops/
+    // adaptive_threads.h); the warm-up covers its first probe, so the timed calls are what a
+    // long-running user sees, and the counts used are printed. --fixed-threads keeps T.
+    AdaptiveThreads adaptive(adapt);
+    const int warm_up = adapt ? 8 : 2;
+    for (int i = 0; i < warm_up; ++i) {  // primitives, buffers, the first probe
+      AdaptiveThreads::Call call(adaptive, static_cast<uint64_t>(B));
+      model.forward(x);
+    }
+    const std::map<int, int64_t> warm_counts = adaptive.calls_per_count();
     std::vector<double> ms;
     for (int i = 0; i < reps; ++i) {
+      AdaptiveThreads::Call call(adaptive, static_cast<uint64_t>(B));
       auto t0 = std::chrono::steady_clock::now();
       model.forward(x);
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::map<int, int64_t> timed_counts = adaptive.calls_per_count();
+    for (const auto& [t, n] : warm_counts) timed_counts[t] -= n;
+    std::string used;
+    nlohmann::json used_json = nlohmann::json::object();
+    for (auto it = timed_counts.rbegin(); it != timed_counts.rend(); ++it) {
+      if (it->second == 0) continue;
+      used += fmt::format("{}{} ({})", used.empty() ? "" : ", ", it->first, it->second);
+      used_json[std::to_string(it->first)] = it->second;
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
@@ -377,10 +400,12 @@ void run_bench(const BenchOptions& o) {
     row["img_per_s"] = B * 1000.0 / med;
     row["gflops_per_s"] = model.flops_per_image() * B / (med * 1e6);
     row["peak_rss_mib"] = peak_rss_mib();
+    row["threads_used"] = used_json;  // thread count -> timed calls
     out["results"].push_back(row);
     if (!o.json) {
-      std::printf("%6d %12.1f %10.1f %10.1f %14.0f\n", B, med, B * 1000.0 / med,
-                  model.flops_per_image() * B / (med * 1e6), peak_rss_mib());
+      std::printf("%6d %12.1f %10.1f %10.1f %14.0f  %s\n", B, med, B * 1000.0 / med,
+                  model.flops_per_image() * B / (med * 1e6), peak_rss_mib(),
+                  adapt ? used.c_str() : "");
       std::fflush(stdout);
     }
   }
@@ -451,6 +476,10 @@ void setup(CLI::App& root) {
                    "Run N busy processes beside the measurement (a shared machine), peers too")
       ->check(CLI::Range(0, 64));
   add_precision_option(bench, o->precision);
+  bench->add_flag("--fixed-threads", o->fixed_threads,
+                  "Run every call on all the threads; by default a call runs on fewer when that "
+                  "is faster on a busy machine, as a Classifier does (VITPE_ADAPTIVE_THREADS=0 "
+                  "makes fixed the default)");
   bench->callback([o, bench] {
     if (!bench->get_subcommands().empty()) return;  // `bench ops`, `bench attention`
     if (o->model.empty()) {

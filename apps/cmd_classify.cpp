@@ -11,6 +11,7 @@
 
 #include "apps/command.h"
 #include "apps/model_options.h"
+#include "ops/adaptive_threads.h"
 #include "vit/io/classifier.h"
 #include "vit/io/preprocess.h"
 #include "vit/models/cuda_model.h"
@@ -24,6 +25,7 @@ struct ClassifyOptions : ModelOptions {
   int batch = 16;
   bool json = false;
   std::string device = "cpu";
+  bool fixed_threads = false;
 };
 
 void run_classify(const ClassifyOptions& o) {
@@ -48,6 +50,8 @@ void run_classify(const ClassifyOptions& o) {
   }
   const Preprocess pre = Preprocess::from(c);
 
+  // Batches run on fewer threads when that is faster on a busy machine (ops/adaptive_threads.h).
+  AdaptiveThreads adaptive(!o.fixed_threads && adaptive_threads_default());
   nlohmann::json results = nlohmann::json::array();
   int failures = 0;
   for (size_t start = 0; start < o.images.size(); start += o.batch) {
@@ -55,7 +59,14 @@ void run_classify(const ClassifyOptions& o) {
     std::vector<std::string> paths(o.images.begin() + start, o.images.begin() + end);
     std::vector<std::string> errors;
     Tensor x = preprocess_files(paths, pre, &errors);
-    const Tensor& logits = gpu ? gpu->forward(x) : model.forward(x);
+    const Tensor* out = nullptr;
+    if (gpu) {
+      out = &gpu->forward(x);
+    } else {
+      AdaptiveThreads::Call call(adaptive, static_cast<uint64_t>(x.size(0)));
+      out = &model.forward(x);
+    }
+    const Tensor& logits = *out;
     for (size_t i = 0; i < paths.size(); ++i) {
       nlohmann::json r;
       r["image"] = paths[i];
@@ -106,6 +117,9 @@ void setup(CLI::App& root) {
   cmd->add_option("--topk,-k", o->topk, "Classes to print per image")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", o->batch, "Images per forward pass")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print JSON instead of text");
+  cmd->add_flag("--fixed-threads", o->fixed_threads,
+                "Run every batch on all the threads; by default a batch runs on fewer when that "
+                "is faster on a busy machine (VITPE_ADAPTIVE_THREADS=0 makes fixed the default)");
   add_model_options(cmd, *o);
   add_preprocess_options(cmd, *o);
   add_precision_option(cmd, o->precision);

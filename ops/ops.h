@@ -23,6 +23,10 @@ namespace vitpe {
 // 0 = keep OMP_NUM_THREADS / the default.
 void set_num_threads(int n);
 int num_threads();
+// Whether inference adapts its thread count to a busy machine by default (ops/
+// adaptive_threads.h; ClassifierOptions::adaptive_threads): true unless the environment sets
+// VITPE_ADAPTIVE_THREADS=0.
+bool adaptive_threads_default();
 
 // ---- the CPU ------------------------------------------------------------------------------
 // True when oneDNN has a bf16 matmul for this CPU (avx512_core and later; not AVX2).

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "ops/adaptive_threads.h"
 #include "ops/ops.h"
 #include "vit/models/cuda_model.h"
 
@@ -45,7 +46,8 @@ std::vector<Prediction> top_k(const float* logits, int64_t classes, int k,
 Classifier::Classifier(const std::string& checkpoint_or_preset, const ClassifierOptions& options)
     : loaded_(load_model(checkpoint_or_preset, options.load)),
       preprocess_(Preprocess::from(loaded_.model->config())),
-      threads_(options.threads) {
+      threads_(options.threads),
+      adaptive_(std::make_unique<AdaptiveThreads>(options.adaptive_threads)) {
   if (options.threads < 0 || options.threads > 1024) {
     throw std::invalid_argument(
         "Classifier: threads must be 0 (the process's setting) to 1024, "
@@ -89,7 +91,18 @@ std::vector<std::vector<Prediction>> Classifier::run(const Tensor& images, int k
   const ModelConfig& c = config();
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadScope scope(threads_);
-  const Tensor& logits = gpu_ ? gpu_->forward(images) : loaded_.model->forward(images);
+  // One workload per input shape (batch, rows, cols): their times are not comparable.
+  const uint64_t key = (static_cast<uint64_t>(images.size(0)) << 32) ^
+                       (static_cast<uint64_t>(images.size(2)) << 16) ^
+                       static_cast<uint64_t>(images.size(3));
+  const Tensor* logits_ptr = nullptr;
+  if (gpu_) {
+    logits_ptr = &gpu_->forward(images);
+  } else {
+    AdaptiveThreads::Call call(*adaptive_, key);
+    logits_ptr = &loaded_.model->forward(images);
+  }
+  const Tensor& logits = *logits_ptr;
   std::vector<std::vector<Prediction>> out;
   for (int64_t i = 0; i < images.size(0); ++i) {
     try {

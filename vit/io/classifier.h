@@ -13,7 +13,8 @@
 // Threads: every method may be called from several threads on one instance. Calls on one
 // instance run one at a time, because the model keeps its activations in per-instance buffers
 // (so a steady-state call allocates nothing); each call uses the instance's thread count for its
-// matmuls and loops. To classify in parallel, give each thread its own Classifier.
+// matmuls and loops, or fewer when the machine is busy and fewer are faster (adaptive_threads
+// below). To classify in parallel, give each thread its own Classifier.
 #pragma once
 
 #include <cstdint>
@@ -23,11 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "vitpe/ops/ops.h"
 #include "vitpe/vit/io/checkpoint.h"
 #include "vitpe/vit/io/preprocess.h"
 
 namespace vitpe {
 
+class AdaptiveThreads;
 class CudaModel;
 
 struct Prediction {
@@ -45,6 +48,12 @@ struct ClassifierOptions {
   LoadOptions load;  // preset, labels file, preprocessing overrides, ... (vit/io/checkpoint.h)
   Precision precision = Precision::f32;
   int threads = 0;  // compute threads of this instance's calls (0: the process's setting)
+  // Each CPU call times itself, and a batch shape whose calls are faster on fewer threads (a
+  // busy machine: another process on a core makes every parallel region wait for the thread
+  // sharing it) runs on fewer, probing the full count again now and then. Results may differ
+  // in the last bits between thread counts. false: always `threads`. Default: true unless the
+  // environment sets VITPE_ADAPTIVE_THREADS=0.
+  bool adaptive_threads = adaptive_threads_default();
   Device device = Device::cpu;  // where the model runs (Device::cuda: f32 or bf16 precision)
 };
 
@@ -83,6 +92,7 @@ class Classifier {
   std::unique_ptr<CudaModel> gpu_;  // Device::cuda: the GPU copy of loaded_.model
   Preprocess preprocess_;
   int threads_ = 0;
+  std::unique_ptr<AdaptiveThreads> adaptive_;  // the thread count per batch shape (CPU)
   std::mutex mutex_;  // one forward at a time: the model's buffers are this instance's
 };
 

@@ -172,6 +172,31 @@ TEST(Classifier, OneInstanceIsSafeFromSeveralThreads) {
   EXPECT_EQ(num_threads(), before);
 }
 
+// Adaptive threads (the default) may run some calls on 1 thread instead of 2 (its probes, by
+// the 4th call): the answers are the fixed-thread ones to float rounding, and the caller's
+// thread count is untouched.
+TEST(Classifier, AdaptiveThreadsKeepTheAnswers) {
+  const int before = num_threads();
+  set_num_threads(2);
+  ClassifierOptions fixed_options;
+  fixed_options.adaptive_threads = false;
+  Classifier fixed(kModel, fixed_options);
+  ClassifierOptions adaptive_options;
+  adaptive_options.adaptive_threads = true;
+  Classifier adaptive(kModel, adaptive_options);
+  const cv::Mat image = pattern(5);
+  const auto expected = fixed.classify(image, 3);
+  for (int i = 0; i < 12; ++i) {
+    const auto got = adaptive.classify(image, 3);
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(got[k].index, expected[k].index) << "call " << i;
+      EXPECT_NEAR(got[k].probability, expected[k].probability, 1e-5) << "call " << i;
+    }
+    EXPECT_EQ(num_threads(), 2);
+  }
+  set_num_threads(before);
+}
+
 TEST(Classifier, BadInputsAreErrorsThatSayWhat) {
   Classifier classifier(kModel);
   EXPECT_NE(testing::message_of([&] { classifier.classify(cv::Mat(), 3); }).find("empty cv::Mat"),
