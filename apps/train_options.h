@@ -55,6 +55,9 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
   cmd->add_option("--log-every", o.log_every, "Steps between step lines in metrics.jsonl")
       ->capture_default_str();
   cmd->add_flag("--no-progress", c.no_progress, "No progress bars");
+  cmd->add_flag("--adaptive-threads", o.adaptive_threads,
+                "Run steps on fewer threads while fewer are faster (a busy machine); the results "
+                "then no longer repeat bitwise, and --resume needs the same setting");
   add_threads_option(cmd);
 }
 

@@ -152,6 +152,8 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
                                                   ? "the dataset's own: " + probe.other_size_rule()
                                                   : join(opt.protocols, ",")},
       {"evaluation at other sizes", probe.other_size_rule()}};
+  // Recorded only when on, so results written before the option still match.
+  if (t.adaptive_threads) s.push_back({"threads", "adaptive (results do not repeat bitwise)"});
   for (const auto& kv : opt.extra_settings) s.push_back(kv);
   return s;
 }
@@ -293,7 +295,8 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
   for (size_t s = 0; s < r.sizes.size(); ++s) {
     model.set_extension_policy(parse_policy(column_policy(r, s)));
     const std::string label = column_label(r, s);
-    EvalResult ev = evaluate(model, *tests[s], to.eval_batch, to.progress, "  @" + label);
+    EvalResult ev = evaluate(model, *tests[s], to.eval_batch, to.progress, "  @" + label,
+                             nullptr, to.adaptive_threads);
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
     run.extension_rules.push_back(r.sizes[s] == r.train_size ? "-" : model.extension_rules());

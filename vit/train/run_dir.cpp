@@ -44,6 +44,7 @@ json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
             {"seed", o.seed}};
   // Only recorded when off, so runs started before the option existed still resume.
   if (o.augment && !o.flip) j["flip"] = false;
+  if (o.adaptive_threads) j["adaptive_threads"] = true;  // the same: recorded only when on
   return j;
 }
 

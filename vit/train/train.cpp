@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ops/adaptive_threads.h"
 #include "ops/files.h"
 #include "ops/ops.h"
 #include "ops/util.h"
@@ -114,7 +115,8 @@ int64_t count_correct(const Tensor& logits, const std::vector<int32_t>& labels) 
 }  // namespace
 
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progress,
-                    const std::string& label, Communicator* comm) {
+                    const std::string& label, Communicator* comm, bool adaptive_threads) {
+  AdaptiveThreads adaptive(adaptive_threads);
   Communicator& ranks = comm ? *comm : self();
   LoaderOptions lo;
   lo.batch = batch;
@@ -136,7 +138,12 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
                                 ") has no samples; an accuracy of nothing would read as 0 %");
   }
   while (loader.next(images, labels)) {
-    const Tensor& logits = model.forward(images, false);
+    const Tensor* out = nullptr;
+    {
+      AdaptiveThreads::Call call(adaptive, static_cast<uint64_t>(images.size(0)));
+      out = &model.forward(images, false);
+    }
+    const Tensor& logits = *out;
     if (!probs.defined() || probs.shape() != logits.shape()) probs = Tensor::empty(logits.shape());
     const auto B = static_cast<int64_t>(labels.size());
     const float loss = cross_entropy_forward(probs, logits, labels.data(), 0.0f);
@@ -269,9 +276,11 @@ struct EpochTotals {
 
 // The tensors a training step reuses from batch to batch.
 struct StepBuffers {
+  explicit StepBuffers(bool adaptive_threads) : adaptive(adaptive_threads) {}
   Tensor images, probs, dlogits;
   std::vector<int32_t> labels;
   std::vector<float> flat;  // every gradient, end to end (data-parallel: one allreduce a step)
+  AdaptiveThreads adaptive;  // TrainOptions::adaptive_threads: the steps' thread count
 };
 
 }  // namespace
@@ -314,6 +323,8 @@ bool train_step(Model& model, AdamW& opt, Loader& loader, const std::vector<Para
                 const TrainOptions& o, Communicator& comm, double lr, int64_t step, StepBuffers& b,
                 StepStats& stats) {
   if (!loader.next(b.images, b.labels)) return false;
+  // Disabled (the default), this leaves the thread count as it is.
+  AdaptiveThreads::Call call(b.adaptive, static_cast<uint64_t>(b.images.size(0)));
   const Tensor& logits = model.forward(b.images, true);
   if (!b.probs.defined() || b.probs.shape() != logits.shape()) {
     b.probs = Tensor::empty(logits.shape());
@@ -536,12 +547,13 @@ TrainResult train(const TrainOptions& options) {
                  static_cast<long long>(at.step));
   }
 
-  StepBuffers buffers;
+  StepBuffers buffers(o.adaptive_threads);
   for (int64_t epoch = at.epoch, this_run = 1; epoch < o.epochs; ++epoch, ++this_run) {
     const double t0 = monotonic_seconds();
     const EpochTotals totals =
         train_epoch(model, opt, loader, sched, o, comm, epoch, at.step, run, buffers);
-    const EvalResult ev = evaluate(model, *data.test, o.eval_batch, o.progress, "  test", &comm);
+    const EvalResult ev = evaluate(model, *data.test, o.eval_batch, o.progress, "  test", &comm,
+                                   o.adaptive_threads);
     at.history.push_back(
         epoch_record(epoch, at.step, totals, ev, monotonic_seconds() - t0, comm.size()));
     at.epoch = epoch + 1;

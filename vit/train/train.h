@@ -78,9 +78,11 @@ struct EvalResult {
 
 // Evaluates on every sample of `data` (at the dataset's size) in batches. With `comm` of several
 // ranks (a collective: every rank calls it), each rank evaluates its part of every batch and
-// the totals are summed, so every rank returns the result of the whole set.
+// the totals are summed, so every rank returns the result of the whole set. adaptive_threads:
+// batches run on fewer threads while fewer are faster (TrainOptions::adaptive_threads).
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch = 256, bool progress = false,
-                    const std::string& label = "eval", Communicator* comm = nullptr);
+                    const std::string& label = "eval", Communicator* comm = nullptr,
+                    bool adaptive_threads = false);
 
 // ---- training ----------------------------------------------------------------------------------
 
@@ -105,6 +107,12 @@ struct TrainOptions {
   bool augment = true;
   bool flip = true;   // with augment: horizontal flips where the dataset allows them
   uint64_t seed = 0;  // model init and data order
+  // Time every step (and evaluation batch) and run it on fewer threads while fewer are faster
+  // (ops/adaptive_threads.h): on a busy machine a 2-thread step of a small model can take many
+  // times its 1-thread time. Results then depend on the count each step used, so a rerun or a
+  // resumed run no longer repeats bitwise; the run records the setting and a resumption must
+  // use the same. Off by default.
+  bool adaptive_threads = false;
 
   std::string out;         // run directory; empty = no files
   bool resume = false;     // continue from out/last.safetensors when it exists

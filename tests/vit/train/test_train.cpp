@@ -12,6 +12,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "ops/ops.h"
 #include "tests/testing.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
@@ -136,12 +137,36 @@ TEST(Train, ResumeEqualsUninterruptedBitwise) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("lr"), std::string::npos) << e.what();
   }
+  // So is resuming with adaptive threads, whose steps may run on another count than the run's.
+  o.lr = tiny_options().lr;
+  o.adaptive_threads = true;
+  try {
+    train(o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("adaptive_threads"), std::string::npos) << e.what();
+  }
   // best.safetensors loads as a model with the run's config.
   LoadedModel lm = load_model((a / "best.safetensors").string());
   EXPECT_EQ(lm.model->config().encoding, "sincos2d");
   EXPECT_EQ(lm.model->config().img_rows, 16);
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// Adaptive threads: a run whose steps and evaluations time themselves (and probe 1 thread by the
+// 4th step) finishes with finite losses, and the caller's thread count is what it was.
+TEST(Train, AdaptiveThreadsTrainAndRestoreTheCount) {
+  const int before = num_threads();
+  set_num_threads(2);
+  TrainOptions o = tiny_options();
+  o.adaptive_threads = true;
+  o.epochs = 2;
+  TrainResult r = train(o);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(num_threads(), 2);
+  EXPECT_TRUE(std::isfinite(r.history.back().train_loss));
+  set_num_threads(before);
 }
 
 TEST(Train, EvaluateCountsEverySampleAndOverridesApply) {
