@@ -34,7 +34,7 @@ using dims = dnnl::memory::dims;
 // The longest K whose s32 sums cannot overflow: |sum_k (a - za) q| <= 255 * 63 * K.
 constexpr int64_t kMaxK = INT_MAX / (255 * kInt8WeightMax);
 
-// Rows shorter than this many elements in all are not worth an OpenMP fork.
+// Calls over fewer elements than this are not worth an OpenMP fork.
 constexpr int64_t kParallelMin = 16384;
 
 template <class V>
@@ -120,7 +120,8 @@ VITPE_INLINE void quantize_one_row(uint8_t* a, float& sa, int32_t& za, const flo
   float lo, hi, bad;
   row_range_body<V>(lo, hi, bad, x, k);
   if (std::isnan(bad) || !std::isfinite(hi - lo)) {
-    // Like f32, a non-finite input gives a non-finite output row (sa = NaN poisons it).
+    // Like f32, a non-finite input (or a range beyond float's) gives a non-finite output row:
+    // sa = NaN poisons it.
     sa = std::nanf("");
     za = 0;
     std::fill(a, a + k, uint8_t{0});
