@@ -185,10 +185,12 @@ nlohmann::json run_peers(const BenchOptions& o, const std::string& python,
   if (const char* env = std::getenv("VITPE_PEERS_SCRIPT")) script = env;
   std::vector<int> reps;
   for (int B : o.batches) reps.push_back(reps_of(o, B));
+  // vitpe in int8 also meets ONNX Runtime's dynamically quantised model (onnxruntime-int8).
   const std::string cmd = fmt::format(
-      "OMP_NUM_THREADS={} {} {} --model {} --threads {} --batches {} --reps {} --img-size {}x{}",
+      "OMP_NUM_THREADS={} {} {} --model {} --threads {} --batches {} --reps {} --img-size {}x{}{}",
       threads, shell_quote(python), shell_quote(script), shell_quote(timm_name), threads,
-      fmt::join(o.batches, ","), fmt::join(reps, ","), c.img_rows, c.img_cols);
+      fmt::join(o.batches, ","), fmt::join(reps, ","), c.img_rows, c.img_cols,
+      o.precision == precision_name(Precision::int8) ? " --with-int8" : "");
   std::fprintf(stderr, "running the peers: %s\n", cmd.c_str());
   std::fflush(stdout);  // before popen's fork, as for the background load
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -245,8 +247,11 @@ void compare_with_peers(nlohmann::json& peers, const std::map<int, Timing>& ours
     return nullptr;
   };
   if (!o.json) {
-    std::printf("\npeers: timm's %s, f32, ms per batch (median of the repetitions)\n",
-                peers["model"].get<std::string>().c_str());
+    std::printf("\npeers: timm's %s, f32%s, ms per batch (median of the repetitions)\n",
+                peers["model"].get<std::string>().c_str(),
+                std::find(runtimes.begin(), runtimes.end(), "onnxruntime-int8") != runtimes.end()
+                    ? " (onnxruntime-int8: ONNX Runtime's quantize_dynamic model)"
+                    : "");
     std::printf("%6s %-24s", "batch", "vitpe median (min-max)");
     for (const auto& r : runtimes) std::printf(" %14s", r.c_str());
     std::printf("  %-14s %s\n", "fastest peer", "vitpe against it");
@@ -442,8 +447,11 @@ void run_bench(const BenchOptions& o) {
                                   timm_encoding, c.encoding);
     }
     if (precision != Precision::f32) {
-      peers["note"] = fmt::format("{}{}the peers run f32; vitpe ran {}", peers.value("note", ""),
-                                  peers.contains("note") ? "; " : "", o.precision);
+      peers["note"] = fmt::format(
+          "{}{}the peers run f32{}; vitpe ran {}", peers.value("note", ""),
+          peers.contains("note") ? "; " : "",
+          precision == Precision::int8 ? " but onnxruntime-int8 (dynamic int8, as vitpe's)" : "",
+          o.precision);
     }
     if (!o.json && peers.contains("note")) {
       std::printf("note: %s\n", peers["note"].get<std::string>().c_str());

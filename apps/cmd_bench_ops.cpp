@@ -1,7 +1,7 @@
 // `vitpe bench ops [--threads N] [--reps R]`: speed of the CPU ops that dominate a ViT-S/16
-// forward pass (its four linear layers and attention at batch 1 and 8), as median time,
-// GFLOP/s and the fraction of this machine's oneDNN f32 matmul peak, measured first in the
-// same run on a large plain matmul (2048 x 2048 x 2048). Numbers, not a test: the targets at
+// forward pass (its four linear layers, in f32 and in int8, and attention at batch 1 and 8), as
+// median time, GFLOP/s and the fraction of this machine's oneDNN f32 matmul peak, measured first
+// in the same run on a large plain matmul (2048 x 2048 x 2048). Numbers, not a test: the targets at
 // 2 threads are >= 80% of peak for the linears at batch 8 and >= 50% for attention.
 #include <sys/resource.h>
 
@@ -106,11 +106,17 @@ void run_bench_ops(const BenchOpsOptions& o) {
       Tensor b = random(Shape{l.n}, 5, 0.02);
       Tensor r = l.residual ? random(Shape{batch, n, l.n}, 6) : Tensor();
       Tensor y = Tensor::empty(Shape{batch, n, l.n});
-      Timing t = time_calls([&] { linear_forward(y, x, w, b, l.act, r); }, reps);
+      const std::string shape =
+          std::to_string(m) + "x" + std::to_string(l.k) + " -> " + std::to_string(l.n);
       const double flops = 2.0 * m * l.k * l.n;
-      rows.push_back({l.name,
-                      std::to_string(m) + "x" + std::to_string(l.k) + " -> " + std::to_string(l.n),
-                      batch, t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
+      Timing t = time_calls([&] { linear_forward(y, x, w, b, l.act, r); }, reps);
+      rows.push_back({l.name, shape, batch, t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
+      // The same layer in int8 (quantising x, the u8 x s8 product, the epilogue): its GFLOP/s
+      // count the same multiply-adds, so the column compares the two directly.
+      const Int8Weights q = quantize_weights_int8(w);
+      t = time_calls([&] { linear_int8_forward(y, x, q, b, l.act, r); }, reps);
+      rows.push_back({std::string(l.name) + " int8", shape, batch, t.median * 1e3,
+                      flops / t.median / 1e9, t.cpu_use});
     }
     // attention: softmax(q k^T / sqrt(hd)) v on B*6 heads; FLOPs of the two matmuls.
     Tensor q = random(Shape{batch, heads, n, hd}, 7), k = random(Shape{batch, heads, n, hd}, 8);
@@ -124,12 +130,12 @@ void run_bench_ops(const BenchOpsOptions& o) {
          t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
   }
 
-  std::printf("%-14s %5s  %-20s %10s %10s %8s %8s\n", "op", "batch", "shape", "ms", "GFLOP/s",
+  std::printf("%-17s %5s  %-20s %10s %10s %8s %8s\n", "op", "batch", "shape", "ms", "GFLOP/s",
               "of peak", "cpu use");
-  std::printf("%s\n", std::string(81, '-').c_str());
+  std::printf("%s\n", std::string(84, '-').c_str());
   double min_use = peak_t.cpu_use;
   for (const Row& r : rows) {
-    std::printf("%-14s %5d  %-20s %10.3f %10.1f %7.0f%% %7.0f%%\n", r.op.c_str(), r.batch,
+    std::printf("%-17s %5d  %-20s %10.3f %10.1f %7.0f%% %7.0f%%\n", r.op.c_str(), r.batch,
                 r.shape.c_str(), r.ms, r.gflops, 100.0 * r.gflops / peak, 100.0 * r.cpu_use);
     min_use = std::min(min_use, r.cpu_use);
   }

@@ -34,10 +34,10 @@ void run_classify(const ClassifyOptions& o) {
   const Precision precision = parse_precision(o.precision);
   std::unique_ptr<CudaModel> gpu;
   if (o.device == "cuda") {
-    if (precision == Precision::bf16_emulated) {
-      throw ExitError{2,
-                      "classify --device cuda: precision bf16-emulated is a CPU mode; on the "
-                      "GPU use f32 or bf16"};
+    if (precision != Precision::f32 && precision != Precision::bf16) {
+      throw ExitError{2, std::string("classify --device cuda: precision ") +
+                             precision_name(precision) +
+                             " is a CPU mode; on the GPU use f32 or bf16"};
     }
     gpu =
         std::make_unique<CudaModel>(model, precision == Precision::bf16 ? DType::bf16 : DType::f32);

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/command.h"
 #include "vit/io/checkpoint.h"
@@ -87,10 +88,13 @@ inline void add_preprocess_options(CLI::App* cmd, ModelOptions& o) {
 
 // Adds --precision (the inference precision of the linear layers, see vit/models/model.h).
 inline void add_precision_option(CLI::App* cmd, std::string& precision) {
+  std::vector<std::string> names;
+  for (Precision p : kPrecisions) names.push_back(precision_name(p));
   cmd->add_option("--precision", precision,
-                  "Linear layers in f32, bf16 (needs avx512_bf16/AMX) or bf16-emulated (bf16 "
-                  "numbers on any CPU, for measuring their accuracy)")
-      ->check(CLI::IsMember({"f32", "bf16", "bf16-emulated"}))
+                  "Linear layers in f32, bf16 (needs avx512_bf16/AMX), bf16-emulated (bf16 "
+                  "numbers on any CPU, for measuring their accuracy) or int8 (dynamic "
+                  "quantisation: per-channel weights, per-token inputs)")
+      ->check(CLI::IsMember(names))
       ->capture_default_str();
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "vitpe/ops/tensor.h"
 
@@ -50,6 +51,40 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 // how dx is written; dw and db always accumulate.
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
                      const Tensor& w, GradWrite dx_write = GradWrite::accumulate);
+
+// ---- int8 linear (dynamic quantisation, as ONNX Runtime's quantize_dynamic) ---------------------
+// y = act(x w^T + b) + residual with the product in integers: w quantised once per output channel
+// (symmetric s8), x quantised per row at run time (asymmetric u8), then oneDNN's u8 x s8 -> s32
+// matmul and an f32 epilogue:
+//   w[n, k] ~ sw[n] q[n, k],  sw[n] = max_k |w[n, k]| / kInt8WeightMax, q = round(w / sw)
+//   x[m, k] ~ sa[m] (a[m, k] - za[m]),  lo = min(0, min_k x), hi = max(0, max_k x),
+//             sa = (hi - lo) / 255, za = round(-lo / sa), a = clamp(round(x / sa) + za, 0, 255)
+//   y[m, n] = sa[m] sw[n] (acc[m, n] - za[m] sum_k q[n, k]) + b[n],  acc = a q^T exactly.
+// (0 is exact in both; a row of zeros gets sa = sw = 1.) Rounding is to nearest, ties to even.
+//
+// Weights use 7 bits (|q| <= 63), not 8: on AVX2 and AVX-512 without VNNI, oneDNN multiplies
+// u8 by s8 with vpmaddubsw, which adds two products into a saturating int16; 255 * 127 * 2
+// overflows it, 255 * 63 * 2 = 32130 does not, so the s32 product is exact on every CPU
+// (tests/ops/test_linear_int8.cpp checks it under ONEDNN_MAX_CPU_ISA=AVX2).
+constexpr int kInt8WeightMax = 63;
+
+// A weight matrix [N, K] quantised for linear_int8_forward (plain data, any copy is independent).
+struct Int8Weights {
+  int64_t n = 0, k = 0;
+  std::vector<int8_t> q;     // [N, K] row-major, in [-kInt8WeightMax, kInt8WeightMax]
+  std::vector<float> scale;  // [N]: sw
+  std::vector<int32_t> sum;  // [N]: sum_k q[n, k], which the activations' zero point multiplies
+  bool defined() const { return n > 0; }
+};
+
+// w: [N, K] CPU f32 -> its per-channel quantisation. Throws for an empty or non-finite w, and for
+// K so long that an s32 accumulator could overflow (K > 133,000).
+Int8Weights quantize_weights_int8(const Tensor& w);
+
+// x: [..., K], w: [N, K] quantised, b: [N] or undefined, residual: same shape as y or undefined
+// (may be y itself) -> y: [..., N] = act(x w^T + b) + residual, with x w^T as above.
+void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const Tensor& b,
+                         Act act = Act::none, const Tensor& residual = {});
 
 // ---- patch embedding (convolution, kernel = stride = patch) -----------------------------------
 // x: [B, C, H, W] (H, W multiples of p), w: [D, C, p, p], b: [D] -> y: [B, (H/p)*(W/p), D]

@@ -8,7 +8,10 @@ mode, a fixed random input (seed 0); ONNX Runtime and OpenVINO run the model exp
 torch.onnx.export (opset 17, the TorchScript exporter: dynamo=False) at each batch's static
 shape; ONNX Runtime with intra_op threads = THREADS and one inter-op thread; OpenVINO's
 compile_model with INFERENCE_NUM_THREADS = THREADS, PERFORMANCE_HINT LATENCY and
-INFERENCE_PRECISION_HINT f32 (no bf16 on CPUs that have it: vitpe's figures are f32). Each
+INFERENCE_PRECISION_HINT f32 (no bf16 on CPUs that have it: vitpe's figures are f32). With
+--with-int8 (vitpe's int8 runs) one more: onnxruntime-int8, ONNX Runtime on the model that
+onnxruntime.quantization.quantize_dynamic makes of that export (per-channel s8 weights with
+reduce_range, i.e. 7 bits as vitpe's, u8 activations quantised at run time). Each
 (runtime, batch): its model is built (the export; torch.compile's compile, in a first call of its
 own), WARMUP untimed runs, then REPS timed runs; median, min and max in ms. A runtime that fails (not installed, no compiler for torch.compile, an
 export it cannot read) is recorded with its error and the others go on.
@@ -22,6 +25,7 @@ Needs the venv of scripts/peers-setup; never needed by the tests.
 
 usage: peers_bench.py --model TIMM_NAME [--batches 1,8] [--threads 2] [--reps 10 | 10,5]
                       [--img-size 224 | 224x160] [--runtimes torch-eager,torch-compile,...]
+                      [--with-int8]
 """
 import argparse
 import json
@@ -34,6 +38,7 @@ import time
 import warnings
 
 RUNTIMES = ("torch-eager", "torch-compile", "onnxruntime", "openvino-f32")
+INT8_RUNTIMES = ("onnxruntime-int8",)  # added by --with-int8
 
 
 def parse_args():
@@ -46,6 +51,8 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=2, help="untimed runs before them")
     ap.add_argument("--img-size", default="224", help="N or ROWSxCOLS")
     ap.add_argument("--runtimes", default=",".join(RUNTIMES), help="a subset of " + ",".join(RUNTIMES))
+    ap.add_argument("--with-int8", action="store_true",
+                    help="also " + ",".join(INT8_RUNTIMES) + " (for vitpe's int8 runs)")
     a = ap.parse_args()
     a.batches = [int(b) for b in a.batches.split(",")]
     a.reps = [int(r) for r in a.reps.split(",")]
@@ -55,8 +62,8 @@ def parse_args():
         ap.error(f"--reps: {len(a.reps)} numbers for {len(a.batches)} batches")
     rows, _, cols = a.img_size.partition("x")
     a.img_size = (int(rows), int(cols or rows))
-    a.runtimes = a.runtimes.split(",")
-    unknown = [r for r in a.runtimes if r not in RUNTIMES]
+    a.runtimes = a.runtimes.split(",") + (list(INT8_RUNTIMES) if a.with_int8 else [])
+    unknown = [r for r in a.runtimes if r not in RUNTIMES + INT8_RUNTIMES]
     if unknown:
         ap.error(f"unknown runtime(s) {unknown}; known: {', '.join(RUNTIMES)}")
     if min(a.batches) < 1 or min(a.reps) < 1 or a.warmup < 0 or a.threads < 1:
@@ -117,15 +124,23 @@ def export_onnx(torch, model, x, tmp):
     return path
 
 
-def onnxruntime(torch, model, x, a, tmp):
+def onnxruntime(torch, model, x, a, tmp, path=None):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
     so.inter_op_num_threads = 1
-    s = ort.InferenceSession(export_onnx(torch, model, x, tmp), so,
+    s = ort.InferenceSession(path or export_onnx(torch, model, x, tmp), so,
                              providers=["CPUExecutionProvider"])
     feed = {s.get_inputs()[0].name: x.numpy()}
     return lambda: s.run(None, feed)
+
+
+def onnxruntime_int8(torch, model, x, a, tmp):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    f32 = export_onnx(torch, model, x, tmp)
+    path = f32.replace(".onnx", "_int8.onnx")
+    quantize_dynamic(f32, path, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
+    return onnxruntime(torch, model, x, a, tmp, path)
 
 
 def openvino_f32(torch, model, x, a, tmp):
@@ -139,7 +154,8 @@ def openvino_f32(torch, model, x, a, tmp):
 
 
 RUNNERS = {"torch-eager": torch_eager, "torch-compile": torch_compile,
-           "onnxruntime": onnxruntime, "openvino-f32": openvino_f32}
+           "onnxruntime": onnxruntime, "openvino-f32": openvino_f32,
+           "onnxruntime-int8": onnxruntime_int8}
 
 
 def versions():

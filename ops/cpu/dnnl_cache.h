@@ -78,9 +78,10 @@ enum class ScratchSlot : int {
   attention_1 = 3,
   attention_2 = 4,
   attention_3 = 5,
-  linear_0 = 6,  // ops/cpu/linear.cpp (bf16 conversions)
+  linear_0 = 6,  // ops/cpu/linear.cpp (bf16 conversions), ops/cpu/linear_int8.cpp
   linear_1 = 7,
-  count = 8
+  linear_2 = 8,
+  count = 9
 };
 void* scratch(ScratchSlot slot, size_t bytes);
 inline float* scratch_f32(ScratchSlot slot, size_t count) {
@@ -94,6 +95,7 @@ enum class OpKind : uint32_t {
   linear_backward_data = 3,
   linear_backward_weights = 4,
   bias_backward = 5,
+  linear_int8 = 6,
   attention = 16,  // 16..31 reserved for ops/cpu/attention.cpp
   other = 64,      // 64.. free for other op files: use distinct values per op
 };

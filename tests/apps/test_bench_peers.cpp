@@ -131,6 +131,7 @@ TEST(BenchPeers, ComparesEachBatchWithItsFastestPeer) {
   EXPECT_TRUE(contains(passed, "/scripts/peers_bench.py --model vit_tiny_patch16_224 --threads "))
       << passed;
   EXPECT_TRUE(contains(passed, " --batches 1,2 --reps 1,1 --img-size 224x224")) << passed;
+  EXPECT_FALSE(contains(passed, "--with-int8")) << "an f32 run meets the f32 peers: " << passed;
 
   const auto& cmp = j["peers"]["comparison"];
   ASSERT_EQ(cmp.size(), 2u) << j["peers"].dump();
@@ -158,6 +159,27 @@ TEST(BenchPeers, ComparesEachBatchWithItsFastestPeer) {
                            "onnxruntime failed at batch 2: RuntimeError: fake",
                            "peers' versions: ", "torch 2.99-fake", "openvino missing"})
     EXPECT_TRUE(contains(text.out, part)) << part << "\n" << text.out;
+  std::filesystem::remove(args);
+  std::filesystem::remove(python);
+}
+
+TEST(BenchPeers, Int8AlsoMeetsOnnxRuntimesQuantisedModel) {
+  const std::string args = in_build("peers_int8_args.txt");
+  std::string one_line = kFakeResult;
+  for (char& ch : one_line) ch = ch == '\n' ? ' ' : ch;
+  const std::string python = write_fake_python(
+      "peers_int8_python", "echo \"$@\" > " + args + "\necho '" + one_line + "'\n");
+  CmdResult r = vitpe("bench --model vit_tiny_patch16_224 --batch 1,2 --reps 1 --precision int8 " +
+                      std::string("--vs-peers --peers-python ") + python);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(args);
+  std::string passed;
+  std::getline(in, passed);
+  EXPECT_TRUE(contains(passed, " --with-int8")) << passed;
+  EXPECT_TRUE(contains(r.out,
+                       "the peers run f32 but onnxruntime-int8 (dynamic int8, as vitpe's); "
+                       "vitpe ran int8"))
+      << r.out;
   std::filesystem::remove(args);
   std::filesystem::remove(python);
 }

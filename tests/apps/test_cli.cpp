@@ -400,6 +400,24 @@ TEST(Cli, ClassifyInEmulatedBf16AndBf16OrWhyNot) {
   EXPECT_TRUE(contains(bad.out, "--precision")) << bad.out;
 }
 
+TEST(Cli, ClassifyAndBenchInInt8) {
+  const std::string img = data("images/gray_40x52.png");
+  CmdResult f = vitpe("classify --model vit-fmnist --topk 1 " + img);
+  CmdResult q = vitpe("classify --model vit-fmnist --topk 1 --precision int8 " + img);
+  EXPECT_EQ(q.code, 0) << q.out;
+  // The same class first (the probabilities differ a little).
+  const std::string top = f.out.substr(f.out.find("1. "), 12);
+  EXPECT_TRUE(contains(q.out, top)) << top << "\n" << q.out;
+  EXPECT_TRUE(contains(vitpe("classify --help").out, "int8")) << "help lists int8";
+  CmdResult gpu = vitpe("classify --model vit-fmnist --device cuda --precision int8 " + img);
+  EXPECT_EQ(gpu.code, 2) << gpu.out;
+  EXPECT_TRUE(contains(gpu.out, "int8 is a CPU mode")) << gpu.out;
+  CmdResult b = vitpe("bench --model vit-fmnist --batch 2 --reps 1 --precision int8");
+  EXPECT_EQ(b.code, 0) << b.out;
+  EXPECT_TRUE(contains(b.out, "int8 linears")) << b.out;
+  EXPECT_TRUE(contains(b.out, "max |logit - f32 logit| / max |f32 logit|")) << b.out;
+}
+
 TEST(Cli, BenchTrainPrintsPhasesAndGoesOnWithoutThePeer) {
   // The peer script is one that does not exist: the benchmark still reports, and says why the
   // ratios are missing.

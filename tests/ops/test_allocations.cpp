@@ -1,6 +1,6 @@
-// Steady state allocates nothing: after a first round of linear (+GELU, +residual), patch
-// embedding and thread-pool calls, repeating them allocates no Tensor storage and makes no heap
-// allocation from vitpe code.
+// Steady state allocates nothing: after a first round of linear (+GELU, +residual; f32 and int8),
+// patch embedding and thread-pool calls, repeating them allocates no Tensor storage and makes no
+// heap allocation from vitpe code.
 //
 // This file replaces the global operator new/delete of the test_ops executable with counting
 // versions (plain malloc/free underneath, so every other test is unaffected). While a round is
@@ -96,6 +96,8 @@ class SteadyState {
     dpb = Tensor::zeros(pb.shape());
     a = random_tensor(Shape{4, 17, 8}, 9);
     s = Tensor::empty(Shape{4, 17, 17});
+    q1 = quantize_weights_int8(w1);
+    q2 = quantize_weights_int8(w2);
   }
 
   void round() {
@@ -104,6 +106,9 @@ class SteadyState {
     linear_forward(y2, x, w1.slice(0, 32), Tensor());         // a view as weights, no bias
     linear_forward(y, x, w1.slice(0, 32), b2, Act::none, y);  // in-place residual
     linear_forward(h, x, w1, Tensor());                       // no bias
+    linear_int8_forward(h, x, q1, b1, Act::gelu);             // int8 fc1 + GELU
+    linear_int8_forward(y, h, q2, b2, Act::none, x);          // int8 fc2 + residual
+    linear_int8_forward(y, h, q2, Tensor(), Act::none, y);    // int8, in-place residual
     linear_backward(dx, dw1, db1, h, x, w1);
     Tensor none;
     linear_backward(dx, none, none, h, x, w1);
@@ -118,6 +123,7 @@ class SteadyState {
   }
 
   Tensor x, w1, b1, w2, b2, h, y, y2, dx, dw1, db1, img, pw, pb, tokens, dimg, dpw, dpb, a, s;
+  Int8Weights q1, q2;
 };
 
 Counts measure(SteadyState& st) {

@@ -55,9 +55,10 @@ Classifier::Classifier(const std::string& checkpoint_or_preset, const Classifier
         std::to_string(options.threads));
   }
   if (options.device == Device::cuda) {
-    if (options.precision == Precision::bf16_emulated) {
-      throw std::invalid_argument(
-          "Classifier: precision bf16-emulated is a CPU mode; on the cuda device use f32 or bf16");
+    if (options.precision != Precision::f32 && options.precision != Precision::bf16) {
+      throw std::invalid_argument(std::string("Classifier: precision ") +
+                                  precision_name(options.precision) +
+                                  " is a CPU mode; on the cuda device use f32 or bf16");
     }
     gpu_ = std::make_unique<CudaModel>(
         *loaded_.model, options.precision == Precision::bf16 ? DType::bf16 : DType::f32);

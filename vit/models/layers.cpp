@@ -99,6 +99,10 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
     linear_forward(y, x, w_low_, b_.value, act, residual);  // oneDNN converts x to bf16
     return;
   }
+  if (precision_ == Precision::int8) {
+    linear_int8_forward(y, x, w_int8_, b_.value, act, residual);  // x quantised per token
+    return;
+  }
   // bf16-emulated: round the input as oneDNN's bf16 matmul would, then multiply in f32.
   ensure_shape(x_low_, x.shape());
   const float* src = x.f32();
@@ -110,19 +114,30 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
 }
 
 void LinearLayer::set_precision(Precision p) {
-  precision_ = p;
-  x_low_ = Tensor();
+  // The new weights first: a weight that cannot be converted leaves the layer as it was.
+  Tensor low;
+  Int8Weights int8;
   switch (p) {
     case Precision::f32:
-      w_low_ = Tensor();
       break;
     case Precision::bf16:
-      w_low_ = w_.value.to(DType::bf16);
+      low = w_.value.to(DType::bf16);
       break;
     case Precision::bf16_emulated:
-      w_low_ = w_.value.to(DType::bf16).to(DType::f32);
+      low = w_.value.to(DType::bf16).to(DType::f32);
+      break;
+    case Precision::int8:
+      try {
+        int8 = quantize_weights_int8(w_.value);
+      } catch (const std::exception& e) {
+        throw std::invalid_argument(w_.name + ": " + e.what());
+      }
       break;
   }
+  precision_ = p;
+  x_low_ = Tensor();
+  w_low_ = std::move(low);
+  w_int8_ = std::move(int8);
 }
 
 void LinearLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {

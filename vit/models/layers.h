@@ -70,15 +70,17 @@ class LinearLayer {
   int64_t in() const { return w_.value.size(1); }
   int64_t out() const { return w_.value.size(0); }
   Param& weight() { return w_; }
-  // Inference precision (Model::set_precision): makes the bf16 (or bf16-rounded) weight copy.
+  // Inference precision (Model::set_precision): makes the bf16 (or bf16-rounded) weight copy,
+  // or the int8 weights.
   void set_precision(Precision p);
 
  private:
   Param w_, b_;
   Tensor x_;
   Precision precision_ = Precision::f32;
-  Tensor w_low_;  // bf16 weights (bf16), or bf16-rounded f32 weights (bf16-emulated)
-  Tensor x_low_;  // bf16-rounded input (bf16-emulated)
+  Tensor w_low_;        // bf16 weights (bf16), or bf16-rounded f32 weights (bf16-emulated)
+  Tensor x_low_;        // bf16-rounded input (bf16-emulated)
+  Int8Weights w_int8_;  // per-channel s8 weights (int8)
 };
 
 // Multi-head self-attention with an optional attention-site encoding:

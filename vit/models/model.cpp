@@ -35,16 +35,19 @@ const char* precision_name(Precision p) {
       return "bf16";
     case Precision::bf16_emulated:
       return "bf16-emulated";
+    case Precision::int8:
+      return "int8";
   }
   return "?";
 }
 
 Precision parse_precision(const std::string& name) {
-  for (Precision p : {Precision::f32, Precision::bf16, Precision::bf16_emulated}) {
+  std::string choices;
+  for (Precision p : kPrecisions) {
     if (name == precision_name(p)) return p;
+    choices += std::string(choices.empty() ? "" : ", ") + precision_name(p);
   }
-  throw std::invalid_argument("unknown precision '" + name +
-                              "': expected f32, bf16 or bf16-emulated");
+  throw std::invalid_argument("unknown precision '" + name + "': expected one of " + choices);
 }
 
 bool bf16_supported() { return cpu_has_bf16(); }
@@ -59,7 +62,13 @@ void Model::set_precision(Precision p) {
   }
   std::vector<LinearLayer*> linears;
   collect_linears(linears);
-  for (LinearLayer* l : linears) l->set_precision(p);
+  try {
+    for (LinearLayer* l : linears) l->set_precision(p);
+  } catch (...) {
+    // A weight int8 cannot take (non-finite): the model stays in its precision, not half in each.
+    for (LinearLayer* l : linears) l->set_precision(precision_);
+    throw;
+  }
   precision_ = p;
 }
 

@@ -27,9 +27,16 @@ enum class Pool : uint8_t { cls, avg };
 //   bf16-emulated  the same numbers on any CPU at f32 speed: weights and inputs rounded to bf16,
 //                  products in f32 (exact for bf16 inputs), f32 accumulation. For measuring the
 //                  accuracy cost of bf16 before deploying on a CPU that has it.
+//   int8           dynamic quantisation, as ONNX Runtime's quantize_dynamic: weights per output
+//                  channel to 7-bit symmetric s8 (once, in set_precision), inputs per token to
+//                  u8 at run time, oneDNN's u8 x s8 -> s32 matmul (any x86-64 CPU; fast with
+//                  AVX2 and faster with VNNI), f32 bias, GELU and residual (ops/ops.h).
 // Everything else (patch embedding, LayerNorm, attention, GELU, residuals) stays f32.
-enum class Precision : uint8_t { f32, bf16, bf16_emulated };
-const char* precision_name(Precision p);  // "f32", "bf16", "bf16-emulated"
+enum class Precision : uint8_t { f32, bf16, bf16_emulated, int8 };
+// Every precision, in the order help texts list them.
+inline constexpr Precision kPrecisions[] = {Precision::f32, Precision::bf16,
+                                            Precision::bf16_emulated, Precision::int8};
+const char* precision_name(Precision p);  // "f32", "bf16", "bf16-emulated", "int8"
 // Parses a name of precision_name(); throws std::invalid_argument listing the choices.
 Precision parse_precision(const std::string& name);
 // Whether this CPU runs Precision::bf16 (oneDNN reports avx512_core_bf16 or better).

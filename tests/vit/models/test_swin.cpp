@@ -123,6 +123,27 @@ TEST(Swin, Bf16EmulatedCoversEveryLinear) {
   for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.at(i), f32.at(i));
 }
 
+TEST(Swin, Int8CoversEveryLinearAndIsClose) {
+  // Patch merging and the head are int8 too; the logits stay within the stated tolerance.
+  auto model = make_model(tiny_swin("relbias"), 1);
+  Tensor x = random_tensor({2, 1, 16, 24}, 2);
+  const Tensor f32 = model->forward(x).clone();
+  model->set_precision(Precision::int8);
+  const Tensor low = model->forward(x).clone();
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < f32.numel(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(f32.at(i) - low.at(i))));
+    ref = std::max(ref, static_cast<double>(std::abs(f32.at(i))));
+  }
+  RecordProperty("max_rel_logit_error", std::to_string(diff / ref));
+  EXPECT_GT(diff / ref, 1e-5);
+  EXPECT_LT(diff / ref, 5e-2);  // as for the tiny ViT (tests/vit/models/test_vit.cpp)
+  EXPECT_THROW(model->forward(x, true), std::logic_error);
+  model->set_precision(Precision::f32);
+  const Tensor& again = model->forward(x);
+  for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.at(i), f32.at(i));
+}
+
 TEST(Swin, TinyPresetParameterCount) {
   // timm's swin_tiny_patch4_window7_224: 28,288,354 parameters.
   auto model = make_model(preset("swin-tiny-patch4-window7-224"), 0);

@@ -238,6 +238,9 @@ double max_rel_diff(const Tensor& a, const Tensor& b) {
   return diff / ref;
 }
 
+// The largest logit error of int8 against f32 (over the largest |logit|) the tiny models may show.
+constexpr double kInt8LogitTolerance = 5e-2;
+
 TEST(Vit, Bf16EmulatedLinearsAreCloseButNotEqual) {
   ModelConfig c = tiny_vit("learned1d+relbias");
   c.dim = 64;  // long enough dot products for bf16 rounding to show
@@ -281,10 +284,57 @@ TEST(Vit, Bf16NeedsTheCpuOrSaysSo) {
   EXPECT_LT(max_rel_diff(f32, bf16), 3e-2);
 }
 
-TEST(Vit, PrecisionNames) {
-  for (Precision p : {Precision::f32, Precision::bf16, Precision::bf16_emulated}) {
-    EXPECT_EQ(parse_precision(precision_name(p)), p);
+TEST(Vit, Int8LinearsAreCloseAndTrainingIsRefused) {
+  ModelConfig c = tiny_vit("learned1d+relbias");
+  c.dim = 64;
+  c.mlp_dim = 128;
+  c.heads = 4;
+  auto model = make_model(c, 3);
+  Tensor x = random_tensor({3, 2, 12, 8}, 4);
+  const Tensor f32 = model->forward(x).clone();
+  model->set_precision(Precision::int8);
+  EXPECT_EQ(model->precision(), Precision::int8);
+  const Tensor low = model->forward(x).clone();
+  // Quantisation to 7-bit weights and 8-bit tokens moves the logits by about one step of the
+  // coarser of the two (1/63 of a channel's largest weight), not more.
+  const double err = max_rel_diff(f32, low);
+  RecordProperty("max_rel_logit_error", std::to_string(err));
+  EXPECT_GT(err, 1e-5) << "int8 changed nothing: the quantised path is not applied";
+  EXPECT_LT(err, kInt8LogitTolerance);
+  // Training needs f32 and says so, naming the precision and the way back.
+  const std::string m = testing::message_of([&] { model->forward(x, true); });
+  EXPECT_NE(m.find("int8"), std::string::npos) << m;
+  EXPECT_NE(m.find("set_precision(Precision::f32)"), std::string::npos) << m;
+  EXPECT_THROW(model->forward(x, true), std::logic_error);
+  // A repeated int8 forward allocates nothing.
+  const int64_t before = storage_allocation_count();
+  model->forward(x);
+  EXPECT_EQ(storage_allocation_count(), before);
+  // Back to f32: the original numbers exactly.
+  model->set_precision(Precision::f32);
+  const Tensor again = model->forward(x);
+  for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.f32()[i], f32.f32()[i]);
+}
+
+TEST(Vit, Int8RefusesNonFiniteWeightsAndKeepsItsPrecision) {
+  auto model = make_model(tiny_vit("sincos2d"), 1);
+  for (Param* p : model->params()) {
+    if (p->name == "blocks.1.mlp.fc2.weight") p->value.at(3) = std::nanf("");
   }
+  const std::string m = testing::message_of([&] { model->set_precision(Precision::int8); });
+  EXPECT_NE(m.find("blocks.1.mlp.fc2.weight"), std::string::npos) << m;
+  EXPECT_NE(m.find("finite"), std::string::npos) << m;
+  EXPECT_EQ(model->precision(), Precision::f32);
+  Tensor x = random_tensor({1, 2, 12, 8}, 1);
+  EXPECT_NO_THROW(model->forward(x, true));  // every layer is still f32
+}
+
+TEST(Vit, PrecisionNames) {
+  for (Precision p : kPrecisions) EXPECT_EQ(parse_precision(precision_name(p)), p);
+  EXPECT_EQ(parse_precision("int8"), Precision::int8);
+  const std::string m = testing::message_of([] { parse_precision("fp16"); });
+  EXPECT_NE(m.find("fp16"), std::string::npos) << m;
+  EXPECT_NE(m.find("f32, bf16, bf16-emulated, int8"), std::string::npos) << m;
   EXPECT_THROW(parse_precision("fp16"), std::invalid_argument);
 }
 

@@ -1,0 +1,359 @@
+// int8 linear layers with dynamic quantisation (the numbers are defined in ops/ops.h): weights
+// quantised once per output channel, activations per row at run time, the product by oneDNN's
+// u8 x s8 -> s32 matmul, then one pass that dequantises, adds the bias, applies GELU and adds the
+// residual.
+//
+// oneDNN 2.6 has neither per-row source scales nor per-row zero points for matmul, so the
+// dequantisation is ours: acc - za[m] * sum[n] removes the zero point in exact integers (the
+// column sums of the weights are made once), then one multiply by sa[m] sw[n]. Buffers come from
+// the per-thread scratch slots and the primitive from the cache: a repeated call allocates
+// nothing of ours.
+
+#include "ops/cpu/linear_int8.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/vec_math.h"
+#include "ops/ops.h"
+
+namespace vitpe {
+namespace cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+// The longest K whose s32 sums cannot overflow: |sum_k (a - za) q| <= 255 * 63 * K.
+constexpr int64_t kMaxK = INT_MAX / (255 * kInt8WeightMax);
+
+// Calls over fewer elements than this are not worth an OpenMP fork.
+constexpr int64_t kParallelMin = 16384;
+
+template <class V>
+using IntV = typename IntOf<V>::type;
+
+template <class V>
+VITPE_INLINE void to_float(V& out, const IntV<V>& v) {
+  if constexpr (std::is_same_v<V, float>) {
+    out = static_cast<float>(v);
+  } else {
+    out = __builtin_convertvector(v, V);
+  }
+}
+template <class V>
+VITPE_INLINE void to_int(IntV<V>& out, const V& v) {
+  if constexpr (std::is_same_v<V, float>) {
+    out = static_cast<int32_t>(v);
+  } else {
+    out = __builtin_convertvector(v, IntV<V>);
+  }
+}
+template <class V>
+VITPE_INLINE void load_int(IntV<V>& v, const int32_t* p) {
+  std::memcpy(&v, p, sizeof(v));
+}
+
+// ---- activations: per-row u8 --------------------------------------------------------------------
+
+// lo = min(0, min x), hi = max(0, max x) over one row; `bad` becomes NaN when the row holds an
+// infinity or a NaN (x - x is NaN exactly for those).
+template <class V>
+VITPE_INLINE void row_range_body(float& lo_out, float& hi_out, float& bad_out, const float* x,
+                                 int64_t k) {
+  constexpr int64_t w = kLanes<V>;
+  V lo = V{}, hi = V{}, bad = V{};
+  int64_t j = 0;
+  for (; j + w <= k; j += w) {
+    V v;
+    load(v, x + j);
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    bad = bad + (v - v);
+  }
+  float l = -hmax<V>(-lo), h = hmax<V>(hi), b = hsum<V>(bad);
+  for (; j < k; ++j) {
+    l = std::min(l, x[j]);
+    h = std::max(h, x[j]);
+    b += x[j] - x[j];
+  }
+  lo_out = l;
+  hi_out = h;
+  bad_out = b;
+}
+
+// a = clamp(round(x / sa) + za, 0, 255) over one row. Adding and subtracting 1.5 * 2^23 rounds a
+// float below 2^22 in magnitude to the nearest integer, ties to even (|x / sa| <= 255 here).
+template <class V>
+VITPE_INLINE void quantize_row_body(uint8_t* a, const float* x, float sa, float za, int64_t k) {
+  constexpr int64_t w = kLanes<V>;
+  const float magic = 12582912.0f;
+  int64_t j = 0;
+  for (; j + w <= k; j += w) {
+    V v;
+    load(v, x + j);
+    v = v / sa;
+    v = (v + magic) - magic;
+    v = v + za;
+    v = v < 0.0f ? V{} : v;
+    v = v > 255.0f ? V{} + 255.0f : v;
+    IntV<V> q;
+    to_int<V>(q, v);
+    for (int64_t l = 0; l < w; ++l) a[j + l] = static_cast<uint8_t>(q[l]);
+  }
+  for (; j < k; ++j) {
+    float v = (x[j] / sa + magic) - magic + za;
+    v = std::clamp(v, 0.0f, 255.0f);
+    a[j] = static_cast<uint8_t>(v);
+  }
+}
+
+template <class V>
+VITPE_INLINE void quantize_one_row(uint8_t* a, float& sa, int32_t& za, const float* x, int64_t k) {
+  float lo, hi, bad;
+  row_range_body<V>(lo, hi, bad, x, k);
+  if (std::isnan(bad) || !std::isfinite(hi - lo)) {
+    // Like f32, a non-finite input (or a range beyond float's) gives a non-finite output row:
+    // sa = NaN poisons it.
+    sa = std::nanf("");
+    za = 0;
+    std::fill(a, a + k, uint8_t{0});
+    return;
+  }
+  sa = hi > lo ? (hi - lo) / 255.0f : 1.0f;
+  za = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / sa), 0.0f, 255.0f));
+  quantize_row_body<V>(a, x, sa, static_cast<float>(za), k);
+}
+
+VITPE_AVX2 void quantize_rows_avx2(uint8_t* a, float* sa, int32_t* za, const float* x, int64_t m,
+                                   int64_t k) {
+#pragma omp parallel for schedule(static) if (m * k > kParallelMin)
+  for (int64_t i = 0; i < m; ++i) quantize_one_row<f32x8>(a + i * k, sa[i], za[i], x + i * k, k);
+}
+void quantize_rows_base(uint8_t* a, float* sa, int32_t* za, const float* x, int64_t m, int64_t k) {
+#pragma omp parallel for schedule(static) if (m * k > kParallelMin)
+  for (int64_t i = 0; i < m; ++i) quantize_one_row<f32x4>(a + i * k, sa[i], za[i], x + i * k, k);
+}
+
+// ---- epilogue: dequantise, bias, GELU, residual -------------------------------------------------
+
+struct Epilogue {
+  const int32_t* acc;     // [M, N]
+  const float* sa;        // [M]
+  const int32_t* za;      // [M]
+  const float* sw;        // [N]
+  const int32_t* sum;     // [N]
+  const float* b;         // [N] or nullptr
+  const float* residual;  // [M, N] or nullptr (may be y)
+  float* y;               // [M, N]
+  int64_t n;
+  bool gelu;
+};
+
+// y[j..j+lanes) of row i; T is a vector or, for the row's tail, float.
+template <class T>
+VITPE_INLINE void epilogue_at(const Epilogue& e, int64_t i, int64_t j) {
+  const int64_t at = i * e.n + j;
+  IntV<T> c, s;
+  load_int<T>(c, e.acc + at);
+  load_int<T>(s, e.sum + j);
+  c = c - s * e.za[i];  // exact: |sum_k (a - za) q| fits in s32 (kMaxK)
+  T v, scale;
+  to_float<T>(v, c);
+  load(scale, e.sw + j);
+  v = v * (scale * e.sa[i]);
+  if (e.b) {
+    T bias;
+    load(bias, e.b + j);
+    v = v + bias;
+  }
+  if (e.gelu) {
+    T cdf;
+    normal_cdf(cdf, v);
+    v = v * cdf;
+  }
+  if (e.residual) {
+    T r;
+    load(r, e.residual + at);
+    v = v + r;
+  }
+  store(e.y + at, v);
+}
+
+template <class V>
+VITPE_INLINE void epilogue_row(const Epilogue& e, int64_t i) {
+  int64_t j = 0;
+  for (; j + kLanes<V> <= e.n; j += kLanes<V>) epilogue_at<V>(e, i, j);
+  for (; j < e.n; ++j) epilogue_at<float>(e, i, j);
+}
+
+VITPE_AVX2 void epilogue_avx2(const Epilogue& e, int64_t m) {
+#pragma omp parallel for schedule(static) if (m * e.n > kParallelMin)
+  for (int64_t i = 0; i < m; ++i) epilogue_row<f32x8>(e, i);
+}
+void epilogue_base(const Epilogue& e, int64_t m) {
+#pragma omp parallel for schedule(static) if (m * e.n > kParallelMin)
+  for (int64_t i = 0; i < m; ++i) epilogue_row<f32x4>(e, i);
+}
+
+// x: [M, K] -> y: [M, N] (see linear_int8_forward).
+void linear_int8_rows_forward(float* y, const float* x, const Int8Weights& w, const float* b,
+                              int64_t m, Act act, const float* residual) {
+  const int64_t k = w.k, n = w.n;
+  auto* a = static_cast<uint8_t*>(scratch(ScratchSlot::linear_0, static_cast<size_t>(m * k)));
+  auto* acc = static_cast<int32_t*>(
+      scratch(ScratchSlot::linear_1, static_cast<size_t>(m * n) * sizeof(int32_t)));
+  auto* rows = static_cast<char*>(
+      scratch(ScratchSlot::linear_2, static_cast<size_t>(m) * (sizeof(float) + sizeof(int32_t))));
+  auto* sa = reinterpret_cast<float*>(rows);
+  auto* za = reinterpret_cast<int32_t*>(rows + m * sizeof(float));
+  quantize_rows_u8(a, sa, za, x, m, k);
+  matmul_u8s8s32(acc, a, w.q.data(), m, k, n);
+  const Epilogue e{acc, sa, za, w.scale.data(), w.sum.data(), b, residual, y, n, act == Act::gelu};
+  if (cpu_has_avx2_fma()) {
+    epilogue_avx2(e, m);
+  } else {
+    epilogue_base(e, m);
+  }
+}
+
+}  // namespace
+
+void quantize_rows_u8(uint8_t* a, float* scale, int32_t* zero, const float* x, int64_t m,
+                      int64_t k) {
+  if (cpu_has_avx2_fma()) {
+    quantize_rows_avx2(a, scale, zero, x, m, k);
+  } else {
+    quantize_rows_base(a, scale, zero, x, m, k);
+  }
+}
+
+void matmul_u8s8s32(int32_t* acc, const uint8_t* a, const int8_t* q, int64_t m, int64_t k,
+                    int64_t n) {
+  PrimitiveKey key(OpKind::linear_int8);
+  key.add(m).add(k).add(n);
+  CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
+    // a: [M, K] row-major; q: [N, K] read as its transpose [K, N] through strides.
+    dnnl::memory::desc a_md({m, k}, dt::u8, dims{k, 1});
+    dnnl::memory::desc q_md({k, n}, dt::s8, dims{1, k});
+    dnnl::memory::desc acc_md({m, n}, dt::s32, dims{n, 1});
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd =
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, q_md, acc_md), attr, dnnl_engine());
+    } catch (const dnnl::error& err) {
+      throw std::runtime_error(
+          "linear_int8_forward: oneDNN has no u8 x s8 -> s32 matmul for M=" + std::to_string(m) +
+          ", K=" + std::to_string(k) + ", N=" + std::to_string(n) + " on this CPU (" +
+          cpu_isa_name() + "): " + err.what());
+    }
+    e.init(dnnl::matmul(pd), pd.scratchpad_desc());
+    e.bind(DNNL_ARG_SRC, a_md);
+    e.bind(DNNL_ARG_WEIGHTS, q_md);
+    e.bind(DNNL_ARG_DST, acc_md);
+  });
+  p.run({a, q, acc});
+}
+
+}  // namespace cpu
+
+Int8Weights quantize_weights_int8(const Tensor& w) {
+  const char* op = "quantize_weights_int8";
+  check_cpu_f32(op, "w", w);
+  if (w.ndim() != 2 || w.size(0) == 0 || w.size(1) == 0) {
+    throw ShapeError(std::string(op) + ": expected w of shape [N, K] with N, K > 0, found " +
+                     w.shape().str());
+  }
+  const int64_t n = w.size(0), k = w.size(1);
+  if (k > cpu::kMaxK) {
+    throw ShapeError(std::string(op) + ": w " + w.shape().str() + " has K = " + std::to_string(k) +
+                     ", above the " + std::to_string(cpu::kMaxK) +
+                     " for which the s32 sums of u8 x s8 products cannot overflow");
+  }
+  Int8Weights out;
+  out.n = n;
+  out.k = k;
+  out.q.resize(static_cast<size_t>(n * k));
+  out.scale.resize(static_cast<size_t>(n));
+  out.sum.resize(static_cast<size_t>(n));
+  const float* src = w.f32();
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = src + i * k;
+    float amax = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      if (!std::isfinite(row[j])) {
+        throw std::invalid_argument(std::string(op) + ": w " + w.shape().str() + " holds " +
+                                    std::to_string(row[j]) + " at [" + std::to_string(i) + ", " +
+                                    std::to_string(j) + "]; expected finite weights");
+      }
+      amax = std::max(amax, std::abs(row[j]));
+    }
+    const float s = amax > 0.0f ? amax / static_cast<float>(kInt8WeightMax) : 1.0f;
+    int32_t sum = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      const float q = std::clamp(std::nearbyint(row[j] / s), static_cast<float>(-kInt8WeightMax),
+                                 static_cast<float>(kInt8WeightMax));
+      out.q[i * k + j] = static_cast<int8_t>(q);
+      sum += static_cast<int32_t>(q);
+    }
+    out.scale[i] = s;
+    out.sum[i] = sum;
+  }
+  return out;
+}
+
+void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const Tensor& b, Act act,
+                         const Tensor& residual) {
+  const char* op = "linear_int8_forward";
+  check_cpu_f32(op, "x", x);
+  if (!w.defined()) {
+    throw std::invalid_argument(std::string(op) +
+                                ": w holds no weights; make them with quantize_weights_int8");
+  }
+  const int64_t k = w.k, n = w.n;
+  if (static_cast<int64_t>(w.q.size()) != n * k || static_cast<int64_t>(w.scale.size()) != n ||
+      static_cast<int64_t>(w.sum.size()) != n) {
+    throw std::invalid_argument(std::string(op) + ": w says [" + std::to_string(n) + ", " +
+                                std::to_string(k) + "] but holds " + std::to_string(w.q.size()) +
+                                " values, " + std::to_string(w.scale.size()) + " scales and " +
+                                std::to_string(w.sum.size()) +
+                                " sums; make it with quantize_weights_int8");
+  }
+  if (x.ndim() < 1 || x.size(-1) != k) {
+    throw ShapeError(std::string(op) + ": x " + x.shape().str() + " has last dimension " +
+                     (x.ndim() ? std::to_string(x.size(-1)) : std::string("(none)")) + " but w [" +
+                     std::to_string(n) + ", " + std::to_string(k) +
+                     "] expects K = " + std::to_string(k));
+  }
+  const int64_t m = x.numel() / k;
+  const Shape ys = x.shape().with_last(n);
+  check_shape(op, "y", y, ys);
+  check_cpu_f32(op, "y", y);
+  if (b.defined()) {
+    check_shape(op, "b", b, Shape{n});
+    check_cpu_f32(op, "b", b);
+  }
+  if (residual.defined()) {
+    check_shape(op, "residual", residual, ys);
+    check_cpu_f32(op, "residual", residual);
+  }
+  if (m > 0 && y.raw() == x.raw()) {
+    throw std::invalid_argument(std::string(op) +
+                                ": y must not be x itself (the product reads x while it writes "
+                                "y); the residual may be y");
+  }
+  if (m == 0) return;
+  cpu::linear_int8_rows_forward(y.f32(), x.f32(), w, b.defined() ? b.f32() : nullptr, m, act,
+                                residual.defined() ? residual.f32() : nullptr);
+}
+
+}  // namespace vitpe
