@@ -113,6 +113,17 @@ TEST(AdaptiveThreads, NoiseDoesNotMoveItForLong) {
   EXPECT_GE(count(used, 2), 2790);
 }
 
+// A background build: 2 threads take 1.36 and 1 thread 1.0, each call +-30 % (compiles start
+// and end). It must settle on 1 thread for most calls, not flip between the two.
+TEST(AdaptiveThreads, NoisyLoadSettlesOnTheFasterCount) {
+  Rule::State s = Rule::make_state(2);
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<double> jitter(0.7, 1.3);
+  const auto used =
+      simulate(s, 2000, [&](int64_t, int t) { return (t == 2 ? 1.36 : 1.0) * jitter(gen); });
+  EXPECT_GE(count(used, 1, 100), 1900 * 85 / 100) << "calls on 1 thread after the first 100";
+}
+
 // Eight threads where 2 are fastest (say, six cores busy): it walks down one halving at a time
 // and settles at 2, not at 1.
 TEST(AdaptiveThreads, WalksDownToTheFastestOfSeveralCounts) {
