@@ -254,11 +254,10 @@ int64_t check_linear(const char* op, const Tensor& x, const Tensor& w) {
 
 }  // namespace
 
-void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, Act act,
-                    const Tensor& residual) {
-  const char* op = "linear_forward";
-  const int64_t m = check_linear(op, x, w);
-  const int64_t k = w.size(1), n = w.size(0);
+namespace cpu {
+
+void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, const Tensor& b,
+                          const Tensor& residual, int64_t n, int64_t m) {
   const Shape ys = x.shape().with_last(n);
   check_shape(op, "y", y, ys);
   check_cpu_f32(op, "y", y);
@@ -271,10 +270,20 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
     check_cpu_f32(op, "residual", residual);
   }
   if (m > 0 && y.raw() == x.raw()) {
-    throw std::invalid_argument(
-        "linear_forward: y must not be x itself (the product reads x while it writes y); "
-        "the residual may be y");
+    throw std::invalid_argument(std::string(op) +
+                                ": y must not be x itself (the product reads x while it writes "
+                                "y); the residual may be y");
   }
+}
+
+}  // namespace cpu
+
+void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, Act act,
+                    const Tensor& residual) {
+  const char* op = "linear_forward";
+  const int64_t m = check_linear(op, x, w);
+  const int64_t k = w.size(1), n = w.size(0);
+  cpu::check_linear_outputs(op, x, y, b, residual, n, m);
   cpu::linear_rows_forward(y.f32(), x.f32(), w.raw(), w.dtype(), b.defined() ? b.f32() : nullptr, m,
                            k, n, act, residual.defined() ? residual.f32() : nullptr);
 }

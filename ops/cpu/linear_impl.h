@@ -20,6 +20,12 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
                           const void* w, DType w_dtype, int64_t m, int64_t k, int64_t n,
                           bool accumulate = true);
 
+// The checks of a linear layer's outputs, shared by linear_forward and linear_int8_forward: y
+// (and the residual, when defined) [..., N] f32 on the CPU with x's leading shape, b [N] f32 when
+// defined, and y not x itself when there are rows (m > 0).
+void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, const Tensor& b,
+                          const Tensor& residual, int64_t n, int64_t m);
+
 // Throws a clear error unless the CPU computes bf16 matmuls natively.
 void require_bf16(const char* op);
 

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/linear_impl.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 
@@ -335,22 +336,7 @@ void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const
                      "] expects K = " + std::to_string(k));
   }
   const int64_t m = x.numel() / k;
-  const Shape ys = x.shape().with_last(n);
-  check_shape(op, "y", y, ys);
-  check_cpu_f32(op, "y", y);
-  if (b.defined()) {
-    check_shape(op, "b", b, Shape{n});
-    check_cpu_f32(op, "b", b);
-  }
-  if (residual.defined()) {
-    check_shape(op, "residual", residual, ys);
-    check_cpu_f32(op, "residual", residual);
-  }
-  if (m > 0 && y.raw() == x.raw()) {
-    throw std::invalid_argument(std::string(op) +
-                                ": y must not be x itself (the product reads x while it writes "
-                                "y); the residual may be y");
-  }
+  cpu::check_linear_outputs(op, x, y, b, residual, n, m);
   if (m == 0) return;
   cpu::linear_int8_rows_forward(y.f32(), x.f32(), w, b.defined() ? b.f32() : nullptr, m, act,
                                 residual.defined() ? residual.f32() : nullptr);
