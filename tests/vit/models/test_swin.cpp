@@ -13,6 +13,7 @@
 namespace vitpe {
 namespace {
 
+using testing::max_rel_error;
 using testing::random_tensor;
 
 ModelConfig tiny_swin(const std::string& encoding) {
@@ -129,15 +130,10 @@ TEST(Swin, Int8CoversEveryLinearAndIsClose) {
   Tensor x = random_tensor({2, 1, 16, 24}, 2);
   const Tensor f32 = model->forward(x).clone();
   model->set_precision(Precision::int8);
-  const Tensor low = model->forward(x).clone();
-  double diff = 0, ref = 0;
-  for (int64_t i = 0; i < f32.numel(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(f32.at(i) - low.at(i))));
-    ref = std::max(ref, static_cast<double>(std::abs(f32.at(i))));
-  }
-  RecordProperty("max_rel_logit_error", std::to_string(diff / ref));
-  EXPECT_GT(diff / ref, 1e-5);
-  EXPECT_LT(diff / ref, 5e-2);  // as for the tiny ViT (tests/vit/models/test_vit.cpp)
+  const double err = max_rel_error(model->forward(x), f32);
+  RecordProperty("max_rel_logit_error", std::to_string(err));
+  EXPECT_GT(err, 1e-5);
+  EXPECT_LT(err, 5e-2);  // as for the tiny ViT (tests/vit/models/test_vit.cpp)
   EXPECT_THROW(model->forward(x, true), std::logic_error);
   model->set_precision(Precision::f32);
   const Tensor& again = model->forward(x);
