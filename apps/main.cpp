@@ -1,6 +1,4 @@
 // `vitpe`: the command-line tool. Each subcommand lives in its own apps/cmd_*.cpp file.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -133,46 +131,27 @@ std::string preset_help() {
 
 namespace {
 
-// OpenMP's threads wait for work by spinning and then sleeping. libgomp's default spin (300,000
-// rounds, milliseconds) is what collapses a forward when other processes share the cores: ViT-S
-// batch 1 on 2 threads went from 55 ms alone to 940 ms beside a nice-19 two-process build and
-// 290-940 ms beside another OpenMP program, against 55 and 105-150 ms with GOMP_SPINCOUNT=0
-// (README, Benchmarks). libgomp reads the setting once, when it is loaded, before main; so
-// when the user has set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT, vitpe starts itself again
-// with kSpinCount in its environment, and takes it out again there (VITPE_OMP_WAIT marks the
-// second start), so the processes it runs (the peers) get the environment the user gave.
-constexpr const char* kSpinCount = "1000";
-
-void start_with_short_openmp_spin(char** argv) {
-  if (const char* mark = std::getenv("VITPE_OMP_WAIT")) {
-    if (std::strcmp(mark, "set") == 0) unsetenv("GOMP_SPINCOUNT");
-    unsetenv("VITPE_OMP_WAIT");
-    return;
-  }
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) {
-    return;
-  }
-  // The second start costs about 0.15 s (loading the libraries again): only for the commands
-  // that compute (a word of argv that names one; a false match only costs that time).
-  bool computes = false;
-  for (char** a = argv + 1; *a != nullptr && !computes; ++a) {
+// The commands that compute start again with OpenMP's short spin (ops/ops.h,
+// restart_with_short_openmp_spin): ViT-S batch 1 on 2 threads took 445 ms beside a nice-19
+// build and 194 beside a busy process with libgomp's default, 219 and 120 with the short one (55
+// alone either way; README, Benchmarks). The second start costs about 0.15 s, so the others
+// (help, info, encodings, convert, report) do not; a word of argv naming a command that computes
+// is enough (a false match only costs that time).
+void restart_if_computing(char** argv) {
+  for (char** a = argv + 1; *a != nullptr; ++a) {
     for (const char* c : {"classify", "eval", "bench", "train", "compare", "demo"}) {
-      computes = computes || std::strcmp(*a, c) == 0;
+      if (std::strcmp(*a, c) == 0) {
+        vitpe::restart_with_short_openmp_spin(argv);
+        return;
+      }
     }
   }
-  if (!computes) return;
-  setenv("GOMP_SPINCOUNT", kSpinCount, 1);
-  setenv("VITPE_OMP_WAIT", "set", 1);
-  execv("/proc/self/exe", argv);
-  // No second start (no /proc): carry on with libgomp's default.
-  unsetenv("GOMP_SPINCOUNT");
-  unsetenv("VITPE_OMP_WAIT");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  start_with_short_openmp_spin(argv);
+  restart_if_computing(argv);
   using namespace vitpe::app;
   invocation_storage() = "vitpe";
   for (int i = 1; i < argc; ++i) invocation_storage() += " " + shell_quote(argv[i]);

@@ -2,6 +2,10 @@
 // the OpenMP runtime and our thread pool (ops/parallel.h) sizes its jobs by the same count, so
 // setting it here sets both (inside a pool chunk it is 1: oneDNN then runs on that thread).
 #include <omp.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/ops.h"
 
@@ -13,5 +17,22 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+void restart_with_short_openmp_spin(char** argv) {
+  if (const char* mark = std::getenv("VITPE_OMP_WAIT")) {  // the second start
+    if (std::strcmp(mark, "set") == 0) unsetenv("GOMP_SPINCOUNT");
+    unsetenv("VITPE_OMP_WAIT");
+    return;
+  }
+  if (argv == nullptr || argv[0] == nullptr || std::getenv("OMP_WAIT_POLICY") != nullptr ||
+      std::getenv("GOMP_SPINCOUNT") != nullptr) {
+    return;
+  }
+  setenv("GOMP_SPINCOUNT", "1000", 1);
+  setenv("VITPE_OMP_WAIT", "set", 1);
+  execv("/proc/self/exe", argv);
+  unsetenv("GOMP_SPINCOUNT");  // no second start (no /proc): libgomp's default it is
+  unsetenv("VITPE_OMP_WAIT");
+}
 
 }  // namespace vitpe
