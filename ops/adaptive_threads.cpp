@@ -98,7 +98,7 @@ void AdaptiveThreads::record(State& s, int level, double seconds) {
 }
 
 AdaptiveThreads::Call::Call(AdaptiveThreads& owner, uint64_t key)
-    : owner_(owner), key_(key), before_(num_threads()), threads_(before_), level_(-1) {
+    : owner_(owner), key_(key), before_(num_threads()), threads_(before_) {
   if (owner_.enabled_) {
     std::lock_guard<std::mutex> lock(owner_.mutex_);
     State& s = owner_.states_[key_];
@@ -130,17 +130,6 @@ AdaptiveThreads::Call::~Call() {
 std::map<int, int64_t> AdaptiveThreads::calls_per_count() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counts_;
-}
-
-std::string AdaptiveThreads::summary() const {
-  std::string out;
-  const std::map<int, int64_t> counts = calls_per_count();
-  for (auto it = counts.rbegin(); it != counts.rend(); ++it) {
-    if (!out.empty()) out += ", ";
-    out += std::to_string(it->first) + (it->first == 1 ? " thread " : " threads ") +
-           std::to_string(it->second) + (it->second == 1 ? " call" : " calls");
-  }
-  return out;
 }
 
 int64_t AdaptiveThreads::recorded_calls(uint64_t key) const {

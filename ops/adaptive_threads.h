@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "ops/ops.h"  // adaptive_threads_default
@@ -57,17 +56,11 @@ class AdaptiveThreads {
     uint64_t key_;
     int before_ = 0;     // the caller's thread count, restored at the end
     int threads_ = 0;    // the count this call runs with
-    int level_ = 0;      // its index among the counts tried (T, T/2, ...)
+    int level_ = -1;     // its index among the counts tried (T, T/2, ...); -1: disabled
     int exceptions_ = 0;
     std::chrono::steady_clock::time_point start_;
   };
 
-  bool enabled() const { return enabled_; }
-  void set_enabled(bool on) { enabled_ = on; }
-
-  // How many calls ran with each thread count, over every key ("2 threads 57 calls, 1 thread
-  // 3 calls"); "" before the first call.
-  std::string summary() const;
   // Calls per thread count over every key.
   std::map<int, int64_t> calls_per_count() const;
   // The count the next call of `key` would use (the caller's count for an unseen key).
@@ -101,7 +94,7 @@ class AdaptiveThreads {
   static State make_state(int top);
 
  private:
-  bool enabled_;
+  const bool enabled_;
   mutable std::mutex mutex_;
   std::map<uint64_t, State> states_;
   std::map<int, int64_t> counts_;
