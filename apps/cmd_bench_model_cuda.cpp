@@ -53,14 +53,15 @@ std::string scientific(double x) {
 }  // namespace
 
 void run_model_bench_cuda(const CudaModelBenchOptions& o) {
-  if (o.precision != "f32" && o.precision != "bf16") {
-    throw ExitError{2, "bench --device cuda: precision " + o.precision +
-                           " is a CPU mode; on the GPU use f32 or bf16"};
+  DType dtype = DType::f32;
+  try {
+    dtype = cuda_dtype(parse_precision(o.precision), "bench --device cuda");
+  } catch (const std::invalid_argument& e) {
+    throw ExitError{2, e.what()};
   }
   LoadedModel loaded = load_model(o.model);
   Model& model = *loaded.model;
   const ModelConfig& c = model.config();
-  const DType dtype = o.precision == "bf16" ? DType::bf16 : DType::f32;
   CudaModel gpu(model, dtype);  // refuses unsupported models, a missing device or CUDA build
   std::unique_ptr<CudaModel> reference;  // bf16: the f32 path, for the logits' error
   if (dtype != DType::f32) reference = std::make_unique<CudaModel>(model, DType::f32);

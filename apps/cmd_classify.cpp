@@ -34,13 +34,13 @@ void run_classify(const ClassifyOptions& o) {
   const Precision precision = parse_precision(o.precision);
   std::unique_ptr<CudaModel> gpu;
   if (o.device == "cuda") {
-    if (precision != Precision::f32 && precision != Precision::bf16) {
-      throw ExitError{2, std::string("classify --device cuda: precision ") +
-                             precision_name(precision) +
-                             " is a CPU mode; on the GPU use f32 or bf16"};
+    DType dtype = DType::f32;
+    try {
+      dtype = cuda_dtype(precision, "classify --device cuda");
+    } catch (const std::invalid_argument& e) {
+      throw ExitError{2, e.what()};
     }
-    gpu =
-        std::make_unique<CudaModel>(model, precision == Precision::bf16 ? DType::bf16 : DType::f32);
+    gpu = std::make_unique<CudaModel>(model, dtype);
   } else {
     model.set_precision(precision);
   }

@@ -55,13 +55,7 @@ Classifier::Classifier(const std::string& checkpoint_or_preset, const Classifier
         std::to_string(options.threads));
   }
   if (options.device == Device::cuda) {
-    if (options.precision != Precision::f32 && options.precision != Precision::bf16) {
-      throw std::invalid_argument(std::string("Classifier: precision ") +
-                                  precision_name(options.precision) +
-                                  " is a CPU mode; on the cuda device use f32 or bf16");
-    }
-    gpu_ = std::make_unique<CudaModel>(
-        *loaded_.model, options.precision == Precision::bf16 ? DType::bf16 : DType::f32);
+    gpu_ = std::make_unique<CudaModel>(*loaded_.model, cuda_dtype(options.precision, "Classifier"));
     return;
   }
   loaded_.model->set_precision(options.precision);

@@ -20,10 +20,22 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "vit/models/model.h"
 
 namespace vitpe {
+
+// The GPU's dtype for an inference precision: f32 or bf16. The CPU-only precisions
+// (bf16-emulated, int8) throw std::invalid_argument "WHO: precision P is a CPU mode; on the GPU
+// use f32 or bf16".
+inline DType cuda_dtype(Precision p, const std::string& who) {
+  if (p == Precision::f32) return DType::f32;
+  if (p == Precision::bf16) return DType::bf16;
+  throw std::invalid_argument(who + ": precision " + precision_name(p) +
+                              " is a CPU mode; on the GPU use f32 or bf16");
+}
 
 class CudaModel {
  public:
