@@ -49,6 +49,7 @@ struct BenchOptions {
   std::string precision = "f32";
   int background_load = 0;
   bool fixed_threads = false;
+  bool vs_f32 = false;
 };
 
 // N busy child processes for the lifetime of the object: each spins until killed (and dies with
@@ -307,9 +308,10 @@ void compare_with_peers(nlohmann::json& peers, const std::map<int, Timing>& ours
 
 void run_bench(const BenchOptions& o) {
   if (o.device == "cuda") {
-    if (o.vs_torch || o.vs_peers || o.background_load) {
-      throw ExitError{
-          2, "bench --device cuda: --vs-torch, --vs-peers and --background-load are for the CPU"};
+    if (o.vs_torch || o.vs_peers || o.background_load || o.vs_f32) {
+      throw ExitError{2,
+                      "bench --device cuda: --vs-torch, --vs-peers, --vs-f32 and "
+                      "--background-load are for the CPU"};
     }
     run_model_bench_cuda({o.model, o.batches, o.reps, o.precision, o.json});
     return;
@@ -321,6 +323,14 @@ void run_bench(const BenchOptions& o) {
   const int threads = num_threads();
   const double weights_mib = model.num_params() * 4.0 / (1 << 20);
   const Precision precision = parse_precision(o.precision);
+  if (o.vs_f32 && precision == Precision::f32) {
+    throw ExitError{2,
+                    "bench: --vs-f32 times --precision int8, bf16 or bf16-emulated against f32; "
+                    "found --precision f32"};
+  }
+  // --vs-f32: a second, f32 copy of the model, timed call by call in turn with the first.
+  LoadedModel reference;
+  if (o.vs_f32) reference = load_model(o.model);
   // The peers are checked before any measurement: a run never times vitpe to find no peers.
   std::string timm_name, python;
   if (o.vs_peers) {
@@ -335,6 +345,7 @@ void run_bench(const BenchOptions& o) {
                         {"precision", o.precision},
                         {"background_load", o.background_load},
                         {"adaptive_threads", adapt},
+                        {"vs_f32", o.vs_f32},
                         {"results", nlohmann::json::array()}};
   if (!o.json) {
     std::printf(
@@ -372,20 +383,29 @@ void run_bench(const BenchOptions& o) {
     // The thread count adapts to the machine's load as a Classifier's does (ops/
     // adaptive_threads.h); the warm-up covers its first probe, so the timed calls are what a
     // long-running user sees, and the counts used are printed. --fixed-threads keeps T.
-    AdaptiveThreads adaptive(adapt);
+    AdaptiveThreads adaptive(adapt), adaptive_f32(adapt);
+    const auto timed_forward = [&](Model& m, AdaptiveThreads& a) {
+      AdaptiveThreads::Call call(a, static_cast<uint64_t>(B));
+      auto t0 = std::chrono::steady_clock::now();
+      m.forward(x);
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+          .count();
+    };
     const int warm_up = adapt ? 8 : 2;
     for (int i = 0; i < warm_up; ++i) {  // primitives, buffers, the first probe
-      AdaptiveThreads::Call call(adaptive, static_cast<uint64_t>(B));
-      model.forward(x);
+      timed_forward(model, adaptive);
+      if (o.vs_f32) timed_forward(*reference.model, adaptive_f32);
     }
     const std::map<int, int64_t> warm_counts = adaptive.calls_per_count();
-    std::vector<double> ms;
+    // With --vs-f32 the two models run in turn, each first in every other pair, so that a change
+    // of the machine's speed during the run falls on both alike.
+    std::vector<double> ms, ms_f32, speedups;
     for (int i = 0; i < reps; ++i) {
-      AdaptiveThreads::Call call(adaptive, static_cast<uint64_t>(B));
-      auto t0 = std::chrono::steady_clock::now();
-      model.forward(x);
-      ms.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      const bool f32_first = o.vs_f32 && i % 2 == 1;
+      if (f32_first) ms_f32.push_back(timed_forward(*reference.model, adaptive_f32));
+      ms.push_back(timed_forward(model, adaptive));
+      if (o.vs_f32 && !f32_first) ms_f32.push_back(timed_forward(*reference.model, adaptive_f32));
+      if (o.vs_f32) speedups.push_back(ms_f32.back() / ms.back());
     }
     std::map<int, int64_t> timed_counts = adaptive.calls_per_count();
     for (const auto& [t, n] : warm_counts) timed_counts[t] -= n;
@@ -411,8 +431,26 @@ void run_bench(const BenchOptions& o) {
       std::printf("%6d %12.1f %10.1f %10.1f %14.0f  %s\n", B, med, B * 1000.0 / med,
                   model.flops_per_image() * B / (med * 1e6), peak_rss_mib(),
                   adapt ? used.c_str() : "");
-      std::fflush(stdout);
     }
+    if (o.vs_f32) {
+      std::sort(ms_f32.begin(), ms_f32.end());
+      std::sort(speedups.begin(), speedups.end());
+      const double f32_med = ms_f32[ms_f32.size() / 2], speedup = speedups[speedups.size() / 2];
+      out["results"].back()["f32_median_ms"] = f32_med;
+      out["results"].back()["f32_min_ms"] = ms_f32.front();
+      out["results"].back()["f32_max_ms"] = ms_f32.back();
+      out["results"].back()["speedup_vs_f32"] = speedup;
+      out["results"].back()["speedup_vs_f32_min"] = speedups.front();
+      out["results"].back()["speedup_vs_f32_max"] = speedups.back();
+      if (!o.json) {
+        std::printf(
+            "%6s f32 in turn: %.1f ms (%.1f-%.1f); %s is %.2fx as fast (median of %zu pairs, "
+            "%.2f-%.2f)\n",
+            "", f32_med, ms_f32.front(), ms_f32.back(), o.precision.c_str(), speedup,
+            speedups.size(), speedups.front(), speedups.back());
+      }
+    }
+    if (!o.json) std::fflush(stdout);
   }
   if (!o.json) {
     std::printf("memory: weights %.0f MiB; peak RSS is for the whole process so far\n",
@@ -484,6 +522,9 @@ void setup(CLI::App& root) {
                    "Run N busy processes beside the measurement (a shared machine), peers too")
       ->check(CLI::Range(0, 64));
   add_precision_option(bench, o->precision);
+  bench->add_flag("--vs-f32", o->vs_f32,
+                  "Also time an f32 copy of the model, call by call in turn with --precision, and "
+                  "print the speed-up (the median of the pairs' ratios)");
   bench->add_flag("--fixed-threads", o->fixed_threads,
                   "Run every call on all the threads; by default a call runs on fewer when that "
                   "is faster on a busy machine, as a Classifier does (VITPE_ADAPTIVE_THREADS=0 "

@@ -31,6 +31,7 @@ dnnl::stream& dnnl_stream() {
 // ---- keys -------------------------------------------------------------------------------------
 
 int64_t primitive_threads() { return omp_get_max_threads(); }
+int64_t primitive_thread_slot() { return omp_in_parallel() ? omp_get_thread_num() : -1; }
 
 PrimitiveKey& PrimitiveKey::add(int64_t v) {
   if (count >= kMaxValues) {

@@ -151,12 +151,16 @@ int64_t primitive_cache_size();
 // Returns the cached entry for `key`, building it with create(CachedPrimitive&) the first time.
 // The compute thread count of the calling thread (OpenMP's, which oneDNN uses).
 int64_t primitive_threads();
+// -1 outside a parallel region, else the calling thread's number in it.
+int64_t primitive_thread_slot();
 
 template <class Create>
 CachedPrimitive& cached_primitive(PrimitiveKey key, Create&& create) {
   // oneDNN's OpenMP primitives divide their work for the thread count they are created with; a
   // call under another count (set_num_threads, a Classifier with its own) gets its own entry.
   key.add(primitive_threads());
+  // Inside a parallel region each thread runs its own entry (an entry runs one call at a time).
+  key.add(primitive_thread_slot());
   if (CachedPrimitive* p = find_primitive(key)) return *p;
   auto fresh = std::make_unique<CachedPrimitive>();
   std::forward<Create>(create)(*fresh);

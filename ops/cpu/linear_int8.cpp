@@ -11,6 +11,9 @@
 
 #include "ops/cpu/linear_int8.h"
 
+#include <immintrin.h>
+#include <omp.h>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -90,29 +93,67 @@ VITPE_INLINE void row_range_body(float& lo_out, float& hi_out, float& bad_out, c
   bad_out = b;
 }
 
-// a = clamp(round(x / sa) + za, 0, 255) over one row. Adding and subtracting 1.5 * 2^23 rounds a
-// float below 2^22 in magnitude to the nearest integer, ties to even (|x / sa| <= 255 here).
+// Stores values already in [0, 255] as bytes (a float's one lane, or SSE4.1's four).
+VITPE_INLINE void store_u8(uint8_t* p, const int32_t& q) { *p = static_cast<uint8_t>(q); }
+VITPE_INLINE void store_u8(uint8_t* p, const i32x4& q) {
+  const __m128i v = reinterpret_cast<__m128i>(q);
+  const __m128i w = _mm_packus_epi32(v, v);
+  const int32_t four = _mm_cvtsi128_si32(_mm_packus_epi16(w, w));
+  std::memcpy(p, &four, sizeof(four));
+}
+
+// q = clamp(round(x / sa) + za, 0, 255) for the lanes of V at x. Adding and subtracting 1.5 * 2^23
+// rounds a float below 2^22 in magnitude to the nearest integer, ties to even (|x / sa| <= 255
+// here).
 template <class V>
-VITPE_INLINE void quantize_row_body(uint8_t* a, const float* x, float sa, float za, int64_t k) {
-  constexpr int64_t w = kLanes<V>;
+VITPE_INLINE void quantize_lanes(IntV<V>& q, const float* x, float sa, float za) {
   const float magic = 12582912.0f;
-  int64_t j = 0;
-  for (; j + w <= k; j += w) {
-    V v;
-    load(v, x + j);
-    v = v / sa;
-    v = (v + magic) - magic;
-    v = v + za;
-    v = v < 0.0f ? V{} : v;
-    v = v > 255.0f ? V{} + 255.0f : v;
+  V v;
+  load(v, x);
+  v = v / sa;
+  v = (v + magic) - magic;
+  v = v + za;
+  v = v < 0.0f ? V{} : v;
+  v = v > 255.0f ? V{} + 255.0f : v;
+  to_int<V>(q, v);
+}
+
+// a = q over one row (quantize_lanes), in vectors of V from column j, then the tail.
+template <class V>
+VITPE_INLINE void quantize_row_from(uint8_t* a, const float* x, float sa, float za, int64_t j,
+                                    int64_t k) {
+  for (; j + kLanes<V> <= k; j += kLanes<V>) {
     IntV<V> q;
-    to_int<V>(q, v);
-    for (int64_t l = 0; l < w; ++l) a[j + l] = static_cast<uint8_t>(q[l]);
+    quantize_lanes<V>(q, x + j, sa, za);
+    store_u8(a + j, q);
   }
   for (; j < k; ++j) {
-    float v = (x[j] / sa + magic) - magic + za;
-    v = std::clamp(v, 0.0f, 255.0f);
-    a[j] = static_cast<uint8_t>(v);
+    int32_t q;
+    quantize_lanes<float>(q, x + j, sa, za);
+    store_u8(a + j, q);
+  }
+}
+
+// The AVX2 row is a function of its own: its byte store needs AVX2 in the function that holds
+// it, which a template instance cannot say.
+VITPE_AVX2 void quantize_row_avx2(uint8_t* a, const float* x, float sa, float za, int64_t k) {
+  int64_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    i32x8 q;
+    quantize_lanes<f32x8>(q, x + j, sa, za);
+    const __m256i v = reinterpret_cast<__m256i>(q);
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(a + j), _mm_packus_epi16(w, w));
+  }
+  quantize_row_from<float>(a, x, sa, za, j, k);
+}
+
+template <class V>
+VITPE_INLINE void quantize_row_body(uint8_t* a, const float* x, float sa, float za, int64_t k) {
+  if constexpr (std::is_same_v<V, f32x8>) {
+    quantize_row_avx2(a, x, sa, za, k);
+  } else {
+    quantize_row_from<V>(a, x, sa, za, 0, k);
   }
 }
 
@@ -146,7 +187,8 @@ void quantize_rows_base(uint8_t* a, float* sa, int32_t* za, const float* x, int6
 // ---- epilogue: dequantise, bias, GELU, residual -------------------------------------------------
 
 struct Epilogue {
-  const int32_t* acc;     // [M, N]
+  const int32_t* acc;  // [M, acc_ld]: the products of columns [j0, j0 + acc_ld)
+  int64_t acc_ld, j0;
   const float* sa;        // [M]
   const int32_t* za;      // [M]
   const float* sw;        // [N]
@@ -158,12 +200,12 @@ struct Epilogue {
   bool gelu;
 };
 
-// y[j..j+lanes) of row i; T is a vector or, for the row's tail, float.
+// y[i, j..j+lanes) for a column j of the block; T is a vector or, for the block's tail, float.
 template <class T>
 VITPE_INLINE void epilogue_at(const Epilogue& e, int64_t i, int64_t j) {
   const int64_t at = i * e.n + j;
   IntV<T> c, s;
-  load_int<T>(c, e.acc + at);
+  load_int<T>(c, e.acc + i * e.acc_ld + (j - e.j0));
   load_int<T>(s, e.sum + j);
   c = c - s * e.za[i];  // exact: |sum_k (a - za) q| fits in s32 (kMaxK)
   T v, scale;
@@ -177,7 +219,7 @@ VITPE_INLINE void epilogue_at(const Epilogue& e, int64_t i, int64_t j) {
   }
   if (e.gelu) {
     T cdf;
-    normal_cdf(cdf, v);
+    normal_cdf_fast(cdf, v);
     v = v * cdf;
   }
   if (e.residual) {
@@ -188,40 +230,101 @@ VITPE_INLINE void epilogue_at(const Epilogue& e, int64_t i, int64_t j) {
   store(e.y + at, v);
 }
 
+// Row i of the block.
 template <class V>
 VITPE_INLINE void epilogue_row(const Epilogue& e, int64_t i) {
-  int64_t j = 0;
-  for (; j + kLanes<V> <= e.n; j += kLanes<V>) epilogue_at<V>(e, i, j);
-  for (; j < e.n; ++j) epilogue_at<float>(e, i, j);
+  const int64_t j1 = e.j0 + e.acc_ld;
+  int64_t j = e.j0;
+  for (; j + kLanes<V> <= j1; j += kLanes<V>) epilogue_at<V>(e, i, j);
+  for (; j < j1; ++j) epilogue_at<float>(e, i, j);
 }
 
-VITPE_AVX2 void epilogue_avx2(const Epilogue& e, int64_t m) {
-#pragma omp parallel for schedule(static) if (m * e.n > kParallelMin)
-  for (int64_t i = 0; i < m; ++i) epilogue_row<f32x8>(e, i);
+// Columns per block of the fused loop: the block's s32 products ([M, kBlockCols]) stay in the
+// core's cache between the product and the epilogue, and N / kBlockCols blocks give the threads
+// enough pieces to share out as they finish.
+constexpr int64_t kBlockCols = 64;
+
+// The arguments of one fused call.
+struct FusedCall {
+  float* y;
+  const float* x;
+  const Int8Weights* w;
+  const float* b;
+  const float* residual;
+  int64_t m;
+  bool gelu;
+  uint8_t* a;  // [M, K] quantised rows
+  float* sa;   // [M]
+  int32_t* za;
+  int64_t blocks() const { return (w->n + kBlockCols - 1) / kBlockCols; }
+  bool parallel() const {
+    return m * w->n > kParallelMin && omp_get_max_threads() > 1 && !omp_in_parallel();
+  }
+};
+
+// The calling thread's products of a full block and of the last, narrower one (nullptr when N
+// is a whole number of blocks): every thread makes both before taking blocks, so which blocks a
+// thread happens to take never builds a primitive after the first call.
+struct BlockPrimitives {
+  CachedPrimitive* full;
+  CachedPrimitive* tail;
+  explicit BlockPrimitives(const FusedCall& c)
+      : full(&u8s8s32_primitive(c.m, c.w->k, std::min(c.w->n, kBlockCols))),
+        tail(c.w->n > kBlockCols && c.w->n % kBlockCols
+                 ? &u8s8s32_primitive(c.m, c.w->k, c.w->n % kBlockCols)
+                 : nullptr) {}
+};
+
+// Column block `blk`: its product on this thread alone, then its epilogue while the products
+// are in cache.
+template <class V>
+VITPE_INLINE void fused_block(const FusedCall& c, const BlockPrimitives& p, int64_t blk) {
+  const int64_t k = c.w->k, n = c.w->n;
+  const int64_t j0 = blk * kBlockCols, nb = std::min(n, j0 + kBlockCols) - j0;
+  auto* acc = static_cast<int32_t*>(
+      scratch(ScratchSlot::linear_1, static_cast<size_t>(c.m * nb) * sizeof(int32_t)));
+  (nb == kBlockCols || !p.tail ? p.full : p.tail)->run({c.a, c.w->q.data() + j0 * k, acc});
+  const Epilogue e{acc, nb,         j0,  c.sa, c.za,  c.w->scale.data(), c.w->sum.data(),
+                   c.b, c.residual, c.y, n,    c.gelu};
+  for (int64_t i = 0; i < c.m; ++i) epilogue_row<V>(e, i);
 }
-void epilogue_base(const Epilogue& e, int64_t m) {
-#pragma omp parallel for schedule(static) if (m * e.n > kParallelMin)
-  for (int64_t i = 0; i < m; ++i) epilogue_row<f32x4>(e, i);
-}
+
+// x: [M, K] -> y: [M, N] (see linear_int8_forward) in one parallel region: the rows are
+// quantised (split evenly), then each thread takes column blocks as it finishes the last one
+// (so a thread that shares its core with another process does fewer of them). oneDNN runs a
+// primitive on the calling thread alone inside a parallel region; the cache keys its entries by
+// the thread count set here and by the thread. (The region is written out in each ISA's
+// function: an OpenMP region in a template keeps the template's, baseline, ISA.)
+#define VITPE_INT8_FUSED_REGION(V)                                                           \
+  _Pragma("omp parallel if (c.parallel())") {                                                \
+    omp_set_num_threads(1);                                                                  \
+    const int64_t k = c.w->k;                                                                \
+    const BlockPrimitives p(c);                                                              \
+    _Pragma("omp for schedule(static)") for (int64_t i = 0; i < c.m; ++i) {                  \
+      quantize_one_row<V>(c.a + i * k, c.sa[i], c.za[i], c.x + i * k, k);                    \
+    }                                                                                        \
+    _Pragma("omp for schedule(dynamic, 1)") for (int64_t blk = 0; blk < c.blocks(); ++blk) { \
+      fused_block<V>(c, p, blk);                                                             \
+    }                                                                                        \
+  }
+
+VITPE_AVX2 void linear_int8_fused_avx2(const FusedCall& c) { VITPE_INT8_FUSED_REGION(f32x8) }
+void linear_int8_fused_base(const FusedCall& c) { VITPE_INT8_FUSED_REGION(f32x4) }
 
 // x: [M, K] -> y: [M, N] (see linear_int8_forward).
 void linear_int8_rows_forward(float* y, const float* x, const Int8Weights& w, const float* b,
                               int64_t m, Act act, const float* residual) {
-  const int64_t k = w.k, n = w.n;
+  const int64_t k = w.k;
   auto* a = static_cast<uint8_t*>(scratch(ScratchSlot::linear_0, static_cast<size_t>(m * k)));
-  auto* acc = static_cast<int32_t*>(
-      scratch(ScratchSlot::linear_1, static_cast<size_t>(m * n) * sizeof(int32_t)));
   auto* rows = static_cast<char*>(
       scratch(ScratchSlot::linear_2, static_cast<size_t>(m) * (sizeof(float) + sizeof(int32_t))));
   auto* sa = reinterpret_cast<float*>(rows);
   auto* za = reinterpret_cast<int32_t*>(rows + m * sizeof(float));
-  quantize_rows_u8(a, sa, za, x, m, k);
-  matmul_u8s8s32(acc, a, w.q.data(), m, k, n);
-  const Epilogue e{acc, sa, za, w.scale.data(), w.sum.data(), b, residual, y, n, act == Act::gelu};
+  const FusedCall c{y, x, &w, b, residual, m, act == Act::gelu, a, sa, za};
   if (cpu_has_avx2_fma()) {
-    epilogue_avx2(e, m);
+    linear_int8_fused_avx2(c);
   } else {
-    epilogue_base(e, m);
+    linear_int8_fused_base(c);
   }
 }
 
@@ -236,11 +339,10 @@ void quantize_rows_u8(uint8_t* a, float* scale, int32_t* zero, const float* x, i
   }
 }
 
-void matmul_u8s8s32(int32_t* acc, const uint8_t* a, const int8_t* q, int64_t m, int64_t k,
-                    int64_t n) {
+CachedPrimitive& u8s8s32_primitive(int64_t m, int64_t k, int64_t n) {
   PrimitiveKey key(OpKind::linear_int8);
   key.add(m).add(k).add(n);
-  CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
+  return cached_primitive(key, [&](CachedPrimitive& e) {
     // a: [M, K] row-major; q: [N, K] read as its transpose [K, N] through strides.
     dnnl::memory::desc a_md({m, k}, dt::u8, dims{k, 1});
     dnnl::memory::desc q_md({k, n}, dt::s8, dims{1, k});
@@ -262,7 +364,11 @@ void matmul_u8s8s32(int32_t* acc, const uint8_t* a, const int8_t* q, int64_t m, 
     e.bind(DNNL_ARG_WEIGHTS, q_md);
     e.bind(DNNL_ARG_DST, acc_md);
   });
-  p.run({a, q, acc});
+}
+
+void matmul_u8s8s32(int32_t* acc, const uint8_t* a, const int8_t* q, int64_t m, int64_t k,
+                    int64_t n) {
+  u8s8s32_primitive(m, k, n).run({a, q, acc});
 }
 
 }  // namespace cpu

@@ -6,6 +6,8 @@
 
 namespace vitpe::cpu {
 
+class CachedPrimitive;
+
 // x: [M, K] f32 -> a: [M, K] u8, scale: [M], zero: [M], per row as ops/ops.h says.
 void quantize_rows_u8(uint8_t* a, float* scale, int32_t* zero, const float* x, int64_t m,
                       int64_t k);
@@ -14,5 +16,8 @@ void quantize_rows_u8(uint8_t* a, float* scale, int32_t* zero, const float* x, i
 // u8 x s8 matmul (cached primitive). Exact on every ISA for weights in that range.
 void matmul_u8s8s32(int32_t* acc, const uint8_t* a, const int8_t* q, int64_t m, int64_t k,
                     int64_t n);
+// The cached primitive matmul_u8s8s32 runs, for the calling thread (ops/cpu/dnnl_cache.h); run
+// it with {a, q, acc}. q may point into a larger [N', K] matrix: its rows are K apart.
+CachedPrimitive& u8s8s32_primitive(int64_t m, int64_t k, int64_t n);
 
 }  // namespace vitpe::cpu

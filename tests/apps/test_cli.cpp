@@ -418,6 +418,35 @@ TEST(Cli, ClassifyAndBenchInInt8) {
   EXPECT_TRUE(contains(b.out, "max |logit - f32 logit| / max |f32 logit|")) << b.out;
 }
 
+// --vs-f32: an f32 copy of the model timed in turn with the int8 one; the speed-up is the median
+// of the pairs' ratios and lies within their range; f32 against itself is a usage error.
+TEST(Cli, BenchTimesInt8AgainstF32InTurn) {
+  const auto j = json_of(
+      "bench --json --model vit-fmnist --batch 1,2 --reps 3 --precision int8 "
+      "--vs-f32 --fixed-threads");
+  EXPECT_EQ(j["vs_f32"], true);
+  ASSERT_EQ(j["results"].size(), 2u);
+  for (const auto& row : j["results"]) {
+    const double s = row["speedup_vs_f32"], lo = row["speedup_vs_f32_min"],
+                 hi = row["speedup_vs_f32_max"];
+    EXPECT_GT(row["f32_median_ms"].get<double>(), 0) << row.dump();
+    EXPECT_LE(row["f32_min_ms"].get<double>(), row["f32_max_ms"].get<double>()) << row.dump();
+    EXPECT_GT(lo, 0) << row.dump();
+    EXPECT_LE(lo, s) << row.dump();
+    EXPECT_LE(s, hi) << row.dump();
+  }
+  CmdResult text = vitpe("bench --model vit-fmnist --batch 1 --reps 2 --precision int8 --vs-f32");
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_TRUE(contains(text.out, "f32 in turn:")) << text.out;
+  EXPECT_TRUE(contains(text.out, "int8 is ")) << text.out;
+  CmdResult same = vitpe("bench --model vit-fmnist --batch 1 --reps 1 --vs-f32");
+  EXPECT_EQ(same.code, 2) << same.out;
+  EXPECT_TRUE(contains(same.out, "found --precision f32")) << same.out;
+  CmdResult gpu = vitpe("bench --model vit-fmnist --device cuda --precision int8 --vs-f32");
+  EXPECT_EQ(gpu.code, 2) << gpu.out;
+  EXPECT_TRUE(contains(gpu.out, "--vs-f32")) << gpu.out;
+}
+
 TEST(Cli, BenchTrainPrintsPhasesAndGoesOnWithoutThePeer) {
   // The peer script is one that does not exist: the benchmark still reports, and says why the
   // ratios are missing.

@@ -269,6 +269,33 @@ TEST(LinearInt8, FusedGeluAndResidualMatchReference) {
   check_forward({Shape{1, 7}, 9}, Act::gelu, true, true, 23);
 }
 
+TEST(LinearInt8, ColumnBlocksSharedOutAmongThreadsMatchReference) {
+  // One parallel region: rows quantised, then 64-column blocks taken by whichever thread is free,
+  // each block's product on one thread. Several blocks, with and without a narrower last one.
+  const int threads = num_threads();
+  check_forward({Shape{3, 70, 48}, 200}, Act::gelu, true, true, 26);  // 3 blocks and 8 columns
+  check_forward({Shape{197, 40}, 128}, Act::none, true, false, 27);   // 2 whole blocks
+  check_forward({Shape{400, 33}, 193}, Act::gelu, false, true, 28);   // 3 blocks and 1 column
+  EXPECT_EQ(num_threads(), threads) << "the op's region must leave the thread count as it was";
+}
+
+TEST(LinearInt8, CallsFromInsideAParallelRegionMatchACallOutside) {
+  // Called from the caller's own OpenMP threads, the op runs on each alone; every thread's
+  // result equals the one of a call from outside, bit for bit.
+  Tensor x = random_tensor(Shape{150, 40}, 29), w = random_tensor(Shape{150, 40}, 30, 0.2);
+  Tensor b = random_tensor(Shape{150}, 31);
+  const Int8Weights q = quantize_weights_int8(w);
+  Tensor want = Tensor::empty(Shape{150, 150});
+  linear_int8_forward(want, x, q, b, Act::gelu);
+  std::vector<Tensor> ys(4);
+  for (auto& y : ys) y = Tensor::full(Shape{150, 150}, 1e9f);
+#pragma omp parallel for num_threads(2) schedule(static, 1)
+  for (int i = 0; i < 4; ++i) linear_int8_forward(ys[i], x, q, b, Act::gelu);
+  for (const Tensor& y : ys) {
+    for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.at(i), want.at(i)) << "element " << i;
+  }
+}
+
 TEST(LinearInt8, BaselineKernelsMatchReference) {
   // The SSE variants of the row quantisation and the epilogue, which CPUs without AVX2 run.
   cpu::avx2_allowed() = false;
