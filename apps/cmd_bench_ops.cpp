@@ -1,8 +1,13 @@
 // `vitpe bench ops [--threads N] [--reps R]`: speed of the CPU ops that dominate a ViT-S/16
 // forward pass (its four linear layers, in f32 and in int8, and attention at batch 1 and 8), as
-// median time, GFLOP/s and the fraction of this machine's oneDNN f32 matmul peak, measured first
-// in the same run on a large plain matmul (2048 x 2048 x 2048). Numbers, not a test: the targets at
-// 2 threads are >= 80% of peak for the linears at batch 8 and >= 50% for attention.
+// median time, GFLOP/s and the fractions of two peaks measured first in the same run: oneDNN's
+// f32 matmul on a large plain product (2048 x 2048 x 2048), and the FMA peak, a register-only loop
+// of fused multiply-adds (the most arithmetic the cores can do at all). Numbers, not a test: the
+// targets at 2 threads are >= 80% of the matmul peak for the linears at batch 8 and >= 50% for
+// attention.
+#include <fmt/format.h>
+#include <immintrin.h>
+#include <omp.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -57,6 +62,61 @@ Timing time_calls(const std::function<void()>& f, int reps) {
   return {t[t.size() / 2], t.front(), cpu_use};
 }
 
+// ---- the FMA peak: a loop of fused multiply-adds on registers only
+// ------------------------------- 12 independent accumulators (more than FMA latency x FMA ports on
+// current x86 cores), nothing loaded or stored: the most floating-point work a core can do, against
+// which every op's rate is read. Returns the final accumulators' sum so the loop cannot be dropped.
+constexpr int kFmaChains = 12;
+
+__attribute__((target("avx2,fma"), noinline)) float fma_loop_avx2(int64_t iters) {
+  __m256 acc[kFmaChains];
+  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm256_set1_ps(1.0f + 0.01f * j);
+  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm256_fmadd_ps(acc[j], mul, add);
+  }
+  __m256 sum = acc[0];
+  for (int j = 1; j < kFmaChains; ++j) sum = _mm256_add_ps(sum, acc[j]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, sum);
+  return lanes[0] + lanes[7];
+}
+
+__attribute__((target("avx512f"), noinline)) float fma_loop_avx512(int64_t iters) {
+  __m512 acc[kFmaChains];
+  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm512_set1_ps(1.0f + 0.01f * j);
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm512_fmadd_ps(acc[j], mul, add);
+  }
+  __m512 sum = acc[0];
+  for (int j = 1; j < kFmaChains; ++j) sum = _mm512_add_ps(sum, acc[j]);
+  alignas(64) float lanes[16];  // (g++ 12 warns inside _mm512_reduce_add_ps)
+  _mm512_store_ps(lanes, sum);
+  return lanes[0] + lanes[15];
+}
+
+// GFLOP/s of the loop of `lanes` floats per FMA on `threads` threads (each runs it): the best of 3
+// runs of about 0.1 s.
+double fma_peak(int lanes, int threads) {
+  const int64_t iters = 4'000'000;
+  const double flops = 2.0 * lanes * kFmaChains * static_cast<double>(iters) * threads;
+  double best = 0;
+  volatile float sink = 0;
+  for (int run = 0; run < 3; ++run) {
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+      const float r = lanes == 16 ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
+#pragma omp critical
+      sink = sink + r;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flops / s / 1e9);
+  }
+  return best;
+}
+
 Tensor random(const Shape& s, uint64_t seed, double std = 1.0) {
   Rng rng(seed);
   Tensor t = Tensor::empty(s);
@@ -82,9 +142,31 @@ void run_bench_ops(const BenchOpsOptions& o) {
   Timing peak_t =
       time_calls([&] { cpu::matmul(big, pa.f32(), pb.f32(), pc.f32()); }, std::max(3, reps / 4));
   const double peak = 2.0 * p * p * p / peak_t.best / 1e9;
-  std::printf("peak: plain f32 matmul %lldx%lldx%lld, best of %d: %.1f GFLOP/s\n\n",
+  std::printf("peak: plain f32 matmul %lldx%lldx%lld, best of %d: %.1f GFLOP/s\n",
               static_cast<long long>(p), static_cast<long long>(p), static_cast<long long>(p),
               std::max(3, reps / 4), peak);
+  // The FMA peak of the vector width oneDNN runs (AVX-512 where it dispatches avx512 kernels).
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool dnnl_512 = avx512 && std::string(cpu_isa_name()).find("avx512") != std::string::npos;
+  double fma = 0;
+  if (avx2) {
+    const int t = num_threads();
+    const double a1 = fma_peak(8, 1), at = t > 1 ? fma_peak(8, t) : a1;
+    std::printf("FMA peak (register-only loop): AVX2 %.1f GFLOP/s on 1 thread, %.1f on %d", a1, at,
+                t);
+    fma = at;
+    if (avx512) {
+      const double z1 = fma_peak(16, 1), zt = t > 1 ? fma_peak(16, t) : z1;
+      std::printf("; AVX-512 %.1f on 1 thread, %.1f on %d", z1, zt, t);
+      if (dnnl_512) fma = zt;
+    }
+    std::printf("\nthe matmul peak is %.0f%% of the %s FMA peak, which the column 'of FMA' uses\n",
+                100.0 * peak / fma, dnnl_512 ? "AVX-512" : "AVX2");
+  } else {
+    std::printf("FMA peak: not measured (this CPU has no AVX2 FMA)\n");
+  }
+  std::printf("\n");
 
   // ---- ViT-S/16 rows: D = 384, 6 heads of 64, N = 197 tokens ------------------------------------
   const int64_t d = 384, n = 197, heads = 6, hd = 64;
@@ -130,13 +212,16 @@ void run_bench_ops(const BenchOpsOptions& o) {
          t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
   }
 
-  std::printf("%-17s %5s  %-20s %10s %10s %8s %8s\n", "op", "batch", "shape", "ms", "GFLOP/s",
-              "of peak", "cpu use");
-  std::printf("%s\n", std::string(84, '-').c_str());
+  std::printf("%-17s %5s  %-20s %10s %10s %8s %8s %8s\n", "op", "batch", "shape", "ms", "GFLOP/s",
+              "of peak", "of FMA", "cpu use");
+  std::printf("%s\n", std::string(93, '-').c_str());
   double min_use = peak_t.cpu_use;
   for (const Row& r : rows) {
-    std::printf("%-17s %5d  %-20s %10.3f %10.1f %7.0f%% %7.0f%%\n", r.op.c_str(), r.batch,
-                r.shape.c_str(), r.ms, r.gflops, 100.0 * r.gflops / peak, 100.0 * r.cpu_use);
+    const std::string of_fma =
+        fma > 0 ? fmt::format("{:.0f}%", 100.0 * r.gflops / fma) : std::string("-");
+    std::printf("%-17s %5d  %-20s %10.3f %10.1f %7.0f%% %8s %7.0f%%\n", r.op.c_str(), r.batch,
+                r.shape.c_str(), r.ms, r.gflops, 100.0 * r.gflops / peak, of_fma.c_str(),
+                100.0 * r.cpu_use);
     min_use = std::min(min_use, r.cpu_use);
   }
   std::printf("\ncpu use: process CPU time / (wall time x %d threads); the peak run had %.0f%%.\n",
@@ -156,7 +241,7 @@ void setup(CLI::App& root) {
   CLI::App* cmd = bench->add_subcommand(
       "ops",
       "CPU linear layers and attention of ViT-S/16 (batch 1 and 8) against the oneDNN "
-      "f32 matmul peak");
+      "f32 matmul peak and the FMA peak (a register-only loop)");
   add_threads_option(cmd);
   cmd->add_option("--reps", o->reps, "Timed calls per row; the median is reported (default 20)")
       ->check(CLI::PositiveNumber);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -416,6 +417,21 @@ TEST(Cli, ClassifyAndBenchInInt8) {
   EXPECT_EQ(b.code, 0) << b.out;
   EXPECT_TRUE(contains(b.out, "int8 linears")) << b.out;
   EXPECT_TRUE(contains(b.out, "max |logit - f32 logit| / max |f32 logit|")) << b.out;
+}
+
+// bench ops measures the machine's FMA peak with a register-only loop and reads every op's
+// rate against it as well as against oneDNN's large matmul.
+TEST(Cli, BenchOpsPrintsTheFmaPeakAndEveryOpAgainstIt) {
+  CmdResult r = vitpe("bench ops --reps 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("FMA peak (register-only loop): AVX2 ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double gflops =
+      std::stod(r.out.substr(at + std::strlen("FMA peak (register-only loop): AVX2 ")));
+  EXPECT_GT(gflops, 1.0) << r.out;
+  EXPECT_TRUE(contains(r.out, "of the AVX")) << r.out;
+  EXPECT_TRUE(contains(r.out, "of FMA")) << r.out;
+  EXPECT_TRUE(contains(r.out, "fc2+residual int8")) << r.out;
 }
 
 // --vs-f32: an f32 copy of the model timed in turn with the int8 one; the speed-up is the median
