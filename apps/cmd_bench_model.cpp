@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -26,10 +27,12 @@
 
 #include "apps/bench_model_cuda.h"
 #include "apps/command.h"
+#include "apps/fma_peak.h"
 #include "apps/model_options.h"
 #include "apps/peer.h"
 #include "apps/peers_python.h"
 #include "ops/adaptive_threads.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/io/checkpoint.h"
@@ -50,7 +53,53 @@ struct BenchOptions {
   int background_load = 0;
   bool fixed_threads = false;
   bool vs_f32 = false;
+  bool profile = false;
 };
+
+// --profile: the forward's time by class of op (ops/op_profile.h) over `reps` more calls, with the
+// linears' and attention's rates against the FMA peak; printed, and returned for the JSON.
+nlohmann::json profile_forward(const std::function<double()>& forward, int reps, double fma,
+                               bool print) {
+  op_profile_enable(true);
+  double wall_ms = 0;
+  for (int i = 0; i < reps; ++i) wall_ms += forward();
+  const OpTotals t = op_profile_take();
+  op_profile_enable(false);
+  const double per_ms = wall_ms / reps;
+  nlohmann::json j = {{"forwards", reps}, {"forward_ms", per_ms}, {"ops", nlohmann::json::array()}};
+  if (print) {
+    std::printf("%6s profile of %d forwards, %.1f ms each:\n", "", reps, per_ms);
+    std::printf("%6s %-16s %8s %12s %7s %9s %7s\n", "", "op class", "calls", "ms/forward", "share",
+                "GFLOP/s", "of FMA");
+  }
+  double ops_ms = 0;
+  for (int c = 0; c < static_cast<int>(OpClass::count); ++c) {
+    if (t.calls[c] == 0) continue;
+    const double ms = 1e3 * t.seconds[c] / reps;
+    ops_ms += ms;
+    const double gflops = t.flops[c] > 0 ? t.flops[c] / t.seconds[c] / 1e9 : 0;
+    nlohmann::json op = {{"class", op_class_name(static_cast<OpClass>(c))},
+                         {"calls_per_forward", static_cast<double>(t.calls[c]) / reps},
+                         {"ms_per_forward", ms},
+                         {"share", ms / per_ms}};
+    if (gflops > 0) op["gflops_per_s"] = gflops;
+    j["ops"].push_back(op);
+    if (print) {
+      const std::string rate = gflops > 0 ? fmt::format("{:9.1f}", gflops) : std::string(9, ' ');
+      const std::string of_fma =
+          gflops > 0 && fma > 0 ? fmt::format("{:6.0f}%", 100 * gflops / fma) : std::string();
+      std::printf("%6s %-16s %8.1f %12.2f %6.1f%% %s %s\n", "",
+                  op_class_name(static_cast<OpClass>(c)), static_cast<double>(t.calls[c]) / reps,
+                  ms, 100 * ms / per_ms, rate.c_str(), of_fma.c_str());
+    }
+  }
+  j["between_ops_ms"] = per_ms - ops_ms;
+  if (print) {
+    std::printf("%6s %-16s %8s %12.2f %6.1f%%  (the model's own code, between the ops)\n", "",
+                "between ops", "", per_ms - ops_ms, 100 * (per_ms - ops_ms) / per_ms);
+  }
+  return j;
+}
 
 // N busy child processes for the lifetime of the object: each spins until killed (and dies with
 // this process: PR_SET_PDEATHSIG). The children run only async-signal-safe code after fork.
@@ -308,9 +357,9 @@ void compare_with_peers(nlohmann::json& peers, const std::map<int, Timing>& ours
 
 void run_bench(const BenchOptions& o) {
   if (o.device == "cuda") {
-    if (o.vs_torch || o.vs_peers || o.background_load || o.vs_f32) {
+    if (o.vs_torch || o.vs_peers || o.background_load || o.vs_f32 || o.profile) {
       throw ExitError{2,
-                      "bench --device cuda: --vs-torch, --vs-peers, --vs-f32 and "
+                      "bench --device cuda: --vs-torch, --vs-peers, --vs-f32, --profile and "
                       "--background-load are for the CPU"};
     }
     run_model_bench_cuda({o.model, o.batches, o.reps, o.precision, o.json});
@@ -347,11 +396,19 @@ void run_bench(const BenchOptions& o) {
                         {"adaptive_threads", adapt},
                         {"vs_f32", o.vs_f32},
                         {"results", nlohmann::json::array()}};
+  // --profile reads the linears' and attention's rates against the FMA peak, measured quietly
+  // (before any background load starts).
+  FmaPeak fma_peak;
+  if (o.profile) {
+    fma_peak = measure_fma_peak(threads);
+    out["fma_peak_gflops_per_s"] = fma_peak.for_onednn();
+  }
   if (!o.json) {
     std::printf(
         "model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads, %s linears\n",
         o.model.c_str(), model_family(c).c_str(), c.encoding.c_str(), model.num_params() / 1e6,
         weights_mib, threads, o.precision.c_str());
+    if (o.profile) std::printf("%s\n", fma_peak.describe().c_str());
     if (o.background_load) {
       std::printf("background load: %d busy process%s beside the measurement\n", o.background_load,
                   o.background_load == 1 ? "" : "es");
@@ -450,6 +507,10 @@ void run_bench(const BenchOptions& o) {
             speedups.size(), speedups.front(), speedups.back());
       }
     }
+    if (o.profile) {
+      out["results"].back()["profile"] = profile_forward(
+          [&] { return timed_forward(model, adaptive); }, reps, fma_peak.for_onednn(), !o.json);
+    }
     if (!o.json) std::fflush(stdout);
   }
   if (!o.json) {
@@ -525,6 +586,10 @@ void setup(CLI::App& root) {
   bench->add_flag("--vs-f32", o->vs_f32,
                   "Also time an f32 copy of the model, call by call in turn with --precision, and "
                   "print the speed-up (the median of the pairs' ratios)");
+  bench->add_flag("--profile", o->profile,
+                  "After the timed calls, as many more with the time split by class of op "
+                  "(linear, attention, layernorm, softmax, GELU, copies, ...) and the linears' and "
+                  "attention's GFLOP/s against the FMA peak (a register-only loop)");
   bench->add_flag("--fixed-threads", o->fixed_threads,
                   "Run every call on all the threads; by default a call runs on fewer when that "
                   "is faster on a busy machine, as a Classifier does (VITPE_ADAPTIVE_THREADS=0 "

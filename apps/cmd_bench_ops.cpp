@@ -6,8 +6,6 @@
 // targets at 2 threads are >= 80% of the matmul peak for the linears at batch 8 and >= 50% for
 // attention.
 #include <fmt/format.h>
-#include <immintrin.h>
-#include <omp.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "apps/command.h"
+#include "apps/fma_peak.h"
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -62,61 +61,6 @@ Timing time_calls(const std::function<void()>& f, int reps) {
   return {t[t.size() / 2], t.front(), cpu_use};
 }
 
-// ---- the FMA peak: a loop of fused multiply-adds on registers only
-// ------------------------------- 12 independent accumulators (more than FMA latency x FMA ports on
-// current x86 cores), nothing loaded or stored: the most floating-point work a core can do, against
-// which every op's rate is read. Returns the final accumulators' sum so the loop cannot be dropped.
-constexpr int kFmaChains = 12;
-
-__attribute__((target("avx2,fma"), noinline)) float fma_loop_avx2(int64_t iters) {
-  __m256 acc[kFmaChains];
-  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm256_set1_ps(1.0f + 0.01f * j);
-  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i) {
-    for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm256_fmadd_ps(acc[j], mul, add);
-  }
-  __m256 sum = acc[0];
-  for (int j = 1; j < kFmaChains; ++j) sum = _mm256_add_ps(sum, acc[j]);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, sum);
-  return lanes[0] + lanes[7];
-}
-
-__attribute__((target("avx512f"), noinline)) float fma_loop_avx512(int64_t iters) {
-  __m512 acc[kFmaChains];
-  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm512_set1_ps(1.0f + 0.01f * j);
-  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iters; ++i) {
-    for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm512_fmadd_ps(acc[j], mul, add);
-  }
-  __m512 sum = acc[0];
-  for (int j = 1; j < kFmaChains; ++j) sum = _mm512_add_ps(sum, acc[j]);
-  alignas(64) float lanes[16];  // (g++ 12 warns inside _mm512_reduce_add_ps)
-  _mm512_store_ps(lanes, sum);
-  return lanes[0] + lanes[15];
-}
-
-// GFLOP/s of the loop of `lanes` floats per FMA on `threads` threads (each runs it): the best of 3
-// runs of about 0.1 s.
-double fma_peak(int lanes, int threads) {
-  const int64_t iters = 4'000'000;
-  const double flops = 2.0 * lanes * kFmaChains * static_cast<double>(iters) * threads;
-  double best = 0;
-  volatile float sink = 0;
-  for (int run = 0; run < 3; ++run) {
-    const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(threads)
-    {
-      const float r = lanes == 16 ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
-#pragma omp critical
-      sink = sink + r;
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, flops / s / 1e9);
-  }
-  return best;
-}
-
 Tensor random(const Shape& s, uint64_t seed, double std = 1.0) {
   Rng rng(seed);
   Tensor t = Tensor::empty(s);
@@ -145,26 +89,12 @@ void run_bench_ops(const BenchOpsOptions& o) {
   std::printf("peak: plain f32 matmul %lldx%lldx%lld, best of %d: %.1f GFLOP/s\n",
               static_cast<long long>(p), static_cast<long long>(p), static_cast<long long>(p),
               std::max(3, reps / 4), peak);
-  // The FMA peak of the vector width oneDNN runs (AVX-512 where it dispatches avx512 kernels).
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool dnnl_512 = avx512 && std::string(cpu_isa_name()).find("avx512") != std::string::npos;
-  double fma = 0;
-  if (avx2) {
-    const int t = num_threads();
-    const double a1 = fma_peak(8, 1), at = t > 1 ? fma_peak(8, t) : a1;
-    std::printf("FMA peak (register-only loop): AVX2 %.1f GFLOP/s on 1 thread, %.1f on %d", a1, at,
-                t);
-    fma = at;
-    if (avx512) {
-      const double z1 = fma_peak(16, 1), zt = t > 1 ? fma_peak(16, t) : z1;
-      std::printf("; AVX-512 %.1f on 1 thread, %.1f on %d", z1, zt, t);
-      if (dnnl_512) fma = zt;
-    }
-    std::printf("\nthe matmul peak is %.0f%% of the %s FMA peak, which the column 'of FMA' uses\n",
-                100.0 * peak / fma, dnnl_512 ? "AVX-512" : "AVX2");
-  } else {
-    std::printf("FMA peak: not measured (this CPU has no AVX2 FMA)\n");
+  const FmaPeak fma_peak = measure_fma_peak(num_threads());
+  std::printf("%s\n", fma_peak.describe().c_str());
+  const double fma = fma_peak.for_onednn();
+  if (fma > 0) {
+    std::printf("the matmul peak is %.0f%% of the %s FMA peak, which the column 'of FMA' uses\n",
+                100.0 * peak / fma, fma_peak.onednn_avx512 ? "AVX-512" : "AVX2");
   }
   std::printf("\n");
 

@@ -189,6 +189,12 @@ void cross_entropy_backward(Tensor& dlogits, const Tensor& probs, const int32_t*
 void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor& k,
                        const Tensor& v, float scale, const Tensor& bias = {},
                        const Tensor& mask = {});
+// The same for inference, straight from the qkv projection's rows and into the tokens' rows, with
+// no copies between the two layouts: qkv: [B, N, 3 * H * hd] (rows [q | k | v], head h at h * hd
+// inside each, as split_heads_forward reads them) -> out: [B, N, H * hd] (as merge_heads_forward
+// writes it). bias and mask as above; no probabilities are kept.
+void attention_forward_tokens(Tensor& out, const Tensor& qkv, int64_t heads, float scale,
+                              const Tensor& bias = {}, const Tensor& mask = {});
 // dout: [B, H, N, hd] -> dq, dk, dv: [B, H, N, hd]; dbias: [H, N, N] = sum over the batch of
 // the logits' gradient (or undefined). The mask has no gradient.
 void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,

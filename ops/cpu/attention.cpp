@@ -23,6 +23,7 @@
 
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -101,49 +102,34 @@ void throw_if_failed(const char* op, const std::atomic<bool>& failed) {
 
 }  // namespace
 
-void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor& k,
-                       const Tensor& v, float scale, const Tensor& bias, const Tensor& mask) {
-  const char* op = "attention_forward";
-  const Dims d = check_qkv(op, q, k, v);
-  check_cpu_f32(op, "out", out);
-  check_shape(op, "out", out, q.shape());
-  const int64_t n = d.n, nn = d.n * d.n;
-  const float* pbias = nullptr;
-  if (bias.defined()) {
-    check_cpu_f32(op, "bias", bias);
-    check_shape(op, "bias", bias, Shape{d.h, n, n});
-    pbias = bias.f32();
-  }
-  const float* pmask = nullptr;
-  int64_t windows = 1;
-  if (mask.defined()) {
-    check_cpu_f32(op, "mask", mask);
-    if (mask.ndim() != 3 || mask.size(1) != n || mask.size(2) != n || mask.size(0) <= 0 ||
-        d.b % mask.size(0) != 0) {
-      throw ShapeError(std::string(op) + ": expected mask of shape [W, " + std::to_string(n) +
-                       ", " + std::to_string(n) + "] with W dividing the batch " +
-                       std::to_string(d.b) + " (q is " + q.shape().str() + "), found " +
-                       mask.shape().str());
-    }
-    windows = mask.size(0);
-    pmask = mask.f32();
-  }
-  float* p_all = nullptr;
-  if (probs.defined()) {
-    check_cpu_f32(op, "probs", probs);
-    check_shape(op, "probs", probs, Shape{d.b, d.h, n, n});
-    p_all = probs.f32();
-  }
-  if (d.bh() == 0 || n == 0) return;
+namespace {
 
-  const float* pq = q.f32();
-  const float* pk = k.f32();
-  const float* pv = v.f32();
-  float* po = out.f32();
-  const int64_t qs = n * d.hd;  // elements of one (batch, head) pair of q, k, v, out
+// Where the rows of q, k, v and out of one (batch, head) pair live: the pair (bi, h) of a starts
+// at a + bi * batch + h * head, and its N rows are ld apart.
+struct Layout {
+  int64_t batch, head, ld;
+  int64_t at(int64_t bi, int64_t h) const { return bi * batch + h * head; }
+};
+
+struct ForwardArgs {
+  const float *q, *k, *v;
+  float* out;
+  Layout lq, lk, lv, lo;
+  Dims d;
+  float scale;
+  const float* bias;  // [H, N, N] or nullptr
+  const float* mask;  // [W, N, N] or nullptr
+  int64_t windows;
+  float* probs;  // [B, H, N, N] or nullptr (inference: a per-thread block)
+};
+
+void forward_pairs(const char* op, const ForwardArgs& a) {
+  const Dims& d = a.d;
+  const int64_t n = d.n, nn = n * n;
   // Rows of one pair are independent in the forward, so when there are fewer pairs than
   // threads (batch-1 inference on a many-core machine) each pair is split into row blocks; at
-  // least kMinRows rows per block keep the sgemm calls efficient.
+  // least kMinRows rows per block keep the sgemm calls efficient. Threads take the tasks as they
+  // finish the last one: a thread that shares its core with another process does fewer.
   constexpr int64_t kMinRows = 32;
   const int64_t threads = omp_get_max_threads();
   const int64_t splits =
@@ -153,34 +139,104 @@ void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor
   std::atomic<bool> failed{false};
 #pragma omp parallel
   {
-    float* s_local =
-        p_all ? nullptr : cpu::scratch_f32(cpu::ScratchSlot::attention_0, static_cast<size_t>(nn));
-#pragma omp for schedule(static)
+    float* s_local = a.probs
+                         ? nullptr
+                         : cpu::scratch_f32(cpu::ScratchSlot::attention_0, static_cast<size_t>(nn));
+#pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < d.bh() * splits; ++task) {
       const int64_t bh = task / splits, i0 = task % splits * rows, m = std::min(n, i0 + rows) - i0;
       const int64_t bi = bh / d.h, h = bh % d.h;
       if (m <= 0) continue;
       // s holds logit rows [i0, i0 + m) of this pair.
-      float* s = p_all ? p_all + bh * nn + i0 * n : s_local;
+      float* s = a.probs ? a.probs + bh * nn + i0 * n : s_local;
       // s = q k^T * scale: [m, hd] x [N, hd]^T -> [m, N]
-      bool ok = gemm('N', 'T', m, n, d.hd, scale, pq + bh * qs + i0 * d.hd, d.hd, pk + bh * qs,
-                     d.hd, 0.0f, s, n);
+      bool ok = gemm('N', 'T', m, n, d.hd, a.scale, a.q + a.lq.at(bi, h) + i0 * a.lq.ld, a.lq.ld,
+                     a.k + a.lk.at(bi, h), a.lk.ld, 0.0f, s, n);
       // p = softmax(s + bias[h] + mask[b % W]) row by row
       for (int64_t i = 0; i < m; ++i) {
-        const float* brow = pbias ? pbias + h * nn + (i0 + i) * n : nullptr;
-        const float* mrow = pmask ? pmask + (bi % windows) * nn + (i0 + i) * n : nullptr;
+        const float* brow = a.bias ? a.bias + h * nn + (i0 + i) * n : nullptr;
+        const float* mrow = a.mask ? a.mask + (bi % a.windows) * nn + (i0 + i) * n : nullptr;
         if (avx2)
           softmax_row_avx2(s + i * n, brow, mrow, n);
         else
           softmax_row_base(s + i * n, brow, mrow, n);
       }
       // out = p v: [m, N] x [N, hd] -> [m, hd]
-      ok = ok && gemm('N', 'N', m, d.hd, n, 1.0f, s, n, pv + bh * qs, d.hd, 0.0f,
-                      po + bh * qs + i0 * d.hd, d.hd);
+      ok = ok && gemm('N', 'N', m, d.hd, n, 1.0f, s, n, a.v + a.lv.at(bi, h), a.lv.ld, 0.0f,
+                      a.out + a.lo.at(bi, h) + i0 * a.lo.ld, a.lo.ld);
       if (!ok) failed = true;
     }
   }
   throw_if_failed(op, failed);
+}
+
+// bias: [H, N, N] and mask: [W, N, N] with W dividing the batch B (undefined: none); returns W.
+int64_t check_bias_mask(const char* op, const Tensor& bias, const Tensor& mask, const Dims& d,
+                        const Tensor& q) {
+  const int64_t n = d.n;
+  if (bias.defined()) {
+    check_cpu_f32(op, "bias", bias);
+    check_shape(op, "bias", bias, Shape{d.h, n, n});
+  }
+  if (!mask.defined()) return 1;
+  check_cpu_f32(op, "mask", mask);
+  if (mask.ndim() != 3 || mask.size(1) != n || mask.size(2) != n || mask.size(0) <= 0 ||
+      d.b % mask.size(0) != 0) {
+    throw ShapeError(std::string(op) + ": expected mask of shape [W, " + std::to_string(n) + ", " +
+                     std::to_string(n) + "] with W dividing the batch " + std::to_string(d.b) +
+                     " (q is " + q.shape().str() + "), found " + mask.shape().str());
+  }
+  return mask.size(0);
+}
+
+}  // namespace
+
+void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor& k,
+                       const Tensor& v, float scale, const Tensor& bias, const Tensor& mask) {
+  const char* op = "attention_forward";
+  const Dims d = check_qkv(op, q, k, v);
+  check_cpu_f32(op, "out", out);
+  check_shape(op, "out", out, q.shape());
+  const int64_t n = d.n, nn = d.n * d.n;
+  // The two products' work: q k^T and p v, 2 N^2 hd each per head.
+  const OpScope scope(OpClass::attention, 4.0 * static_cast<double>(d.b * d.h) * nn * d.hd);
+  const int64_t windows = check_bias_mask(op, bias, mask, d, q);
+  float* p_all = nullptr;
+  if (probs.defined()) {
+    check_cpu_f32(op, "probs", probs);
+    check_shape(op, "probs", probs, Shape{d.b, d.h, n, n});
+    p_all = probs.f32();
+  }
+  if (d.bh() == 0 || n == 0) return;
+  const Layout tight{d.h * n * d.hd, n * d.hd, d.hd};  // [B, H, N, hd]
+  forward_pairs(op, {q.f32(), k.f32(), v.f32(), out.f32(), tight, tight, tight, tight, d, scale,
+                     bias.defined() ? bias.f32() : nullptr, mask.defined() ? mask.f32() : nullptr,
+                     windows, p_all});
+}
+
+void attention_forward_tokens(Tensor& out, const Tensor& qkv, int64_t heads, float scale,
+                              const Tensor& bias, const Tensor& mask) {
+  const char* op = "attention_forward_tokens";
+  check_cpu_f32(op, "qkv", qkv);
+  if (heads <= 0 || qkv.ndim() != 3 || qkv.size(2) % (3 * heads) != 0 || qkv.size(2) == 0) {
+    throw ShapeError(std::string(op) + ": expected qkv of shape [B, N, 3 * H * hd] with H = " +
+                     std::to_string(heads) + " and hd > 0, found " + qkv.shape().str());
+  }
+  const int64_t dim = qkv.size(2) / 3;
+  const Dims d{qkv.size(0), heads, qkv.size(1), dim / heads};
+  check_cpu_f32(op, "out", out);
+  check_shape(op, "out", out, Shape{d.b, d.n, dim});
+  if (out.raw() == qkv.raw()) {
+    throw std::invalid_argument(std::string(op) + ": out must not be qkv itself");
+  }
+  const OpScope scope(OpClass::attention, 4.0 * static_cast<double>(d.b * d.h) * d.n * d.n * d.hd);
+  const int64_t windows = check_bias_mask(op, bias, mask, d, qkv);
+  if (d.bh() == 0 || d.n == 0) return;
+  const float* base = qkv.f32();
+  const Layout in{d.n * 3 * dim, d.hd, 3 * dim}, to{d.n * dim, d.hd, dim};  // [B, N, (3) H hd]
+  forward_pairs(op, {base, base + dim, base + 2 * dim, out.f32(), in, in, in, to, d, scale,
+                     bias.defined() ? bias.f32() : nullptr, mask.defined() ? mask.f32() : nullptr,
+                     windows, nullptr});
 }
 
 void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,

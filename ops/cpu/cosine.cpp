@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "ops/util.h"
 
@@ -43,6 +44,7 @@ double head_scale(const Tensor& logit_scale, int64_t h, float max_log) {
 
 void cosine_qk_forward(Tensor& qn, Tensor& kn, const Tensor& q, const Tensor& k,
                        const Tensor& logit_scale, float max_log) {
+  const OpScope scope(OpClass::elementwise);
   const char* op = "cosine_qk_forward";
   const int64_t H = check_cosine(op, q, k, logit_scale);
   check_same(op, "qn", qn, "q", q);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -53,6 +54,7 @@ std::vector<float> taps_by_channel(const Tensor& w, int64_t D) {
 
 void dwconv3x3_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, int64_t rows,
                        int64_t cols, int64_t prefix) {
+  const OpScope scope(OpClass::other);
   const char* op = "dwconv3x3_forward";
   const int64_t D = check_dwconv(op, "x", x, w, rows, cols, prefix);
   check_cpu_f32(op, "b", b);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ops/cpu/vec_math.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -79,6 +80,7 @@ void parallel_chunks(int64_t n, F&& f) {
 }  // namespace
 
 void gelu_forward(Tensor& y, const Tensor& x) {
+  const OpScope scope(OpClass::gelu);
   check_cpu_f32("gelu_forward", "x", x);
   check_same("gelu_forward", "y", y, "x", x);
   const float* px = x.f32();
@@ -110,6 +112,7 @@ void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
 }
 
 void add_forward(Tensor& y, const Tensor& a, const Tensor& b) {
+  const OpScope scope(OpClass::elementwise);
   check_cpu_f32("add_forward", "a", a);
   check_same("add_forward", "b", b, "a", a);
   check_same("add_forward", "y", y, "a", a);
@@ -151,6 +154,7 @@ int64_t check_swiglu(const char* op, const Tensor& x, const Tensor& y, const cha
 }  // namespace
 
 void swiglu_forward(Tensor& y, const Tensor& x) {
+  const OpScope scope(OpClass::gelu);
   const int64_t H = check_swiglu("swiglu_forward", x, y, "y"), rows = y.numel() / H;
   const float* px = x.f32();
   float* py = y.f32();
@@ -211,6 +215,7 @@ void parallel_rows(int64_t rows, int64_t D, F&& f) {
 }  // namespace
 
 void layer_scale_add_forward(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& a) {
+  const OpScope scope(OpClass::elementwise);
   const char* op = "layer_scale_add_forward";
   check_cpu_f32(op, "x", x);
   check_same(op, "a", a, "x", x);

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -20,6 +21,7 @@ constexpr int64_t kParallelMin = 1 << 16;
 }  // namespace
 
 void split_heads_forward(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t heads) {
+  const OpScope scope(OpClass::copies);
   const char* op = "split_heads_forward";
   check_cpu_f32(op, "qkv", qkv);
   if (qkv.ndim() != 3 || heads <= 0 || qkv.size(2) % (3 * heads) != 0) {
@@ -82,6 +84,7 @@ void split_heads_backward(Tensor& dqkv, const Tensor& dq, const Tensor& dk, cons
 }
 
 void merge_heads_forward(Tensor& y, const Tensor& o) {
+  const OpScope scope(OpClass::copies);
   const char* op = "merge_heads_forward";
   check_cpu_f32(op, "o", o);
   if (o.ndim() != 4) {

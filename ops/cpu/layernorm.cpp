@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -28,6 +29,7 @@ int64_t rows_of(const char* op, const Tensor& x, const Tensor& gamma) {
 
 void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& gamma,
                        const Tensor& beta, float eps) {
+  const OpScope scope(OpClass::layernorm);
   const char* op = "layernorm_forward";
   check_cpu_f32(op, "x", x);
   check_cpu_f32(op, "gamma", gamma);

@@ -13,6 +13,7 @@
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/linear_impl.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -284,6 +285,7 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   const int64_t m = check_linear(op, x, w);
   const int64_t k = w.size(1), n = w.size(0);
   cpu::check_linear_outputs(op, x, y, b, residual, n, m);
+  const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
   cpu::linear_rows_forward(y.f32(), x.f32(), w.raw(), w.dtype(), b.defined() ? b.f32() : nullptr, m,
                            k, n, act, residual.defined() ? residual.f32() : nullptr);
 }

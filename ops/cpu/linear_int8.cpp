@@ -25,6 +25,7 @@
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/linear_impl.h"
 #include "ops/cpu/vec_math.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -444,6 +445,7 @@ void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const
   const int64_t m = x.numel() / k;
   cpu::check_linear_outputs(op, x, y, b, residual, n, m);
   if (m == 0) return;
+  const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
   cpu::linear_int8_rows_forward(y.f32(), x.f32(), w, b.defined() ? b.f32() : nullptr, m, act,
                                 residual.defined() ? residual.f32() : nullptr);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -24,6 +25,7 @@ void check_start(const char* op, int64_t n, int64_t start) {
 }  // namespace
 
 void mean_tokens_forward(Tensor& y, const Tensor& x, int64_t start) {
+  const OpScope scope(OpClass::other);
   const char* op = "mean_tokens_forward";
   check_cpu_f32(op, "x", x);
   check_cpu_f32(op, "y", y);

@@ -8,6 +8,7 @@
 
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/linear_impl.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -86,6 +87,7 @@ void col2im_add(float* dx, const float* dcols, const Geometry& g) {
 }  // namespace
 
 void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b) {
+  const OpScope scope(OpClass::patch_embed);
   const char* op = "patch_embed_forward";
   const Geometry g = check_patch_embed(op, x, w);
   check_shape(op, "y", y, Shape{g.batch, g.grid_h * g.grid_w, g.dim});

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/cpu/vec_math.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -31,6 +32,7 @@ void check_like(const char* op, const char* what, const Tensor& t, const char* r
 }  // namespace
 
 void softmax_forward(Tensor& y, const Tensor& x) {
+  const OpScope scope(OpClass::softmax);
   const char* op = "softmax_forward";
   check_cpu_f32(op, "x", x);
   check_like(op, "y", y, "x", x);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -432,6 +433,40 @@ TEST(Cli, BenchOpsPrintsTheFmaPeakAndEveryOpAgainstIt) {
   EXPECT_TRUE(contains(r.out, "of the AVX")) << r.out;
   EXPECT_TRUE(contains(r.out, "of FMA")) << r.out;
   EXPECT_TRUE(contains(r.out, "fc2+residual int8")) << r.out;
+}
+
+// --profile splits the forward's time by class of op: vit-fmnist (depth 6, mean pooling) makes
+// 4 linears per block and its head, one attention and two layernorms per block and the final
+// one, one patch embedding and one token mean; the parts and the time between ops add up to the
+// forward.
+TEST(Cli, BenchProfileSplitsTheForwardByOpClass) {
+  const auto j =
+      json_of("bench --json --model vit-fmnist --batch 2 --reps 2 --fixed-threads --profile");
+  EXPECT_GT(j["fma_peak_gflops_per_s"].get<double>(), 0);
+  ASSERT_EQ(j["results"].size(), 1u);
+  const auto& p = j["results"][0]["profile"];
+  EXPECT_EQ(p["forwards"], 2);
+  std::map<std::string, double> calls;
+  double ms = p["between_ops_ms"].get<double>();
+  for (const auto& op : p["ops"]) {
+    calls[op["class"].get<std::string>()] = op["calls_per_forward"].get<double>();
+    ms += op["ms_per_forward"].get<double>();
+    EXPECT_GE(op["share"].get<double>(), 0) << op.dump();
+  }
+  EXPECT_EQ(calls["linear"], 25) << p.dump();
+  EXPECT_EQ(calls["attention"], 6) << p.dump();
+  EXPECT_EQ(calls["layernorm"], 13) << p.dump();
+  EXPECT_EQ(calls["patch embed"], 1) << p.dump();
+  EXPECT_EQ(calls.count("copies (heads)"), 0u) << "inference reads the heads in place";
+  EXPECT_NEAR(ms, p["forward_ms"].get<double>(), 1e-6 * ms) << p.dump();
+  EXPECT_GT(p["ops"][0]["gflops_per_s"].get<double>(), 0) << p.dump();
+  CmdResult text = vitpe("bench --model vit-fmnist --batch 1 --reps 1 --profile");
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_TRUE(contains(text.out, "FMA peak (register-only loop)")) << text.out;
+  EXPECT_TRUE(contains(text.out, "between ops")) << text.out;
+  CmdResult gpu = vitpe("bench --model vit-fmnist --device cuda --profile");
+  EXPECT_EQ(gpu.code, 2) << gpu.out;
+  EXPECT_TRUE(contains(gpu.out, "--profile")) << gpu.out;
 }
 
 // --vs-f32: an f32 copy of the model timed in turn with the int8 one; the speed-up is the median

@@ -193,6 +193,59 @@ TEST(AttentionBackward, UndefinedGradientsAreSkipped) {
 }
 
 // Steady state: repeated calls reuse the cached primitives and buffers.
+// attention_forward_tokens reads the heads from the qkv projection's rows and writes the tokens'
+// rows: the same numbers as splitting the heads, attention_forward and merging them, against the
+// double reference, with bias and mask, odd sizes, and more threads than pairs.
+void check_tokens(const Case& c, uint64_t seed) {
+  const int64_t dim = c.h * c.hd;
+  Tensor qkv = random_tensor(Shape{c.b, c.n, 3 * dim}, seed);
+  const Shape s{c.b, c.h, c.n, c.hd};
+  Tensor q = Tensor::empty(s), k = Tensor::empty(s), v = Tensor::empty(s);
+  split_heads_forward(q, k, v, qkv, c.h);
+  Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, seed + 3) : Tensor();
+  Tensor mask = c.windows ? region_mask(c.windows, c.n) : Tensor();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  Tensor want = Tensor::empty(Shape{c.b, c.n, dim});
+  merge_heads_forward(want, ref::attention(q, k, v, scale, bias, mask));
+  Tensor out = Tensor::full(Shape{c.b, c.n, dim}, 1e9f);
+  attention_forward_tokens(out, qkv, c.h, scale, bias, mask);
+  EXPECT_LT(max_rel_error(out, want), 1e-5) << s.str();
+  Tensor o = Tensor::empty(s), none, split = Tensor::empty(Shape{c.b, c.n, dim});
+  attention_forward(o, none, q, k, v, scale, bias, mask);
+  merge_heads_forward(split, o);
+  EXPECT_LT(max_rel_error(out, split), 1e-6) << s.str() << " against the split path";
+}
+
+TEST(AttentionForwardTokens, MatchesTheSplitPathAndTheReference) {
+  check_tokens({1, 6, 197, 64, false, 0}, 70);  // ViT-S at batch 1
+  check_tokens({2, 3, 49, 32, true, 0}, 71);    // Swin windows with a relative bias
+  check_tokens({8, 3, 49, 32, true, 4}, 72);    // shifted windows: bias and mask
+  check_tokens({1, 1, 7, 5, false, 0}, 73);     // tails
+  check_tokens({3, 2, 33, 9, true, 3}, 74);
+}
+
+TEST(AttentionForwardTokens, ErrorsNameTheShapes) {
+  Tensor out = Tensor::zeros(Shape{2, 5, 8});
+  try {
+    attention_forward_tokens(out, Tensor::zeros(Shape{2, 5, 25}), 2, 1.0f);
+    ADD_FAILURE() << "no ShapeError for 25 columns";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 5, 25]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("3 * H * hd"), std::string::npos) << e.what();
+  }
+  try {
+    attention_forward_tokens(out, Tensor::zeros(Shape{2, 5, 12}), 2, 1.0f);  // D = 4, not 8
+    ADD_FAILURE() << "no ShapeError for out";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 5, 4]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[2, 5, 8]"), std::string::npos) << e.what();
+  }
+  Tensor qkv = Tensor::zeros(Shape{2, 5, 24});
+  EXPECT_THROW(attention_forward_tokens(out, qkv, 2, 1.0f, Tensor::zeros(Shape{3, 5, 5})),
+               ShapeError);
+  EXPECT_THROW(attention_forward_tokens(out, qkv, 0, 1.0f), ShapeError);
+}
+
 TEST(AttentionForward, SteadyStateAllocatesNothing) {
   const Shape s{2, 3, 49, 32};
   Tensor q = random_tensor(s, 30), k = random_tensor(s, 31), v = random_tensor(s, 32);

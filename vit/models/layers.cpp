@@ -190,6 +190,22 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
   }
   geom_ = geom;
   qkv_.forward(qkv_out_, x, training);  // [B, N, 3D]
+  const bool rotation = encoding_ && encoding_->has_rotation();
+  if (!training && !rotation && !logit_scale_.value.defined()) {
+    // Inference with q and k as the projection made them: attention reads the heads straight
+    // from qkv's rows and writes the tokens' rows, with no copies between the layouts.
+    Tensor bias;
+    if (encoding_ && encoding_->has_bias()) {
+      ensure_shape(bias_, {heads_, N, N});
+      encoding_->bias(bias_, geom);
+      bias = bias_;
+    }
+    ensure_shape(merged_, {B, N, dim_});
+    attention_forward_tokens(merged_, qkv_out_, heads_, 1.0f / std::sqrt(static_cast<float>(hd)),
+                             bias, mask);
+    proj_.forward(y, merged_, training, Act::none, residual);
+    return;
+  }
   ensure_shape(q_, {B, heads_, N, hd});
   ensure_shape(k_, {B, heads_, N, hd});
   ensure_shape(v_, {B, heads_, N, hd});
@@ -197,7 +213,7 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
 
   const Tensor* qa = &q_;
   const Tensor* ka = &k_;
-  if (encoding_ && encoding_->has_rotation()) {
+  if (rotation) {
     ensure_shape(q_rot_, q_.shape());
     ensure_shape(k_rot_, k_.shape());
     encoding_->rotate(q_rot_, k_rot_, q_, k_, geom);
