@@ -46,7 +46,7 @@ const char* op_class_name(OpClass k) {
     case OpClass::elementwise:
       return "elementwise";
     case OpClass::copies:
-      return "copies (heads)";
+      return "copies";
     case OpClass::patch_embed:
       return "patch embed";
     case OpClass::other:

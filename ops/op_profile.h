@@ -22,7 +22,7 @@ enum class OpClass : int {
   softmax,      // softmax_forward on its own
   gelu,         // gelu_forward, swiglu_forward on their own (not fused into a linear)
   elementwise,  // add_forward, layer_scale_add_forward, cosine_qk_forward
-  copies,       // split_heads_forward, merge_heads_forward
+  copies,       // split_heads_forward, merge_heads_forward; Swin's window gather and scatter
   patch_embed,  // patch_embed_forward (im2col and its product)
   other,        // dwconv3x3_forward, mean_tokens_forward
   count

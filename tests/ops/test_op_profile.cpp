@@ -40,7 +40,7 @@ TEST(OpProfile, OffRecordsNothingOnCountsOutermostOps) {
   // Taking clears.
   t = op_profile_take();
   EXPECT_EQ(t.calls[idx(OpClass::linear)], 0);
-  EXPECT_STREQ(op_class_name(OpClass::copies), "copies (heads)");
+  EXPECT_STREQ(op_class_name(OpClass::copies), "copies");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/op_profile.h"
+
 namespace vitpe {
 
 namespace {
@@ -70,6 +72,7 @@ void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& l) {
     throw ShapeError("window_gather: expected " + std::to_string(l.res.count()) +
                      " tokens, found " + std::to_string(L));
   }
+  const OpScope scope(OpClass::copies);
   const float* src = x.f32();
   float* dst = xw.f32();
   const int64_t slots = l.windows * N;
@@ -89,6 +92,7 @@ void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& l) {
 void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& l) {
   const int64_t B = dst.size(0), L = dst.size(1), C = dst.size(2), N = l.window.count();
   check_shape("window_scatter_add", "xw", xw, {B * l.windows, N, C});
+  const OpScope scope(OpClass::copies);
   const float* src = xw.f32();
   float* out = dst.f32();
   const int64_t slots = l.windows * N;
