@@ -188,8 +188,8 @@ void quantize_rows_base(uint8_t* a, float* sa, int32_t* za, const float* x, int6
 // ---- epilogue: dequantise, bias, GELU, residual -------------------------------------------------
 
 struct Epilogue {
-  const int32_t* acc;  // [M, acc_ld]: the products of columns [j0, j0 + acc_ld)
-  int64_t acc_ld, j0;
+  const int32_t* acc;  // products of rows i0.. and columns [j0, j0 + acc_ld), rows acc_ld apart
+  int64_t acc_ld, i0, j0;
   const float* sa;        // [M]
   const int32_t* za;      // [M]
   const float* sw;        // [N]
@@ -206,7 +206,7 @@ template <class T>
 VITPE_INLINE void epilogue_at(const Epilogue& e, int64_t i, int64_t j) {
   const int64_t at = i * e.n + j;
   IntV<T> c, s;
-  load_int<T>(c, e.acc + i * e.acc_ld + (j - e.j0));
+  load_int<T>(c, e.acc + (i - e.i0) * e.acc_ld + (j - e.j0));
   load_int<T>(s, e.sum + j);
   c = c - s * e.za[i];  // exact: |sum_k (a - za) q| fits in s32 (kMaxK)
   T v, scale;
@@ -240,10 +240,23 @@ VITPE_INLINE void epilogue_row(const Epilogue& e, int64_t i) {
   for (; j < j1; ++j) epilogue_at<float>(e, i, j);
 }
 
-// Columns per block of the fused loop: the block's s32 products ([M, kBlockCols]) stay in the
-// core's cache between the product and the epilogue, and N / kBlockCols blocks give the threads
-// enough pieces to share out as they finish.
-constexpr int64_t kBlockCols = 64;
+// The tiles of the fused loop, each a product on one thread and its epilogue while the s32
+// products are in that core's cache. Every tile's product packs its share of the inputs again:
+// column tiles repack all M rows of a (M K per tile), row tiles repack the weights (N K per
+// tile). Few rows (batch 1: M = 197) take all rows and 64 columns, many rows (batch 8: 1576)
+// take kTileRows rows and all columns, which repacks half as much as 64-column tiles would.
+constexpr int64_t kTileCols = 64, kTileRows = 128, kManyRows = 512;
+
+struct Tiling {
+  int64_t rows, cols;  // of a full tile
+  int64_t row_tiles, col_tiles;
+  Tiling(int64_t m, int64_t n)
+      : rows(m > kManyRows ? kTileRows : m),
+        cols(m > kManyRows ? n : std::min(n, kTileCols)),
+        row_tiles((m + rows - 1) / rows),
+        col_tiles((n + cols - 1) / cols) {}
+  int64_t tiles() const { return row_tiles * col_tiles; }
+};
 
 // The arguments of one fused call.
 struct FusedCall {
@@ -257,41 +270,55 @@ struct FusedCall {
   uint8_t* a;  // [M, K] quantised rows
   float* sa;   // [M]
   int32_t* za;
-  int64_t blocks() const { return (w->n + kBlockCols - 1) / kBlockCols; }
+  Tiling tiling;
   bool parallel() const {
     return m * w->n > kParallelMin && omp_get_max_threads() > 1 && !omp_in_parallel();
   }
 };
 
-// The calling thread's products of a full block and of the last, narrower one (nullptr when N
-// is a whole number of blocks): every thread makes both before taking blocks, so which blocks a
-// thread happens to take never builds a primitive after the first call.
-struct BlockPrimitives {
-  CachedPrimitive* full;
-  CachedPrimitive* tail;
-  explicit BlockPrimitives(const FusedCall& c)
-      : full(&u8s8s32_primitive(c.m, c.w->k, std::min(c.w->n, kBlockCols))),
-        tail(c.w->n > kBlockCols && c.w->n % kBlockCols
-                 ? &u8s8s32_primitive(c.m, c.w->k, c.w->n % kBlockCols)
-                 : nullptr) {}
+// The calling thread's products of the (at most four) tile shapes: full or last rows x full or
+// last columns, and its scratch for a full tile's products. Every thread makes them all before
+// taking tiles, so which tiles a thread happens to take never builds a primitive or grows a
+// buffer after the first call.
+struct TilePrimitives {
+  CachedPrimitive* p[2][2] = {};
+  explicit TilePrimitives(const FusedCall& c) {
+    const Tiling& t = c.tiling;
+    const int64_t last_rows = c.m - (t.row_tiles - 1) * t.rows;
+    const int64_t last_cols = c.w->n - (t.col_tiles - 1) * t.cols;
+    for (int r = 0; r < 2; ++r) {
+      for (int q = 0; q < 2; ++q) {
+        const int64_t mr = r ? last_rows : t.rows, nc = q ? last_cols : t.cols;
+        if ((r && last_rows == t.rows) || (q && last_cols == t.cols)) continue;
+        p[r][q] = &u8s8s32_primitive(mr, c.w->k, nc);
+      }
+    }
+    scratch(ScratchSlot::linear_1, static_cast<size_t>(t.rows * t.cols) * sizeof(int32_t));
+  }
+  CachedPrimitive& of(int64_t rows, int64_t cols, const Tiling& t) const {
+    CachedPrimitive* e = p[rows != t.rows][cols != t.cols];
+    return *e;
+  }
 };
 
-// Column block `blk`: its product on this thread alone, then its epilogue while the products
-// are in cache.
+// Tile `tile`: its product on this thread alone, then its epilogue while the products are in
+// cache.
 template <class V>
-VITPE_INLINE void fused_block(const FusedCall& c, const BlockPrimitives& p, int64_t blk) {
+VITPE_INLINE void fused_tile(const FusedCall& c, const TilePrimitives& p, int64_t tile) {
+  const Tiling& t = c.tiling;
   const int64_t k = c.w->k, n = c.w->n;
-  const int64_t j0 = blk * kBlockCols, nb = std::min(n, j0 + kBlockCols) - j0;
+  const int64_t i0 = tile / t.col_tiles * t.rows, mr = std::min(c.m, i0 + t.rows) - i0;
+  const int64_t j0 = tile % t.col_tiles * t.cols, nc = std::min(n, j0 + t.cols) - j0;
   auto* acc = static_cast<int32_t*>(
-      scratch(ScratchSlot::linear_1, static_cast<size_t>(c.m * nb) * sizeof(int32_t)));
-  (nb == kBlockCols || !p.tail ? p.full : p.tail)->run({c.a, c.w->q.data() + j0 * k, acc});
-  const Epilogue e{acc, nb,         j0,  c.sa, c.za,  c.w->scale.data(), c.w->sum.data(),
-                   c.b, c.residual, c.y, n,    c.gelu};
-  for (int64_t i = 0; i < c.m; ++i) epilogue_row<V>(e, i);
+      scratch(ScratchSlot::linear_1, static_cast<size_t>(mr * nc) * sizeof(int32_t)));
+  p.of(mr, nc, t).run({c.a + i0 * k, c.w->q.data() + j0 * k, acc});
+  const Epilogue e{acc, nc,         i0,  j0, c.sa,  c.za, c.w->scale.data(), c.w->sum.data(),
+                   c.b, c.residual, c.y, n,  c.gelu};
+  for (int64_t i = i0; i < i0 + mr; ++i) epilogue_row<V>(e, i);
 }
 
 // x: [M, K] -> y: [M, N] (see linear_int8_forward) in one parallel region: the rows are
-// quantised (split evenly), then each thread takes column blocks as it finishes the last one
+// quantised (split evenly), then each thread takes tiles as it finishes the last one
 // (so a thread that shares its core with another process does fewer of them). oneDNN runs a
 // primitive on the calling thread alone inside a parallel region; the cache keys its entries by
 // the thread count set here and by the thread. (The region is written out in each ISA's
@@ -300,12 +327,12 @@ VITPE_INLINE void fused_block(const FusedCall& c, const BlockPrimitives& p, int6
   _Pragma("omp parallel if (c.parallel())") {                                                \
     omp_set_num_threads(1);                                                                  \
     const int64_t k = c.w->k;                                                                \
-    const BlockPrimitives p(c);                                                              \
+    const TilePrimitives p(c);                                                               \
     _Pragma("omp for schedule(static)") for (int64_t i = 0; i < c.m; ++i) {                  \
       quantize_one_row<V>(c.a + i * k, c.sa[i], c.za[i], c.x + i * k, k);                    \
     }                                                                                        \
-    _Pragma("omp for schedule(dynamic, 1)") for (int64_t blk = 0; blk < c.blocks(); ++blk) { \
-      fused_block<V>(c, p, blk);                                                             \
+    _Pragma("omp for schedule(dynamic, 1)") for (int64_t t = 0; t < c.tiling.tiles(); ++t) { \
+      fused_tile<V>(c, p, t);                                                                \
     }                                                                                        \
   }
 
@@ -321,7 +348,7 @@ void linear_int8_rows_forward(float* y, const float* x, const Int8Weights& w, co
       scratch(ScratchSlot::linear_2, static_cast<size_t>(m) * (sizeof(float) + sizeof(int32_t))));
   auto* sa = reinterpret_cast<float*>(rows);
   auto* za = reinterpret_cast<int32_t*>(rows + m * sizeof(float));
-  const FusedCall c{y, x, &w, b, residual, m, act == Act::gelu, a, sa, za};
+  const FusedCall c{y, x, &w, b, residual, m, act == Act::gelu, a, sa, za, Tiling(m, w.n)};
   if (cpu_has_avx2_fma()) {
     linear_int8_fused_avx2(c);
   } else {

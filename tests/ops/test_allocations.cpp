@@ -96,6 +96,12 @@ class SteadyState {
     dpb = Tensor::zeros(pb.shape());
     a = random_tensor(Shape{4, 17, 8}, 9);
     s = Tensor::empty(Shape{4, 17, 17});
+    // Enough rows for the int8 op's parallel tiles: 600 (the last tile of 128 rows has 88) and
+    // 300 (tiles of all rows and 64 columns).
+    xb = random_tensor(Shape{2, 300, 32}, 10);
+    hb = Tensor::empty(Shape{2, 300, 96});
+    xm = random_tensor(Shape{300, 32}, 11);
+    hm = Tensor::empty(Shape{300, 96});
     q1 = quantize_weights_int8(w1);
     q2 = quantize_weights_int8(w2);
   }
@@ -109,6 +115,8 @@ class SteadyState {
     linear_int8_forward(h, x, q1, b1, Act::gelu);             // int8 fc1 + GELU
     linear_int8_forward(y, h, q2, b2, Act::none, x);          // int8 fc2 + residual
     linear_int8_forward(y, h, q2, Tensor(), Act::none, y);    // int8, in-place residual
+    linear_int8_forward(hb, xb, q1, b1, Act::gelu);           // int8 in tiles of 128 rows
+    linear_int8_forward(hm, xm, q1, b1, Act::gelu);           // int8 in tiles of 64 columns
     linear_backward(dx, dw1, db1, h, x, w1);
     Tensor none;
     linear_backward(dx, none, none, h, x, w1);
@@ -123,6 +131,7 @@ class SteadyState {
   }
 
   Tensor x, w1, b1, w2, b2, h, y, y2, dx, dw1, db1, img, pw, pb, tokens, dimg, dpw, dpb, a, s;
+  Tensor xb, hb, xm, hm;
   Int8Weights q1, q2;
 };
 

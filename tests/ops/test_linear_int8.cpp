@@ -269,13 +269,17 @@ TEST(LinearInt8, FusedGeluAndResidualMatchReference) {
   check_forward({Shape{1, 7}, 9}, Act::gelu, true, true, 23);
 }
 
-TEST(LinearInt8, ColumnBlocksSharedOutAmongThreadsMatchReference) {
-  // One parallel region: rows quantised, then 64-column blocks taken by whichever thread is free,
-  // each block's product on one thread. Several blocks, with and without a narrower last one.
+TEST(LinearInt8, TilesSharedOutAmongThreadsMatchReference) {
+  // One parallel region: rows quantised, then tiles taken by whichever thread is free, each
+  // tile's product on one thread: all rows x 64 columns when the rows are few (several tiles,
+  // with and without a narrower last one), 128 rows x all columns when they are many.
   const int threads = num_threads();
   check_forward({Shape{3, 70, 48}, 200}, Act::gelu, true, true, 26);  // 3 blocks and 8 columns
   check_forward({Shape{197, 40}, 128}, Act::none, true, false, 27);   // 2 whole blocks
   check_forward({Shape{400, 33}, 193}, Act::gelu, false, true, 28);   // 3 blocks and 1 column
+  // Many rows: tiles of 128 rows and all columns, the last with 54 rows; and of 128 x 64.
+  check_forward({Shape{2, 311, 24}, 70}, Act::gelu, true, true, 32);
+  check_forward({Shape{640, 16}, 64}, Act::none, true, false, 33);
   EXPECT_EQ(num_threads(), threads) << "the op's region must leave the thread count as it was";
 }
 
