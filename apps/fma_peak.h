@@ -18,7 +18,7 @@ struct FmaPeak {
   std::string describe() const;
 };
 
-// Best of 3 runs of about 0.1 s per width and thread count (about a second in all).
+// Best of 9 runs of about 0.05 s per width and thread count (about 2 s in all).
 FmaPeak measure_fma_peak(int threads);
 
 }  // namespace vitpe::app
