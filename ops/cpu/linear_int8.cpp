@@ -15,9 +15,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -317,24 +321,53 @@ VITPE_INLINE void fused_tile(const FusedCall& c, const TilePrimitives& p, int64_
   for (int64_t i = i0; i < i0 + mr; ++i) epilogue_row<V>(e, i);
 }
 
+// The first exception of a parallel region's threads, rethrown by the caller after the region
+// (an exception must not leave an OpenMP region); the other threads skip their remaining work.
+// (try/catch is written out in the region, not wrapped in a lambda: a lambda's body would lose
+// the AVX2 target of the function that holds the region.)
+struct RegionError {
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::exception_ptr error;
+  void keep(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) error = std::move(e);
+    failed.store(true, std::memory_order_relaxed);
+  }
+  bool stopped() const { return failed.load(std::memory_order_relaxed); }
+};
+
 // x: [M, K] -> y: [M, N] (see linear_int8_forward) in one parallel region: the rows are
 // quantised (split evenly), then each thread takes tiles as it finishes the last one
 // (so a thread that shares its core with another process does fewer of them). oneDNN runs a
 // primitive on the calling thread alone inside a parallel region; the cache keys its entries by
-// the thread count set here and by the thread. (The region is written out in each ISA's
-// function: an OpenMP region in a template keeps the template's, baseline, ISA.)
+// the thread count set here and by the thread. A primitive that cannot be built (or run) stops
+// the call with its error. (The region is written out in each ISA's function: an OpenMP region
+// in a template keeps the template's, baseline, ISA.)
 #define VITPE_INT8_FUSED_REGION(V)                                                           \
+  RegionError error;                                                                         \
   _Pragma("omp parallel if (c.parallel())") {                                                \
     omp_set_num_threads(1);                                                                  \
     const int64_t k = c.w->k;                                                                \
-    const TilePrimitives p(c);                                                               \
+    std::optional<TilePrimitives> p;                                                         \
+    try {                                                                                    \
+      p.emplace(c);                                                                          \
+    } catch (...) {                                                                          \
+      error.keep(std::current_exception());                                                  \
+    }                                                                                        \
     _Pragma("omp for schedule(static)") for (int64_t i = 0; i < c.m; ++i) {                  \
       quantize_one_row<V>(c.a + i * k, c.sa[i], c.za[i], c.x + i * k, k);                    \
     }                                                                                        \
     _Pragma("omp for schedule(dynamic, 1)") for (int64_t t = 0; t < c.tiling.tiles(); ++t) { \
-      fused_tile<V>(c, p, t);                                                                \
+      if (!p || error.stopped()) continue;                                                   \
+      try {                                                                                  \
+        fused_tile<V>(c, *p, t);                                                             \
+      } catch (...) {                                                                        \
+        error.keep(std::current_exception());                                                \
+      }                                                                                      \
     }                                                                                        \
-  }
+  }                                                                                          \
+  if (error.error) std::rethrow_exception(error.error);
 
 VITPE_AVX2 void linear_int8_fused_avx2(const FusedCall& c) { VITPE_INT8_FUSED_REGION(f32x8) }
 void linear_int8_fused_base(const FusedCall& c) { VITPE_INT8_FUSED_REGION(f32x4) }
