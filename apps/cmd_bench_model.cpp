@@ -32,6 +32,7 @@
 #include "apps/peer.h"
 #include "apps/peers_python.h"
 #include "ops/adaptive_threads.h"
+#include "apps/profile_table.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -62,43 +63,10 @@ nlohmann::json profile_forward(const std::function<double()>& forward, int reps,
                                bool print) {
   op_profile_enable(true);
   double wall_ms = 0;
-  for (int i = 0; i < reps; ++i) wall_ms += forward();
+  for (int k = 0; k < reps; ++k) wall_ms += forward();
   const OpTotals t = op_profile_take();
   op_profile_enable(false);
-  const double per_ms = wall_ms / reps;
-  nlohmann::json j = {{"forwards", reps}, {"forward_ms", per_ms}, {"ops", nlohmann::json::array()}};
-  if (print) {
-    std::printf("%6s profile of %d forwards, %.1f ms each:\n", "", reps, per_ms);
-    std::printf("%6s %-16s %8s %12s %7s %9s %7s\n", "", "op class", "calls", "ms/forward", "share",
-                "GFLOP/s", "of FMA");
-  }
-  double ops_ms = 0;
-  for (int c = 0; c < static_cast<int>(OpClass::count); ++c) {
-    if (t.calls[c] == 0) continue;
-    const double ms = 1e3 * t.seconds[c] / reps;
-    ops_ms += ms;
-    const double gflops = t.flops[c] > 0 ? t.flops[c] / t.seconds[c] / 1e9 : 0;
-    nlohmann::json op = {{"class", op_class_name(static_cast<OpClass>(c))},
-                         {"calls_per_forward", static_cast<double>(t.calls[c]) / reps},
-                         {"ms_per_forward", ms},
-                         {"share", ms / per_ms}};
-    if (gflops > 0) op["gflops_per_s"] = gflops;
-    j["ops"].push_back(op);
-    if (print) {
-      const std::string rate = gflops > 0 ? fmt::format("{:9.1f}", gflops) : std::string(9, ' ');
-      const std::string of_fma =
-          gflops > 0 && fma > 0 ? fmt::format("{:6.0f}%", 100 * gflops / fma) : std::string();
-      std::printf("%6s %-16s %8.1f %12.2f %6.1f%% %s %s\n", "",
-                  op_class_name(static_cast<OpClass>(c)), static_cast<double>(t.calls[c]) / reps,
-                  ms, 100 * ms / per_ms, rate.c_str(), of_fma.c_str());
-    }
-  }
-  j["between_ops_ms"] = per_ms - ops_ms;
-  if (print) {
-    std::printf("%6s %-16s %8s %12.2f %6.1f%%  (the model's own code, between the ops)\n", "",
-                "between ops", "", per_ms - ops_ms, 100 * (per_ms - ops_ms) / per_ms);
-  }
-  return j;
+  return profile_table(t, reps, wall_ms / reps, "forward", fma, print);
 }
 
 // N busy child processes for the lifetime of the object: each spins until killed (and dies with

@@ -5,7 +5,8 @@
 // shape with the same pooling, AdamW, the method of ../shared/peers/torch_train_bench.py) runs on
 // the same threads in the same run and the ratios are printed; --vs-peers runs the same script
 // with PyTorch 2.x from the venv of scripts/peers-setup instead of Debian's PyTorch 1.13. Data
-// loading is not part of the step; `vitpe train` reports the throughput of whole epochs. --json
+// loading is not part of the step; `vitpe train` reports the throughput of whole epochs.
+// --profile then splits the forward and the backward by class of op over as many more steps. --json
 // FILE also writes the numbers.
 //
 // Data-parallel scaling in one run, `mpirun -np N --bind-to none vitpe bench train ...`:
@@ -34,8 +35,11 @@
 
 #include "apps/command.h"
 #include "apps/peer.h"
+#include "apps/fma_peak.h"
 #include "apps/peers_python.h"
+#include "apps/profile_table.h"
 #include "ops/files.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "ops/util.h"
@@ -55,6 +59,7 @@ struct BenchTrainOptions {
   int reps = 10;
   bool vs_torch = false;
   bool vs_peers = false;
+  bool profile = false;
   std::string peers_python;  // "" for the default venv's
   std::string json;
 };
@@ -133,6 +138,22 @@ double total(const StepSample& t) {
   return t[kForward] + t[kBackward] + t[kAllreduce] + t[kUpdate];
 }
 
+// --profile: the ops' time by class (ops/op_profile.h) in the forward (with the loss) and in the
+// backward, summed over `steps` steps run after the timed ones.
+struct StepProfile {
+  int steps = 0;
+  OpTotals forward, backward;
+  double forward_s = 0, backward_s = 0;  // wall time of the phases, summed
+};
+
+void add_totals(OpTotals& to, const OpTotals& t) {
+  for (size_t c = 0; c < to.seconds.size(); ++c) {
+    to.seconds[c] += t.seconds[c];
+    to.calls[c] += t.calls[c];
+    to.flops[c] += t.flops[c];
+  }
+}
+
 // What one rank measured.
 struct RankSamples {
   int threads = 0;
@@ -145,9 +166,10 @@ struct RankSamples {
 // `model` on `mine`, this rank's rows of a batch of `global_batch` images. Under `comm` of several
 // ranks it is the data-parallel step of `vitpe train`: the loss scaled by this rank's share, the
 // gradients summed by allreduce_gradients; the ranks start each step together (the sleeping
-// barrier, then a one-number MPI allreduce, which the ranks leave within microseconds).
+// barrier, then a one-number MPI allreduce, which the ranks leave within microseconds). With
+// `profile`, `reps` more steps follow with the op profile on, and fill it.
 RankSamples time_steps(Model& model, const Batch& mine, int64_t global_batch, Communicator& comm,
-                       int reps) {
+                       int reps, StepProfile* profile = nullptr) {
   const std::vector<Param*> params = model.params();
   AdamW opt(params);
   const auto rows = static_cast<int64_t>(mine.labels.size());
@@ -160,8 +182,11 @@ RankSamples time_steps(Model& model, const Batch& mine, int64_t global_batch, Co
     double go = 0;
     comm.allreduce_sum(&go, 1);
   };
+  OpTotals* forward_ops = nullptr;  // where the steps put their profile, while one is on
+  OpTotals* backward_ops = nullptr;
   auto step = [&](StepSample& t) {
     start_together();
+    if (forward_ops) op_profile_take();
     const double t0 = monotonic_seconds();
     const Tensor& logits = model.forward(mine.images, true);
     if (!probs.defined()) {
@@ -172,14 +197,17 @@ RankSamples time_steps(Model& model, const Batch& mine, int64_t global_batch, Co
     dlogits.zero();
     cross_entropy_backward(dlogits, probs, mine.labels.data(), 0.1f, share);
     const double t1 = monotonic_seconds();
+    if (forward_ops) add_totals(*forward_ops, op_profile_take());
+    const double t1b = monotonic_seconds();  // taking the totals is not the backward's time
     model.zero_grad();
     model.backward(dlogits);
     const double t2 = monotonic_seconds();
+    if (backward_ops) add_totals(*backward_ops, op_profile_take());
     if (comm.size() > 1) allreduce_gradients(comm, params, flat);
     const double t3 = monotonic_seconds();
     clip_grad_norm(params, 1.0);
     opt.step(1e-4f);
-    t = {t1 - t0, t2 - t1, t3 - t2, monotonic_seconds() - t3};
+    t = {t1 - t0, t2 - t1b, t3 - t2, monotonic_seconds() - t3};
   };
   RankSamples r;
   r.threads = num_threads();
@@ -194,6 +222,19 @@ RankSamples time_steps(Model& model, const Batch& mine, int64_t global_batch, Co
     busy += total(t);
   }
   r.cpu_use = (process_cpu_seconds() - cpu0) / (busy * r.threads);
+  if (profile) {
+    forward_ops = &profile->forward;
+    backward_ops = &profile->backward;
+    op_profile_enable(true);
+    StepSample t{};
+    for (int i = 0; i < reps; ++i) {
+      step(t);
+      profile->forward_s += t[kForward];
+      profile->backward_s += t[kBackward];
+    }
+    op_profile_enable(false);
+    profile->steps = reps;
+  }
   return r;
 }
 
@@ -243,6 +284,7 @@ struct StepTimes {
   double step = 0, step_min = 0, step_max = 0;
   double eval = 0;     // eval forward (alone only)
   double cpu_use = 0;  // rank 0's
+  nlohmann::json profile;  // --profile (alone only): {forward, backward, fma_peak_gflops_per_s}
 };
 
 StepTimes summarise(const std::vector<RankSamples>& ranks) {
@@ -325,10 +367,30 @@ StepTimes run_alone(const BenchTrainOptions& o, const ModelConfig& config,
   std::printf("training step: %s (encoding %s), %.2fM parameters, batch %lld, %d threads\n",
               o.model.c_str(), config.encoding.c_str(), model->num_params() / 1e6,
               static_cast<long long>(o.batch), threads);
+  // --profile reads the linears' and attention's rates against the FMA peak, measured first.
+  FmaPeak fma_peak;
+  if (o.profile) {
+    fma_peak = measure_fma_peak(threads);
+    std::printf("%s\n", fma_peak.describe().c_str());
+  }
   const Batch batch = random_batch(config, o.batch);
-  StepTimes t = summarise({time_steps(*model, batch, o.batch, self(), o.reps)});
+  StepProfile profile;
+  StepTimes t = summarise(
+      {time_steps(*model, batch, o.batch, self(), o.reps, o.profile ? &profile : nullptr)});
   t.eval = time_eval(*model, batch.images, o.reps);
   print_phases(t, o.batch, 3.0 * model->flops_per_image() * static_cast<double>(o.batch), threads);
+  if (o.profile) {
+    const double fma = fma_peak.for_onednn();
+    std::printf("\nforward + loss:\n");
+    t.profile["forward"] = profile_table(profile.forward, profile.steps,
+                                         1e3 * profile.forward_s / profile.steps, "forward", fma,
+                                         true);
+    std::printf("backward:\n");
+    t.profile["backward"] = profile_table(profile.backward, profile.steps,
+                                          1e3 * profile.backward_s / profile.steps, "backward",
+                                          fma, true);
+    t.profile["fma_peak_gflops_per_s"] = fma;
+  }
   if (o.vs_torch) print_vs_torch(o, config, t, threads, "--vs-torch", "/usr/bin/python3");
   if (o.vs_peers) print_vs_torch(o, config, t, threads, "--vs-peers", peers_python);
   return t;
@@ -428,6 +490,7 @@ nlohmann::json bench_json(const BenchTrainOptions& o, const ModelConfig& config,
   j["one_process"]["threads"] = alone_threads;
   j["one_process"]["eval_ms"] = alone.eval * 1e3;
   j["one_process"]["eval_img_s"] = o.batch / alone.eval;
+  if (!alone.profile.is_null()) j["one_process"]["profile"] = alone.profile;
   if (!d) return j;
   const StepTimes& dp = d->times;
   nlohmann::json& p = j["data_parallel"] = times_json(dp, o.batch);
@@ -514,6 +577,10 @@ void setup(CLI::App& root) {
                 "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
   add_peers_options(cmd, o->vs_peers, o->peers_python,
                     "Also run the PyTorch peer with PyTorch 2.x");
+  cmd->add_flag("--profile", o->profile,
+                "Also split the forward and the backward by class of op (linear, attention, "
+                "layernorm, ...) over --reps more steps, with the linears' and attention's "
+                "GFLOP/s against the machine's FMA peak");
   cmd->add_option("--json", o->json,
                   "Also write the times (and under mpirun the scaling) as JSON to this file");
   cmd->callback([o] { run_bench_train(*o); });

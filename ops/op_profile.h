@@ -1,5 +1,6 @@
-// Where a forward pass spends its time, by class of op: the CPU ops time themselves while a
-// profile is on (bench --model ... --profile), and cost one relaxed atomic load when it is off.
+// Where a forward pass or a training step spends its time, by class of op: the CPU ops, forward
+// and backward, time themselves while a profile is on (bench --model ... --profile, bench train
+// --profile), and cost one relaxed atomic load when it is off.
 //
 // Each timed op adds its wall time (and, for the linears and attention, the floating-point work
 // it did) to its class's totals. Only the outermost op of a thread is timed: an op that calls
@@ -16,6 +17,7 @@
 namespace vitpe {
 
 enum class OpClass : int {
+  // Each class holds the forward op and its backward.
   linear = 0,   // linear_forward (f32, bf16), linear_int8_forward (with their fused GELU, residual)
   attention,    // attention_forward (both products, the softmax, bias and mask)
   layernorm,    // layernorm_forward
@@ -24,7 +26,7 @@ enum class OpClass : int {
   elementwise,  // add_forward, layer_scale_add_forward, cosine_qk_forward
   copies,       // split_heads_forward, merge_heads_forward; Swin's window gather and scatter
   patch_embed,  // patch_embed_forward (im2col and its product)
-  other,        // dwconv3x3_forward, mean_tokens_forward
+  other,        // dwconv3x3_forward, mean_tokens_forward, cross_entropy_forward
   count
 };
 const char* op_class_name(OpClass k);

@@ -80,6 +80,7 @@ void cosine_qk_forward(Tensor& qn, Tensor& kn, const Tensor& q, const Tensor& k,
 void cosine_qk_backward(Tensor& dq, Tensor& dk, Tensor& dlogit_scale, const Tensor& dqn,
                         const Tensor& dkn, const Tensor& q, const Tensor& k,
                         const Tensor& logit_scale, float max_log) {
+  const OpScope scope(OpClass::elementwise);
   const char* op = "cosine_qk_backward";
   const int64_t H = check_cosine(op, q, k, logit_scale);
   check_same(op, "dqn", dqn, "q", q);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/cpu/vec_math.h"
+#include "ops/op_profile.h"
 #include "ops/ops.h"
 
 namespace vitpe {
@@ -58,6 +59,7 @@ double row_base(float* p, const float* z, int64_t c) {
 float cross_entropy_forward(Tensor& probs, const Tensor& logits, const int32_t* targets,
                             float smoothing) {
   const char* op = "cross_entropy_forward";
+  const OpScope scope(OpClass::other);
   const int64_t c = classes_of(op, logits, "logits");
   const int64_t b = logits.size(0);
   check_cpu_f32(op, "probs", probs);
@@ -86,6 +88,7 @@ float cross_entropy_forward(Tensor& probs, const Tensor& logits, const int32_t* 
 
 void cross_entropy_backward(Tensor& dlogits, const Tensor& probs, const int32_t* targets,
                             float smoothing, float loss_scale) {
+  const OpScope scope(OpClass::other);
   const char* op = "cross_entropy_backward";
   const int64_t c = classes_of(op, probs, "probs");
   const int64_t b = probs.size(0);

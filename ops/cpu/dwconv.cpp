@@ -99,6 +99,7 @@ void dwconv3x3_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor
 
 void dwconv3x3_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
                         const Tensor& w, int64_t rows, int64_t cols, int64_t prefix) {
+  const OpScope scope(OpClass::other);
   const char* op = "dwconv3x3_backward";
   const int64_t D = check_dwconv(op, "x", x, w, rows, cols, prefix);
   check_same(op, "dy", dy, "x", x);

@@ -48,6 +48,7 @@ void split_heads_forward(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int
 }
 
 void split_heads_backward(Tensor& dqkv, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const OpScope scope(OpClass::copies);
   const char* op = "split_heads_backward";
   if (!dqkv.defined()) return;
   check_cpu_f32(op, "dqkv", dqkv);
@@ -106,6 +107,7 @@ void merge_heads_forward(Tensor& y, const Tensor& o) {
 }
 
 void merge_heads_backward(Tensor& d_o, const Tensor& dy) {
+  const OpScope scope(OpClass::copies);
   const char* op = "merge_heads_backward";
   check_cpu_f32(op, "dy", dy);
   if (!d_o.defined()) return;

@@ -80,6 +80,7 @@ void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, c
 void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                         const Tensor& x, const Tensor& gamma, const Tensor& mean,
                         const Tensor& rstd) {
+  const OpScope scope(OpClass::layernorm);
   const char* op = "layernorm_backward";
   check_cpu_f32(op, "x", x);
   check_cpu_f32(op, "gamma", gamma);

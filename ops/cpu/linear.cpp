@@ -295,6 +295,8 @@ void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const
   const char* op = "linear_backward";
   const int64_t m = check_linear(op, x, w);
   const int64_t k = w.size(1), n = w.size(0);
+  const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n *
+                                           (int{dx.defined()} + int{dw.defined()}));
   check_shape(op, "dy", dy, x.shape().with_last(n));
   check_cpu_f32(op, "dy", dy);
   if (dx.defined()) {

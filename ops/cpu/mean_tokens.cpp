@@ -54,6 +54,7 @@ void mean_tokens_forward(Tensor& y, const Tensor& x, int64_t start) {
 }
 
 void mean_tokens_backward(Tensor& dx, const Tensor& dy, int64_t start) {
+  const OpScope scope(OpClass::other);
   const char* op = "mean_tokens_backward";
   check_cpu_f32(op, "dy", dy);
   if (!dx.defined()) return;

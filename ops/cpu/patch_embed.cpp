@@ -106,6 +106,7 @@ void patch_embed_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tens
 
 void patch_embed_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,
                           const Tensor& w) {
+  const OpScope scope(OpClass::patch_embed);
   const char* op = "patch_embed_backward";
   const Geometry g = check_patch_embed(op, x, w);
   check_shape(op, "dy", dy, Shape{g.batch, g.grid_h * g.grid_w, g.dim});

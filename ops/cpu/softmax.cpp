@@ -53,6 +53,7 @@ void softmax_forward(Tensor& y, const Tensor& x) {
 }
 
 void softmax_backward(Tensor& dx, const Tensor& dy, const Tensor& y) {
+  const OpScope scope(OpClass::softmax);
   const char* op = "softmax_backward";
   check_cpu_f32(op, "y", y);
   check_like(op, "dy", dy, "y", y);
