@@ -130,6 +130,11 @@ void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
 // GELU with erf (exact, as timm and torchvision). y may alias x.
 void gelu_forward(Tensor& y, const Tensor& x);
 void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
+// For training: y = GELU(x) and dydx = GELU'(x) = Phi(x) + x phi(x) in one pass, so the backward
+// needs no erf: dydx may be x itself (the pre-activation is not needed again); y may not.
+void gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x);
+// dx = dy * dydx, overwritten (dx may be dy itself): gelu_backward from the saved derivative.
+void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& dydx);
 // y = a + b (same shapes; y may alias a or b).
 void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
 void add_backward(Tensor& da, Tensor& db, const Tensor& dy);
@@ -195,11 +200,19 @@ void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor
 // writes it). bias and mask as above; no probabilities are kept.
 void attention_forward_tokens(Tensor& out, const Tensor& qkv, int64_t heads, float scale,
                               const Tensor& bias = {}, const Tensor& mask = {});
+// For training, the same keeping the probabilities: probs [B, H, N, N] as attention_forward's.
+void attention_forward_tokens(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+                              float scale, const Tensor& bias = {}, const Tensor& mask = {});
 // dout: [B, H, N, hd] -> dq, dk, dv: [B, H, N, hd]; dbias: [H, N, N] = sum over the batch of
 // the logits' gradient (or undefined). The mask has no gradient.
 void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         float scale);
+// The backward of attention_forward_tokens (with probs) in the tokens' layout: dout: [B, N, H * hd]
+// -> dqkv: [B, N, 3 * H * hd], which is overwritten (every element: its q, k and v parts), so it
+// needs no zeroing; dbias as above (accumulated). No copies between the layouts.
+void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, const Tensor& qkv,
+                               const Tensor& probs, int64_t heads, float scale);
 
 // ---- head layout --------------------------------------------------------------------------
 // qkv: [B, N, 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].

@@ -48,6 +48,16 @@ Dims check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
   return {q.size(0), q.size(1), q.size(2), q.size(3)};
 }
 
+// qkv: [B, N, 3 * H * hd] with H = heads -> its dimensions (throws naming qkv otherwise).
+Dims check_tokens_qkv(const char* op, const Tensor& qkv, int64_t heads) {
+  check_cpu_f32(op, "qkv", qkv);
+  if (heads <= 0 || qkv.ndim() != 3 || qkv.size(2) % (3 * heads) != 0 || qkv.size(2) == 0) {
+    throw ShapeError(std::string(op) + ": expected qkv of shape [B, N, 3 * H * hd] with H = " +
+                     std::to_string(heads) + " and hd > 0, found " + qkv.shape().str());
+  }
+  return {qkv.size(0), heads, qkv.size(1), qkv.size(2) / 3 / heads};
+}
+
 // One row of logits -> probabilities, in place: s = softmax(s + bias + mask). bias and mask
 // are rows of the same length or null.
 VITPE_AVX2 void softmax_row_avx2(float* s, const float* bias, const float* mask, int64_t n) {
@@ -216,14 +226,15 @@ void attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor
 
 void attention_forward_tokens(Tensor& out, const Tensor& qkv, int64_t heads, float scale,
                               const Tensor& bias, const Tensor& mask) {
+  Tensor no_probs;
+  attention_forward_tokens(out, no_probs, qkv, heads, scale, bias, mask);
+}
+
+void attention_forward_tokens(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
+                              float scale, const Tensor& bias, const Tensor& mask) {
   const char* op = "attention_forward_tokens";
-  check_cpu_f32(op, "qkv", qkv);
-  if (heads <= 0 || qkv.ndim() != 3 || qkv.size(2) % (3 * heads) != 0 || qkv.size(2) == 0) {
-    throw ShapeError(std::string(op) + ": expected qkv of shape [B, N, 3 * H * hd] with H = " +
-                     std::to_string(heads) + " and hd > 0, found " + qkv.shape().str());
-  }
-  const int64_t dim = qkv.size(2) / 3;
-  const Dims d{qkv.size(0), heads, qkv.size(1), dim / heads};
+  const Dims d = check_tokens_qkv(op, qkv, heads);
+  const int64_t dim = d.h * d.hd;
   check_cpu_f32(op, "out", out);
   check_shape(op, "out", out, Shape{d.b, d.n, dim});
   if (out.raw() == qkv.raw()) {
@@ -231,48 +242,38 @@ void attention_forward_tokens(Tensor& out, const Tensor& qkv, int64_t heads, flo
   }
   const OpScope scope(OpClass::attention, 4.0 * static_cast<double>(d.b * d.h) * d.n * d.n * d.hd);
   const int64_t windows = check_bias_mask(op, bias, mask, d, qkv);
+  if (probs.defined()) {
+    check_cpu_f32(op, "probs", probs);
+    check_shape(op, "probs", probs, Shape{d.b, d.h, d.n, d.n});
+  }
   if (d.bh() == 0 || d.n == 0) return;
   const float* base = qkv.f32();
   const Layout in{d.n * 3 * dim, d.hd, 3 * dim}, to{d.n * dim, d.hd, dim};  // [B, N, (3) H hd]
   forward_pairs(op, {base, base + dim, base + 2 * dim, out.f32(), in, in, in, to, d, scale,
                      bias.defined() ? bias.f32() : nullptr, mask.defined() ? mask.f32() : nullptr,
-                     windows, nullptr});
+                     windows, probs.defined() ? probs.f32() : nullptr});
 }
 
-void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                        float scale) {
-  const char* op = "attention_backward";
-  const Dims d = check_qkv(op, q, k, v);
-  const int64_t n = d.n, nn = d.n * d.n;
-  check_cpu_f32(op, "dout", dout);
-  check_shape(op, "dout", dout, q.shape());
-  check_cpu_f32(op, "probs", probs);
-  check_shape(op, "probs", probs, Shape{d.b, d.h, n, n});
-  for (auto [t, name] : {std::pair<Tensor*, const char*>{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}}) {
-    if (!t->defined()) continue;
-    check_cpu_f32(op, name, *t);
-    check_shape(op, name, *t, q.shape());
-  }
-  if (dbias.defined()) {
-    check_cpu_f32(op, "dbias", dbias);
-    check_shape(op, "dbias", dbias, Shape{d.h, n, n});
-  }
-  if (d.bh() == 0 || n == 0) return;
-  const float* p_all = probs.f32();
-  const float* pq = q.f32();
-  const float* pk = k.f32();
-  const float* pv = v.f32();
-  const float* pdo = dout.f32();
-  float* pdq = dq.defined() ? dq.f32() : nullptr;
-  float* pdk = dk.defined() ? dk.f32() : nullptr;
-  float* pdv = dv.defined() ? dv.f32() : nullptr;
-  const bool need_ds = pdq || pdk || dbias.defined();
+namespace {
+
+struct BackwardArgs {
+  const float *q, *k, *v, *dout, *probs;
+  float *dq, *dk, *dv;  // each may be null
+  Layout lq, lk, lv, lo, ldq, ldk, ldv;
+  Dims d;
+  float scale;
+  float beta;    // 1: the gradients are added to dq, dk, dv; 0: they overwrite them
+  float* dbias;  // [H, N, N] (accumulated) or nullptr
+};
+
+void backward_pairs(const char* op, const BackwardArgs& a) {
+  const Dims& d = a.d;
+  const int64_t n = d.n, nn = n * n;
+  const bool need_ds = a.dq || a.dk || a.dbias;
   // dbias needs every pair's dS after the loop; otherwise one N x N block per thread will do.
-  float* ds_all = dbias.defined() ? cpu::scratch_f32(cpu::ScratchSlot::attention_1,
-                                                     static_cast<size_t>(d.bh() * nn))
-                                  : nullptr;
-  const int64_t qs = n * d.hd;
+  float* ds_all = a.dbias ? cpu::scratch_f32(cpu::ScratchSlot::attention_1,
+                                             static_cast<size_t>(d.bh() * nn))
+                          : nullptr;
   const bool avx2 = cpu::cpu_has_avx2_fma();
   std::atomic<bool> failed{false};
 #pragma omp parallel
@@ -280,32 +281,35 @@ void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const
     float* ds_local = (need_ds && !ds_all)
                           ? cpu::scratch_f32(cpu::ScratchSlot::attention_1, static_cast<size_t>(nn))
                           : nullptr;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < d.bh(); ++bh) {
-      const float* p = p_all + bh * nn;
+      const int64_t bi = bh / d.h, h = bh % d.h;
+      const float* p = a.probs + bh * nn;
+      const float* dout = a.dout + a.lo.at(bi, h);
       bool ok = true;
-      // dv += p^T dout: [N, N]^T x [N, hd] -> [N, hd]
-      if (pdv) {
-        ok = gemm('T', 'N', n, d.hd, n, 1.0f, p, n, pdo + bh * qs, d.hd, 1.0f, pdv + bh * qs, d.hd);
+      // dv (+)= p^T dout: [N, N]^T x [N, hd] -> [N, hd]
+      if (a.dv) {
+        ok = gemm('T', 'N', n, d.hd, n, 1.0f, p, n, dout, a.lo.ld, a.beta,
+                  a.dv + a.ldv.at(bi, h), a.ldv.ld);
       }
       if (need_ds) {
         float* ds = ds_all ? ds_all + bh * nn : ds_local;
         // dp = dout v^T: [N, hd] x [N, hd]^T -> [N, N]; then ds = p * (dp - rowsum(dp * p))
-        ok = ok &&
-             gemm('N', 'T', n, n, d.hd, 1.0f, pdo + bh * qs, d.hd, pv + bh * qs, d.hd, 0.0f, ds, n);
+        ok = ok && gemm('N', 'T', n, n, d.hd, 1.0f, dout, a.lo.ld, a.v + a.lv.at(bi, h), a.lv.ld,
+                        0.0f, ds, n);
         if (avx2)
           softmax_grad_rows_avx2(ds, p, n, n);
         else
           softmax_grad_rows_base(ds, p, n, n);
-        // dq += ds k * scale: [N, N] x [N, hd] -> [N, hd]
-        if (pdq) {
-          ok = ok && gemm('N', 'N', n, d.hd, n, scale, ds, n, pk + bh * qs, d.hd, 1.0f,
-                          pdq + bh * qs, d.hd);
+        // dq (+)= ds k * scale: [N, N] x [N, hd] -> [N, hd]
+        if (a.dq) {
+          ok = ok && gemm('N', 'N', n, d.hd, n, a.scale, ds, n, a.k + a.lk.at(bi, h), a.lk.ld,
+                          a.beta, a.dq + a.ldq.at(bi, h), a.ldq.ld);
         }
-        // dk += ds^T q * scale: [N, N]^T x [N, hd] -> [N, hd]
-        if (pdk) {
-          ok = ok && gemm('T', 'N', n, d.hd, n, scale, ds, n, pq + bh * qs, d.hd, 1.0f,
-                          pdk + bh * qs, d.hd);
+        // dk (+)= ds^T q * scale: [N, N]^T x [N, hd] -> [N, hd]
+        if (a.dk) {
+          ok = ok && gemm('T', 'N', n, d.hd, n, a.scale, ds, n, a.q + a.lq.at(bi, h), a.lq.ld,
+                          a.beta, a.dk + a.ldk.at(bi, h), a.ldk.ld);
         }
       }
       if (!ok) failed = true;
@@ -315,17 +319,75 @@ void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const
 
   // dbias += sum over the batch of ds (the bias is added unscaled to every batch entry). Each
   // thread owns rows of dbias and sums the batch in order: deterministic.
-  if (dbias.defined()) {
-    float* db = dbias.f32();
+  if (a.dbias) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < d.h * n; ++r) {
-      float* dst = db + r * n;
+      float* dst = a.dbias + r * n;
       for (int64_t bi = 0; bi < d.b; ++bi) {
         const float* src = ds_all + bi * d.h * nn + r * n;
         for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
       }
     }
   }
+}
+
+void check_dbias(const char* op, const Tensor& dbias, const Dims& d) {
+  if (!dbias.defined()) return;
+  check_cpu_f32(op, "dbias", dbias);
+  check_shape(op, "dbias", dbias, Shape{d.h, d.n, d.n});
+}
+
+}  // namespace
+
+void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        float scale) {
+  const char* op = "attention_backward";
+  const Dims d = check_qkv(op, q, k, v);
+  const int64_t n = d.n, nn = d.n * d.n;
+  // dv = p^T dout, dp = dout v^T, dq = ds k, dk = ds^T q: 2 N^2 hd each per head.
+  const OpScope scope(OpClass::attention, 8.0 * static_cast<double>(d.bh()) * nn * d.hd);
+  check_cpu_f32(op, "dout", dout);
+  check_shape(op, "dout", dout, q.shape());
+  check_cpu_f32(op, "probs", probs);
+  check_shape(op, "probs", probs, Shape{d.b, d.h, n, n});
+  for (auto [t, name] : {std::pair<Tensor*, const char*>{&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}}) {
+    if (!t->defined()) continue;
+    check_cpu_f32(op, name, *t);
+    check_shape(op, name, *t, q.shape());
+  }
+  check_dbias(op, dbias, d);
+  if (d.bh() == 0 || n == 0) return;
+  const Layout tight{d.h * n * d.hd, n * d.hd, d.hd};  // [B, H, N, hd]
+  backward_pairs(op, {q.f32(), k.f32(), v.f32(), dout.f32(), probs.f32(),
+                      dq.defined() ? dq.f32() : nullptr, dk.defined() ? dk.f32() : nullptr,
+                      dv.defined() ? dv.f32() : nullptr, tight, tight, tight, tight, tight, tight,
+                      tight, d, scale, 1.0f, dbias.defined() ? dbias.f32() : nullptr});
+}
+
+void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, const Tensor& qkv,
+                               const Tensor& probs, int64_t heads, float scale) {
+  const char* op = "attention_backward_tokens";
+  const Dims d = check_tokens_qkv(op, qkv, heads);
+  const int64_t dim = d.h * d.hd, nn = d.n * d.n;
+  const OpScope scope(OpClass::attention, 8.0 * static_cast<double>(d.bh()) * nn * d.hd);
+  check_cpu_f32(op, "dout", dout);
+  check_shape(op, "dout", dout, Shape{d.b, d.n, dim});
+  check_cpu_f32(op, "probs", probs);
+  check_shape(op, "probs", probs, Shape{d.b, d.h, d.n, d.n});
+  check_cpu_f32(op, "dqkv", dqkv);
+  check_shape(op, "dqkv", dqkv, qkv.shape());
+  if (dqkv.raw() == qkv.raw()) {
+    throw std::invalid_argument(std::string(op) + ": dqkv must not be qkv itself");
+  }
+  check_dbias(op, dbias, d);
+  if (d.bh() == 0 || d.n == 0) return;
+  const float* base = qkv.f32();
+  float* dbase = dqkv.f32();
+  const Layout in{d.n * 3 * dim, d.hd, 3 * dim}, to{d.n * dim, d.hd, dim};  // [B, N, (3) H hd]
+  backward_pairs(op, {base, base + dim, base + 2 * dim, dout.f32(), probs.f32(), dbase,
+                      dbase + dim, dbase + 2 * dim, in, in, in, to, in, in, in, d, scale, 0.0f,
+                      dbias.defined() ? dbias.f32() : nullptr});
 }
 
 }  // namespace vitpe

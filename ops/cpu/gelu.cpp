@@ -6,6 +6,7 @@
 // per element. Work is split into contiguous chunks over the OpenMP threads.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "ops/cpu/vec_math.h"
@@ -58,6 +59,56 @@ VITPE_INLINE void gelu_bwd_body(float* dx, const float* dy, const float* x, int6
     dx[i] += dy[i] * (c + x[i] * p);
   }
 }
+// y = x Phi(x) and d = Phi(x) + x phi(x) in one pass (d may alias x).
+template <class V>
+VITPE_INLINE void gelu_fwd_deriv_body(float* y, float* d, const float* x, int64_t n) {
+  constexpr int64_t w = cpu::kLanes<V>;
+  int64_t i = 0;
+  for (; i + w <= n; i += w) {
+    V v, c, p;
+    cpu::load(v, x + i);
+    cpu::normal_cdf(c, v);
+    cpu::normal_pdf(p, v);
+    p = c + v * p;
+    c = c * v;
+    cpu::store(y + i, c);
+    cpu::store(d + i, p);
+  }
+  for (; i < n; ++i) {
+    float c, p;
+    const float v = x[i];
+    cpu::normal_cdf(c, v);
+    cpu::normal_pdf(p, v);
+    y[i] = v * c;
+    d[i] = c + v * p;
+  }
+}
+// dx = dy * d
+template <class V>
+VITPE_INLINE void mul_body(float* dx, const float* dy, const float* d, int64_t n) {
+  constexpr int64_t w = cpu::kLanes<V>;
+  int64_t i = 0;
+  for (; i + w <= n; i += w) {
+    V a, b;
+    cpu::load(a, dy + i);
+    cpu::load(b, d + i);
+    a = a * b;
+    cpu::store(dx + i, a);
+  }
+  for (; i < n; ++i) dx[i] = dy[i] * d[i];
+}
+VITPE_AVX2 void gelu_fwd_deriv_avx2(float* y, float* d, const float* x, int64_t n) {
+  gelu_fwd_deriv_body<cpu::f32x8>(y, d, x, n);
+}
+void gelu_fwd_deriv_base(float* y, float* d, const float* x, int64_t n) {
+  gelu_fwd_deriv_body<cpu::f32x4>(y, d, x, n);
+}
+VITPE_AVX2 void mul_avx2(float* dx, const float* dy, const float* d, int64_t n) {
+  mul_body<cpu::f32x8>(dx, dy, d, n);
+}
+void mul_base(float* dx, const float* dy, const float* d, int64_t n) {
+  mul_body<cpu::f32x4>(dx, dy, d, n);
+}
 VITPE_AVX2 void gelu_fwd_avx2(float* y, const float* x, int64_t n) {
   gelu_fwd_body<cpu::f32x8>(y, x, n);
 }
@@ -95,6 +146,7 @@ void gelu_forward(Tensor& y, const Tensor& x) {
 }
 
 void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
+  const OpScope scope(OpClass::gelu);
   check_cpu_f32("gelu_backward", "x", x);
   check_same("gelu_backward", "dy", dy, "x", x);
   if (!dx.defined()) return;
@@ -108,6 +160,46 @@ void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
       gelu_bwd_avx2(pdx + b, pdy + b, px + b, e - b);
     else
       gelu_bwd_base(pdx + b, pdy + b, px + b, e - b);
+  });
+}
+
+void gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x) {
+  const OpScope scope(OpClass::gelu);
+  const char* op = "gelu_forward_with_derivative";
+  check_cpu_f32(op, "x", x);
+  check_same(op, "y", y, "x", x);
+  check_same(op, "dydx", dydx, "x", x);
+  if (x.numel() > 0 && (y.raw() == dydx.raw() || y.raw() == x.raw())) {
+    throw std::invalid_argument(std::string(op) +
+                                ": y must be neither dydx nor x (dydx may be x itself)");
+  }
+  const float* px = x.f32();
+  float* py = y.f32();
+  float* pd = dydx.f32();
+  const bool avx2 = cpu::cpu_has_avx2_fma();
+  parallel_chunks(x.numel(), [&](int64_t b, int64_t e) {
+    if (avx2)
+      gelu_fwd_deriv_avx2(py + b, pd + b, px + b, e - b);
+    else
+      gelu_fwd_deriv_base(py + b, pd + b, px + b, e - b);
+  });
+}
+
+void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& dydx) {
+  const OpScope scope(OpClass::gelu);
+  const char* op = "gelu_backward_with_derivative";
+  check_cpu_f32(op, "dydx", dydx);
+  check_same(op, "dy", dy, "dydx", dydx);
+  check_same(op, "dx", dx, "dydx", dydx);
+  const float* pdy = dy.f32();
+  const float* pd = dydx.f32();
+  float* pdx = dx.f32();
+  const bool avx2 = cpu::cpu_has_avx2_fma();
+  parallel_chunks(dy.numel(), [&](int64_t b, int64_t e) {
+    if (avx2)
+      mul_avx2(pdx + b, pdy + b, pd + b, e - b);
+    else
+      mul_base(pdx + b, pdy + b, pd + b, e - b);
   });
 }
 
@@ -125,6 +217,7 @@ void add_forward(Tensor& y, const Tensor& a, const Tensor& b) {
 }
 
 void add_backward(Tensor& da, Tensor& db, const Tensor& dy) {
+  const OpScope scope(OpClass::elementwise);
   check_cpu_f32("add_backward", "dy", dy);
   const float* pdy = dy.f32();
   for (Tensor* d : {&da, &db}) {
@@ -167,6 +260,7 @@ void swiglu_forward(Tensor& y, const Tensor& x) {
 }
 
 void swiglu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
+  const OpScope scope(OpClass::gelu);
   const int64_t H = check_swiglu("swiglu_backward", x, dy, "dy"), rows = dy.numel() / H;
   check_same("swiglu_backward", "dx", dx, "x", x);
   const float* px = x.f32();
@@ -236,6 +330,7 @@ void layer_scale_add_forward(Tensor& y, const Tensor& x, const Tensor& gamma, co
 
 void layer_scale_add_backward(Tensor& da, Tensor& dgamma, const Tensor& dy, const Tensor& gamma,
                               const Tensor& a) {
+  const OpScope scope(OpClass::elementwise);
   const char* op = "layer_scale_add_backward";
   check_cpu_f32(op, "dy", dy);
   check_same(op, "a", a, "dy", dy);

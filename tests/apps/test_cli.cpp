@@ -521,6 +521,42 @@ TEST(Cli, BenchTrainPrintsPhasesAndGoesOnWithoutThePeer) {
   EXPECT_TRUE(contains(other.out, "vit-fmnist shape only")) << other.out;
 }
 
+// bench train --profile splits the step's forward (with the loss) and backward by class of op:
+// vit-fmnist's 25 linears, 6 attentions and 6 GELUs each way, with no head copies either way
+// (training reads and writes the heads in qkv's rows); the parts and the time between ops add up
+// to each phase, and the JSON carries both tables.
+TEST(Cli, BenchTrainProfileSplitsForwardAndBackwardByOpClass) {
+  const auto file = std::filesystem::temp_directory_path() / "vitpe_cli_train_profile.json";
+  std::filesystem::remove(file);
+  CmdResult r = vitpe("bench train --batch 4 --reps 2 --profile --json " + file.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* part : {"FMA peak (register-only loop)", "profile of 2 forwards",
+                           "profile of 2 backwards", "ms/backward", "between ops"})
+    EXPECT_TRUE(contains(r.out, part)) << part << "\n" << r.out;
+  std::ifstream in(file);
+  const auto j = nlohmann::json::parse(in);
+  const auto& p = j["one_process"]["profile"];
+  EXPECT_GT(p["fma_peak_gflops_per_s"].get<double>(), 0) << p.dump();
+  for (const std::string pass : {"forward", "backward"}) {
+    const auto& t = p[pass];
+    EXPECT_EQ(t[pass + "s"], 2) << t.dump();
+    std::map<std::string, double> calls;
+    double ms = t["between_ops_ms"].get<double>();
+    for (const auto& op : t["ops"]) {
+      calls[op["class"].get<std::string>()] = op["calls_per_" + pass].get<double>();
+      ms += op["ms_per_" + pass].get<double>();
+    }
+    EXPECT_EQ(calls["linear"], 25) << pass << " " << t.dump();
+    EXPECT_EQ(calls["attention"], 6) << pass << " " << t.dump();
+    EXPECT_EQ(calls["gelu"], 6) << pass << " " << t.dump();
+    EXPECT_EQ(calls["layernorm"], 13) << pass << " " << t.dump();
+    EXPECT_EQ(calls.count("copies"), 0u) << pass << " " << t.dump();
+    EXPECT_NEAR(ms, t[pass + "_ms"].get<double>(), 1e-6 * ms) << t.dump();
+    EXPECT_GT(t["ops"][0]["gflops_per_s"].get<double>(), 0) << t.dump();
+  }
+  std::filesystem::remove(file);
+}
+
 TEST(Cli, CompareRecordsTheCommandAsTyped) {
   const auto out = std::filesystem::temp_directory_path() / "vitpe_cli_compare";
   std::filesystem::remove_all(out);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -244,6 +245,95 @@ TEST(AttentionForwardTokens, ErrorsNameTheShapes) {
   EXPECT_THROW(attention_forward_tokens(out, qkv, 2, 1.0f, Tensor::zeros(Shape{3, 5, 5})),
                ShapeError);
   EXPECT_THROW(attention_forward_tokens(out, qkv, 0, 1.0f), ShapeError);
+}
+
+// The training pair in the tokens' layout: attention_forward_tokens keeps the same probabilities
+// as attention_forward, and attention_backward_tokens overwrites dqkv with what the split path
+// (split_heads, attention_backward, split_heads_backward) accumulates into zeros, whatever dqkv
+// held; dbias accumulates. The split path is checked against finite differences above.
+void check_tokens_backward(const Case& c, uint64_t seed) {
+  const int64_t dim = c.h * c.hd;
+  Tensor qkv = random_tensor(Shape{c.b, c.n, 3 * dim}, seed);
+  Tensor dout = random_tensor(Shape{c.b, c.n, dim}, seed + 1);
+  const Shape s{c.b, c.h, c.n, c.hd}, ps{c.b, c.h, c.n, c.n};
+  Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, seed + 3) : Tensor();
+  Tensor mask = c.windows ? region_mask(c.windows, c.n) : Tensor();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  // The split path.
+  Tensor q = Tensor::empty(s), k = Tensor::empty(s), v = Tensor::empty(s), o = Tensor::empty(s);
+  split_heads_forward(q, k, v, qkv, c.h);
+  Tensor probs = Tensor::empty(ps);
+  attention_forward(o, probs, q, k, v, scale, bias, mask);
+  Tensor d_o = Tensor::zeros(s);
+  merge_heads_backward(d_o, dout);
+  Tensor dq = Tensor::zeros(s), dk = Tensor::zeros(s), dv = Tensor::zeros(s);
+  Tensor dbias = c.bias ? Tensor::full(Shape{c.h, c.n, c.n}, 0.5f) : Tensor();
+  attention_backward(dq, dk, dv, dbias, d_o, q, k, v, probs, scale);
+  Tensor want = Tensor::zeros(qkv.shape());
+  split_heads_backward(want, dq, dk, dv);
+  // The tokens' layout.
+  Tensor out = Tensor::empty(Shape{c.b, c.n, dim}), tprobs = Tensor::full(ps, 7.0f);
+  attention_forward_tokens(out, tprobs, qkv, c.h, scale, bias, mask);
+  EXPECT_LT(max_rel_error(tprobs, probs), 1e-6) << "probs " << s.str();
+  Tensor dqkv = Tensor::full(qkv.shape(), 1e9f);  // overwritten, not added to
+  Tensor tdbias = c.bias ? Tensor::full(Shape{c.h, c.n, c.n}, 0.5f) : Tensor();
+  attention_backward_tokens(dqkv, tdbias, dout, qkv, tprobs, c.h, scale);
+  EXPECT_LT(max_rel_error(dqkv, want), 1e-6) << "dqkv " << s.str();
+  if (c.bias) {
+    EXPECT_LT(max_rel_error(tdbias, dbias), 1e-6) << "dbias " << s.str();
+  }
+  // Undefined dbias: the same dqkv.
+  Tensor none, again = Tensor::zeros(qkv.shape());
+  attention_backward_tokens(again, none, dout, qkv, tprobs, c.h, scale);
+  EXPECT_EQ(max_rel_error(again, dqkv), 0.0) << s.str();
+}
+
+TEST(AttentionBackwardTokens, MatchesTheSplitPath) {
+  check_tokens_backward({2, 4, 49, 32, false, 0}, 80);  // vit-fmnist's attention
+  check_tokens_backward({2, 3, 49, 32, true, 0}, 81);   // Swin windows with a relative bias
+  check_tokens_backward({8, 3, 49, 32, true, 4}, 82);   // shifted windows: bias and mask
+  check_tokens_backward({1, 1, 7, 5, false, 0}, 83);    // tails
+  check_tokens_backward({3, 2, 33, 9, true, 3}, 84);
+  cpu::avx2_allowed() = false;  // the baseline (SSE) softmax gradient
+  check_tokens_backward({2, 2, 11, 3, true, 1}, 85);
+  cpu::avx2_allowed() = true;
+}
+
+TEST(AttentionBackwardTokens, ErrorsNameTheShapes) {
+  Tensor qkv = Tensor::zeros(Shape{2, 5, 24}), probs = Tensor::zeros(Shape{2, 2, 5, 5});
+  Tensor dout = Tensor::zeros(Shape{2, 5, 8}), dqkv = Tensor::zeros(Shape{2, 5, 24}), none;
+  auto expect_error = [&](const std::function<void()>& f, const std::string& a,
+                          const std::string& b) {
+    try {
+      f();
+      ADD_FAILURE() << "no error naming " << a << " and " << b;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("attention_backward_tokens"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(a), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(b), std::string::npos) << e.what();
+    }
+  };
+  Tensor bad_qkv = Tensor::zeros(Shape{2, 5, 25});
+  expect_error([&] { attention_backward_tokens(dqkv, none, dout, bad_qkv, probs, 2, 1.0f); },
+               "[2, 5, 25]", "3 * H * hd");
+  Tensor bad_dout = Tensor::zeros(Shape{2, 5, 4});
+  expect_error([&] { attention_backward_tokens(dqkv, none, bad_dout, qkv, probs, 2, 1.0f); },
+               "[2, 5, 4]", "[2, 5, 8]");
+  Tensor bad_probs = Tensor::zeros(Shape{2, 2, 5, 4});
+  expect_error([&] { attention_backward_tokens(dqkv, none, dout, qkv, bad_probs, 2, 1.0f); },
+               "probs", "[2, 2, 5, 5]");
+  Tensor bad_dqkv = Tensor::zeros(Shape{2, 5, 12});
+  expect_error([&] { attention_backward_tokens(bad_dqkv, none, dout, qkv, probs, 2, 1.0f); },
+               "dqkv", "[2, 5, 24]");
+  Tensor bad_dbias = Tensor::zeros(Shape{2, 5, 4});
+  expect_error([&] { attention_backward_tokens(dqkv, bad_dbias, dout, qkv, probs, 2, 1.0f); },
+               "dbias", "[2, 5, 5]");
+  expect_error([&] { attention_backward_tokens(qkv, none, dout, qkv, probs, 2, 1.0f); }, "dqkv",
+               "qkv itself");
+  Tensor out = Tensor::zeros(Shape{2, 5, 8});
+  Tensor small_probs = Tensor::zeros(Shape{2, 2, 4, 4});
+  EXPECT_THROW(attention_forward_tokens(out, small_probs, qkv, 2, 1.0f), ShapeError);
 }
 
 TEST(AttentionForward, SteadyStateAllocatesNothing) {

@@ -1,10 +1,11 @@
-// gelu_forward / gelu_backward and add_forward / add_backward (ops/cpu/gelu.cpp) against the
+// gelu_forward / gelu_backward (and training's pair that keeps the derivative) and add_forward / add_backward (ops/cpu/gelu.cpp) against the
 // double reference (ops/reference/elementwise.cpp), std::erf pointwise, and central finite
 // differences of a double GELU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,52 @@ TEST(Gelu, BaselineKernelsMatchReference) {
   cpu::avx2_allowed() = true;
   gelu_backward(want, dy, x);
   EXPECT_LT(max_rel_error(dx, want), 1e-5);
+}
+
+// Training's pair: the forward that keeps GELU's derivative gives gelu_forward's values, and a
+// derivative that, multiplied by dy, is gelu_backward's result (checked against finite
+// differences above) on the SIMD body, the tails and the baseline kernels; the derivative may
+// overwrite x itself.
+TEST(GeluWithDerivative, MatchesGeluForwardAndBackward) {
+  for (bool avx2 : {true, false}) {
+    cpu::avx2_allowed() = avx2;
+    for (const Shape& s : {Shape{2, 197, 37}, Shape{7}, Shape{6272, 16}}) {
+      Tensor x = random_tensor(s, 40, 2.5), dy = random_tensor(s, 41);
+      Tensor y = Tensor::full(s, 1e9f), d = Tensor::full(s, 1e9f);
+      gelu_forward_with_derivative(y, d, x);
+      Tensor want_y = Tensor::empty(s), want_dx = Tensor::zeros(s);
+      gelu_forward(want_y, x);
+      gelu_backward(want_dx, dy, x);
+      EXPECT_EQ(max_rel_error(y, want_y), 0.0) << s.str() << (avx2 ? " avx2" : " base");
+      Tensor dx = Tensor::full(s, 1e9f);  // overwritten
+      gelu_backward_with_derivative(dx, dy, d);
+      EXPECT_LT(max_rel_error(dx, want_dx), 1e-6) << s.str() << (avx2 ? " avx2" : " base");
+      // In place: the derivative over x, then dx over dy.
+      Tensor x2 = x.clone(), y2 = Tensor::empty(s), dy2 = dy.clone();
+      gelu_forward_with_derivative(y2, x2, x2);
+      EXPECT_EQ(max_rel_error(y2, y), 0.0) << s.str();
+      EXPECT_EQ(max_rel_error(x2, d), 0.0) << s.str();
+      gelu_backward_with_derivative(dy2, dy2, x2);
+      EXPECT_EQ(max_rel_error(dy2, dx), 0.0) << s.str();
+    }
+  }
+  cpu::avx2_allowed() = true;
+}
+
+TEST(GeluWithDerivative, ErrorsNameTheOpAndShapes) {
+  Tensor x = Tensor::zeros(Shape{2, 3}), y = Tensor::zeros(Shape{2, 3});
+  Tensor bad = Tensor::zeros(Shape{3, 2});
+  expect_shape_error([&] { gelu_forward_with_derivative(bad, y, x); },
+                     "gelu_forward_with_derivative", Shape{2, 3}, Shape{3, 2});
+  expect_shape_error([&] { gelu_forward_with_derivative(y, bad, x); },
+                     "gelu_forward_with_derivative", Shape{2, 3}, Shape{3, 2});
+  expect_shape_error([&] { gelu_backward_with_derivative(bad, y, x); },
+                     "gelu_backward_with_derivative", Shape{2, 3}, Shape{3, 2});
+  expect_shape_error([&] { gelu_backward_with_derivative(y, bad, x); },
+                     "gelu_backward_with_derivative", Shape{2, 3}, Shape{3, 2});
+  // y over x or over the derivative would lose what the other needs.
+  EXPECT_THROW(gelu_forward_with_derivative(x, y, x), std::invalid_argument);
+  EXPECT_THROW(gelu_forward_with_derivative(y, y, x), std::invalid_argument);
 }
 
 TEST(Gelu, ShapeErrorsNameOpAndShapes) {

@@ -191,9 +191,11 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
   geom_ = geom;
   qkv_.forward(qkv_out_, x, training);  // [B, N, 3D]
   const bool rotation = encoding_ && encoding_->has_rotation();
-  if (!training && !rotation && !logit_scale_.value.defined()) {
-    // Inference with q and k as the projection made them: attention reads the heads straight
-    // from qkv's rows and writes the tokens' rows, with no copies between the layouts.
+  tokens_ = !rotation && !logit_scale_.value.defined();
+  if (tokens_) {
+    // q and k as the projection made them: attention reads the heads straight from qkv's rows
+    // and writes the tokens' rows, with no copies between the layouts (and the backward the
+    // same way back).
     Tensor bias;
     if (encoding_ && encoding_->has_bias()) {
       ensure_shape(bias_, {heads_, N, N});
@@ -201,8 +203,13 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
       bias = bias_;
     }
     ensure_shape(merged_, {B, N, dim_});
-    attention_forward_tokens(merged_, qkv_out_, heads_, 1.0f / std::sqrt(static_cast<float>(hd)),
-                             bias, mask);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    if (training) {
+      ensure_shape(probs_, {B, heads_, N, N});
+      attention_forward_tokens(merged_, probs_, qkv_out_, heads_, scale, bias, mask);
+    } else {
+      attention_forward_tokens(merged_, qkv_out_, heads_, scale, bias, mask);
+    }
     proj_.forward(y, merged_, training, Act::none, residual);
     return;
   }
@@ -254,24 +261,31 @@ void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
   const float scale = cosine ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
   ensure_shape(d_merged_, merged_.shape());
   proj_.backward(d_merged_, dy, /*overwrite_dx=*/true);
-  ensure_shape(d_o_, o_.shape());
-  d_o_.zero();
-  merge_heads_backward(d_o_, d_merged_);
-
-  const bool rotated = encoding_ && encoding_->has_rotation();
   const bool biased = encoding_ && encoding_->has_bias();
-  ensure_shape(dq_, q_.shape());
-  ensure_shape(dk_, k_.shape());
-  ensure_shape(dv_, v_.shape());
-  dq_.zero();
-  dk_.zero();
-  dv_.zero();
   Tensor dbias;
   if (biased) {
     ensure_shape(dbias_, bias_.shape());
     dbias_.zero();
     dbias = dbias_;
   }
+  if (tokens_) {
+    ensure_shape(d_qkv_, qkv_out_.shape());
+    attention_backward_tokens(d_qkv_, dbias, d_merged_, qkv_out_, probs_, heads_, scale);
+    if (biased) encoding_->bias_backward(dbias_, geom_);
+    qkv_.backward(dx, d_qkv_, overwrite_dx);
+    return;
+  }
+  ensure_shape(d_o_, o_.shape());
+  d_o_.zero();
+  merge_heads_backward(d_o_, d_merged_);
+
+  const bool rotated = encoding_ && encoding_->has_rotation();
+  ensure_shape(dq_, q_.shape());
+  ensure_shape(dk_, k_.shape());
+  ensure_shape(dv_, v_.shape());
+  dq_.zero();
+  dk_.zero();
+  dv_.zero();
   // The attention's own inputs: (q, k), rotated, then normalised (cosine); gradients flow back
   // through the same steps.
   Tensor& q_in = rotated ? q_rot_ : q_;
@@ -326,7 +340,8 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
   if (training) {
     fc1_.forward(pre_, x, true);
     ensure_shape(h_, pre_.shape());
-    gelu_forward(h_, pre_);
+    // pre_ then holds GELU's derivative, which is all the backward needs of it.
+    gelu_forward_with_derivative(h_, pre_, pre_);
   } else {
     fc1_.forward(h_, x, false, Act::gelu);
   }
@@ -350,10 +365,8 @@ void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
     return;
   }
   fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
-  ensure_shape(dpre_, pre_.shape());
-  dpre_.zero();
-  gelu_backward(dpre_, dh_, pre_);
-  fc1_.backward(dx, dpre_, overwrite_dx);
+  gelu_backward_with_derivative(dh_, dh_, pre_);  // pre_: the derivative, from the forward
+  fc1_.backward(dx, dh_, overwrite_dx);
 }
 
 // ---- Transformer block --------------------------------------------------------------------------
