@@ -4,7 +4,8 @@
 // --vs-torch the PyTorch peer (scripts/torch_train_peer.py: torchvision's ViT of the vit-fmnist
 // shape with the same pooling, AdamW, the method of ../shared/peers/torch_train_bench.py) runs on
 // the same threads in the same run and the ratios are printed; --vs-peers runs the same script
-// with PyTorch 2.x from the venv of scripts/peers-setup instead of Debian's PyTorch 1.13. Data
+// with PyTorch 2.x from the venv of scripts/peers-setup instead of Debian's PyTorch 1.13;
+// --rounds N alternates vitpe's timing and the peer N times and prints the median ratio. Data
 // loading is not part of the step; `vitpe train` reports the throughput of whole epochs.
 // --profile then splits the forward and the backward by class of op over as many more steps. --json
 // FILE also writes the numbers.
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -57,6 +59,7 @@ struct BenchTrainOptions {
   std::vector<std::string> overrides;
   int batch = 128;
   int reps = 10;
+  int rounds = 1;
   bool vs_torch = false;
   bool vs_peers = false;
   bool profile = false;
@@ -285,6 +288,7 @@ struct StepTimes {
   double eval = 0;     // eval forward (alone only)
   double cpu_use = 0;  // rank 0's
   nlohmann::json profile;  // --profile (alone only): {forward, backward, fma_peak_gflops_per_s}
+  nlohmann::json peers;    // --vs-torch / --vs-peers (alone only): what vs_torch returned
 };
 
 StepTimes summarise(const std::vector<RankSamples>& ranks) {
@@ -330,32 +334,70 @@ void print_phases(const StepTimes& t, int64_t B, double flops, int threads) {
       t.cpu_use < 0.85 ? " (below 85%: other processes shared the cores, or threads idled)" : "");
 }
 
-// flag: the option that asked for the peer; python: the interpreter that runs it.
-void print_vs_torch(const BenchTrainOptions& o, const ModelConfig& config, const StepTimes& t,
-                    int threads, const std::string& flag, const std::string& python) {
+// flag: the option that asked for the peer; python: the interpreter that runs it. The peer runs
+// --rounds times, each time after vitpe's steps were timed again (`retime` returns the median
+// step in seconds; the first round uses t.step), so each ratio compares two measurements taken
+// a minute apart at most, and the median of the rounds' ratios is the figure to quote on a
+// machine whose speed drifts. Returns the rounds as JSON (null when the peer did not run).
+nlohmann::json vs_torch(const BenchTrainOptions& o, const ModelConfig& config, const StepTimes& t,
+                        int threads, const std::string& flag, const std::string& python,
+                        const std::function<double()>& retime) {
   if (!torch_peer_shape(config)) {
     std::printf(
         "%s: the PyTorch peer trains the vit-fmnist shape only (pooling and "
         "encoding may differ); skipped\n",
         flag.c_str());
-    return;
+    return nullptr;
   }
-  const TorchTrain torch = run_torch_peer(o, config, threads, python);
-  if (torch.train_ms <= 0) return;
   const int64_t B = o.batch;
+  std::vector<double> ours, theirs, ratios;
+  TorchTrain torch;
+  nlohmann::json rounds = nlohmann::json::array();
+  for (int r = 0; r < o.rounds; ++r) {
+    if (r > 0) {
+      std::printf("round %d of %d: timing vitpe's steps again, then the peer\n", r + 1, o.rounds);
+      std::fflush(stdout);
+    }
+    const double step = r == 0 ? t.step : retime();
+    torch = run_torch_peer(o, config, threads, python);
+    if (torch.train_ms <= 0) return nullptr;
+    ours.push_back(B / step);
+    theirs.push_back(B / (torch.train_ms / 1e3));
+    ratios.push_back((torch.train_ms / 1e3) / step);
+    rounds.push_back({{"vitpe_img_s", ours.back()},
+                      {"torch_img_s", theirs.back()},
+                      {"ratio", ratios.back()}});
+  }
   std::printf("\nPyTorch peer (%s%s): torchvision ViT, %s, learned 1D positions\n",
               torch.version.empty() ? "" : ("torch " + torch.version + ", ").c_str(),
               python.c_str(),
               config.class_token ? "class token (50 tokens)" : "mean pooling (49 tokens)");
   std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
-  std::printf("%-22s %10.0f %10.0f %9.2fx\n", "train img/s", B / t.step, B / (torch.train_ms / 1e3),
-              (torch.train_ms / 1e3) / t.step);
+  if (o.rounds > 1) {
+    for (size_t r = 0; r < ratios.size(); ++r) {
+      std::printf("%-22s %10.0f %10.0f %9.2fx\n", fmt::format("round {} train img/s", r + 1).c_str(),
+                  ours[r], theirs[r], ratios[r]);
+    }
+  }
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  const double ratio = median(ratios);
+  std::printf("%-22s %10.0f %10.0f %9.2fx%s\n", "train img/s", median(ours), median(theirs), ratio,
+              o.rounds > 1 ? fmt::format(" (median of {} rounds' ratios; {:.2f}-{:.2f})",
+                                         o.rounds, *lo, *hi)
+                                 .c_str()
+                           : "");
   std::printf("%-22s %10.0f %10.0f %9.2fx\n", "eval img/s", B / t.eval, torch.eval_img_s,
               (B / t.eval) / torch.eval_img_s);
   if (config.encoding != "learned1d") {
     std::printf("note: the peer uses learned 1D positions; this run used %s\n",
                 config.encoding.c_str());
   }
+  return {{"python", python},
+          {"torch", torch.version},
+          {"rounds", rounds},
+          {"ratio_median", ratio},
+          {"ratio_min", *lo},
+          {"ratio_max", *hi}};
 }
 
 // Alone (and phase A under mpirun, on rank 0): the step at the whole batch on this process's
@@ -391,8 +433,14 @@ StepTimes run_alone(const BenchTrainOptions& o, const ModelConfig& config,
                                           fma, true);
     t.profile["fma_peak_gflops_per_s"] = fma;
   }
-  if (o.vs_torch) print_vs_torch(o, config, t, threads, "--vs-torch", "/usr/bin/python3");
-  if (o.vs_peers) print_vs_torch(o, config, t, threads, "--vs-peers", peers_python);
+  auto retime = [&] { return summarise({time_steps(*model, batch, o.batch, self(), o.reps)}).step; };
+  if (o.vs_torch) {
+    t.peers["vs_torch"] =
+        vs_torch(o, config, t, threads, "--vs-torch", "/usr/bin/python3", retime);
+  }
+  if (o.vs_peers) {
+    t.peers["vs_peers"] = vs_torch(o, config, t, threads, "--vs-peers", peers_python, retime);
+  }
   return t;
 }
 
@@ -491,6 +539,9 @@ nlohmann::json bench_json(const BenchTrainOptions& o, const ModelConfig& config,
   j["one_process"]["eval_ms"] = alone.eval * 1e3;
   j["one_process"]["eval_img_s"] = o.batch / alone.eval;
   if (!alone.profile.is_null()) j["one_process"]["profile"] = alone.profile;
+  for (const auto& [flag, peer] : alone.peers.items()) {
+    if (!peer.is_null()) j["one_process"][flag] = peer;
+  }
   if (!d) return j;
   const StepTimes& dp = d->times;
   nlohmann::json& p = j["data_parallel"] = times_json(dp, o.batch);
@@ -577,6 +628,11 @@ void setup(CLI::App& root) {
                 "Also run the PyTorch peer (needs /usr/bin/python3 with torch) and print ratios");
   add_peers_options(cmd, o->vs_peers, o->peers_python,
                     "Also run the PyTorch peer with PyTorch 2.x");
+  cmd->add_option("--rounds", o->rounds,
+                  "With --vs-torch / --vs-peers: time vitpe and run the peer in turn this many "
+                  "times and print the median of the rounds' ratios (a machine's speed drifts)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   cmd->add_flag("--profile", o->profile,
                 "Also split the forward and the backward by class of op (linear, attention, "
                 "layernorm, ...) over --reps more steps, with the linears' and attention's "

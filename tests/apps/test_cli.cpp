@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/apps/run_vitpe.h"
 #include "vit/io/checkpoint.h"
@@ -555,6 +557,48 @@ TEST(Cli, BenchTrainProfileSplitsForwardAndBackwardByOpClass) {
     EXPECT_GT(t["ops"][0]["gflops_per_s"].get<double>(), 0) << t.dump();
   }
   std::filesystem::remove(file);
+}
+
+// --rounds alternates vitpe's timing with the peer: the peer runs once per round (here a shell
+// script standing in for PyTorch, which the tests never need, printing 400, 800 and 200 ms in
+// turn), each round's ratio is recorded, and the median of the ratios is the one printed.
+TEST(Cli, BenchTrainRoundsAlternateWithThePeer) {
+  const auto dir = std::filesystem::temp_directory_path() / "vitpe_cli_train_rounds";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto peer = dir / "peer.sh", count = dir / "count", out = dir / "out.json";
+  {
+    std::ofstream f(peer);
+    f << "n=$(cat " << count.string() << " 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "
+      << count.string() << "\n"
+      << "case $n in 1) ms=400;; 2) ms=800;; *) ms=200;; esac\n"
+      << "echo \"{\\\"train_ms\\\": $ms, \\\"eval_img_s\\\": 50, \\\"torch\\\": \\\"stand-in\\\"}\"\n";
+  }
+  setenv("VITPE_TORCH_TRAIN_PEER", peer.c_str(), 1);
+  CmdResult r = vitpe("bench train --batch 4 --reps 1 --vs-peers --peers-python /bin/sh --rounds 3 "
+                      "--json " + out.string());
+  unsetenv("VITPE_TORCH_TRAIN_PEER");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "median of 3 rounds' ratios")) << r.out;
+  EXPECT_TRUE(contains(r.out, "round 3 train img/s")) << r.out;
+  std::ifstream in(out);
+  const auto j = nlohmann::json::parse(in)["one_process"]["vs_peers"];
+  ASSERT_EQ(j["rounds"].size(), 3u) << j.dump();
+  std::vector<double> ratios;
+  const double want_torch[] = {4 / 0.4, 4 / 0.8, 4 / 0.2};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(j["rounds"][i]["torch_img_s"].get<double>(), want_torch[i], 1e-9) << j.dump();
+    ratios.push_back(j["rounds"][i]["ratio"].get<double>());
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_EQ(j["ratio_median"].get<double>(), ratios[1]) << j.dump();
+  EXPECT_EQ(j["ratio_min"].get<double>(), ratios[0]) << j.dump();
+  EXPECT_EQ(j["ratio_max"].get<double>(), ratios[2]) << j.dump();
+  EXPECT_EQ(j["torch"], "stand-in") << j.dump();
+  CmdResult bad = vitpe("bench train --rounds 0");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_TRUE(contains(bad.out, "--rounds")) << bad.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, CompareRecordsTheCommandAsTyped) {
