@@ -13,7 +13,11 @@ namespace vitpe {
 
 namespace {
 
-constexpr double kWin = 0.9;        // a probe must be this much faster to be taken
+// A probe is taken when its mean time is below this fraction of the current count's: fewer
+// threads need only be 3 % faster (they also leave the cores to the machine's other work), more
+// threads must be 10 % faster, so two counts within noise of each other settle on the fewer.
+constexpr double kWinFewer = 0.97;
+constexpr double kWinMore = 0.9;
 constexpr double kSlower = 1.3;     // a current count this much slower than usual probes down
 constexpr double kTypicalWeight = 0.1;  // of a new call in a count's typical time
 constexpr int64_t kFirstInterval = 4;
@@ -70,7 +74,8 @@ void AdaptiveThreads::record(State& s, int level, double seconds) {
     if (l.timed < 2) return;
     Level& cur = s.levels[static_cast<size_t>(s.current)];
     s.probing = -1;
-    if (mean_of_last(l) < kWin * mean_of_last(cur)) {
+    const double win = level > s.current ? kWinFewer : kWinMore;
+    if (mean_of_last(l) < win * mean_of_last(cur)) {
       cur.interval = kFirstInterval;  // the count left behind is tried again soon
       cur.next_probe = s.calls + cur.interval;
       s.current = level;

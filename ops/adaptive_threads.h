@@ -11,9 +11,11 @@
 // (T, T/2, ..., 1):
 // - It starts at T. Every so often it probes the next count down (and, when below T, the next
 //   up): two calls there, after one warm-up call the first time a count is used (it builds
-//   oneDNN primitives). It moves when the probe's mean time is below 0.9x the mean of the
-//   current count's last two calls; a probe that loses is retried after twice as many calls
-//   (4, 8, ... up to 128), one that wins resets the interval of the count it left.
+//   oneDNN primitives). It moves when the probe's mean time is below 0.97x (fewer threads) or
+//   0.9x (more threads) the mean of the current count's last two calls, so counts within noise
+//   of each other settle on the fewer, which also leaves cores to the machine's other work; a
+//   probe that loses is retried after twice as many calls (4, 8, ... up to 128), one that wins
+//   resets the interval of the count it left.
 // - A current count whose last two calls both took over 1.3x its typical time (a slow average)
 //   probes the next count down at once (at most every 4 calls): load that starts mid-run is
 //   answered within a few calls, while noise of +-20 % does not set it off.
