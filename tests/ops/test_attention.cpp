@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -275,7 +276,8 @@ void check_tokens_backward(const Case& c, uint64_t seed) {
   Tensor out = Tensor::empty(Shape{c.b, c.n, dim}), tprobs = Tensor::full(ps, 7.0f);
   attention_forward_tokens(out, tprobs, qkv, c.h, scale, bias, mask);
   EXPECT_LT(max_rel_error(tprobs, probs), 1e-6) << "probs " << s.str();
-  Tensor dqkv = Tensor::full(qkv.shape(), 1e9f);  // overwritten, not added to
+  // Overwritten, not added to: even NaN there must not reach the result.
+  Tensor dqkv = Tensor::full(qkv.shape(), std::numeric_limits<float>::quiet_NaN());
   Tensor tdbias = c.bias ? Tensor::full(Shape{c.h, c.n, c.n}, 0.5f) : Tensor();
   attention_backward_tokens(dqkv, tdbias, dout, qkv, tprobs, c.h, scale);
   EXPECT_LT(max_rel_error(dqkv, want), 1e-6) << "dqkv " << s.str();
