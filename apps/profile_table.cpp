@@ -6,14 +6,14 @@
 
 namespace vitpe::app {
 
-nlohmann::json profile_table(const OpTotals& t, int passes, double pass_ms,
-                             const std::string& pass, double fma, bool print) {
+nlohmann::json profile_table(const OpTotals& t, int passes, double pass_ms, const std::string& pass,
+                             double fma, bool print) {
   nlohmann::json j = {
       {pass + "s", passes}, {pass + "_ms", pass_ms}, {"ops", nlohmann::json::array()}};
   if (print) {
     std::printf("%6s profile of %d %ss, %.1f ms each:\n", "", passes, pass.c_str(), pass_ms);
-    std::printf("%6s %-16s %8s %12s %7s %9s %7s\n", "", "op class", "calls",
-                ("ms/" + pass).c_str(), "share", "GFLOP/s", "of FMA");
+    std::printf("%6s %-16s %8s %12s %7s %9s %7s\n", "", "op class", "calls", ("ms/" + pass).c_str(),
+                "share", "GFLOP/s", "of FMA");
   }
   double ops_ms = 0;
   for (int c = 0; c < static_cast<int>(OpClass::count); ++c) {

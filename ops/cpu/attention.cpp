@@ -271,9 +271,9 @@ void backward_pairs(const char* op, const BackwardArgs& a) {
   const int64_t n = d.n, nn = n * n;
   const bool need_ds = a.dq || a.dk || a.dbias;
   // dbias needs every pair's dS after the loop; otherwise one N x N block per thread will do.
-  float* ds_all = a.dbias ? cpu::scratch_f32(cpu::ScratchSlot::attention_1,
-                                             static_cast<size_t>(d.bh() * nn))
-                          : nullptr;
+  float* ds_all =
+      a.dbias ? cpu::scratch_f32(cpu::ScratchSlot::attention_1, static_cast<size_t>(d.bh() * nn))
+              : nullptr;
   const bool avx2 = cpu::cpu_has_avx2_fma();
   std::atomic<bool> failed{false};
 #pragma omp parallel
@@ -289,8 +289,8 @@ void backward_pairs(const char* op, const BackwardArgs& a) {
       bool ok = true;
       // dv (+)= p^T dout: [N, N]^T x [N, hd] -> [N, hd]
       if (a.dv) {
-        ok = gemm('T', 'N', n, d.hd, n, 1.0f, p, n, dout, a.lo.ld, a.beta,
-                  a.dv + a.ldv.at(bi, h), a.ldv.ld);
+        ok = gemm('T', 'N', n, d.hd, n, 1.0f, p, n, dout, a.lo.ld, a.beta, a.dv + a.ldv.at(bi, h),
+                  a.ldv.ld);
       }
       if (need_ds) {
         float* ds = ds_all ? ds_all + bh * nn : ds_local;
@@ -385,8 +385,8 @@ void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, 
   const float* base = qkv.f32();
   float* dbase = dqkv.f32();
   const Layout in{d.n * 3 * dim, d.hd, 3 * dim}, to{d.n * dim, d.hd, dim};  // [B, N, (3) H hd]
-  backward_pairs(op, {base, base + dim, base + 2 * dim, dout.f32(), probs.f32(), dbase,
-                      dbase + dim, dbase + 2 * dim, in, in, in, to, in, in, in, d, scale, 0.0f,
+  backward_pairs(op, {base, base + dim, base + 2 * dim, dout.f32(), probs.f32(), dbase, dbase + dim,
+                      dbase + 2 * dim, in, in, in, to, in, in, in, d, scale, 0.0f,
                       dbias.defined() ? dbias.f32() : nullptr});
 }
 

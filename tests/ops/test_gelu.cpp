@@ -1,6 +1,6 @@
-// gelu_forward / gelu_backward (and training's pair that keeps the derivative) and add_forward / add_backward (ops/cpu/gelu.cpp) against the
-// double reference (ops/reference/elementwise.cpp), std::erf pointwise, and central finite
-// differences of a double GELU.
+// gelu_forward / gelu_backward (and training's pair that keeps the derivative) and add_forward /
+// add_backward (ops/cpu/gelu.cpp) against the double reference (ops/reference/elementwise.cpp),
+// std::erf pointwise, and central finite differences of a double GELU.
 #include <gtest/gtest.h>
 
 #include <cmath>
