@@ -8,10 +8,6 @@
 // each, like `yes > /dev/null`) for the whole measurement, peers included: the shared machine of a
 // library's users, reproducible (issue #15).
 #include <fmt/format.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -25,14 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "apps/background_load.h"
 #include "apps/bench_model_cuda.h"
 #include "apps/command.h"
 #include "apps/fma_peak.h"
 #include "apps/model_options.h"
 #include "apps/peer.h"
 #include "apps/peers_python.h"
-#include "ops/adaptive_threads.h"
 #include "apps/profile_table.h"
+#include "ops/adaptive_threads.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -68,40 +65,6 @@ nlohmann::json profile_forward(const std::function<double()>& forward, int reps,
   op_profile_enable(false);
   return profile_table(t, reps, wall_ms / reps, "forward", fma, print);
 }
-
-// N busy child processes for the lifetime of the object: each spins until killed (and dies with
-// this process: PR_SET_PDEATHSIG). The children run only async-signal-safe code after fork.
-class BackgroundLoad {
- public:
-  explicit BackgroundLoad(int n) {
-    for (int i = 0; i < n; ++i) {
-      const pid_t pid = fork();
-      if (pid < 0) {
-        stop();
-        throw std::runtime_error("bench: --background-load: fork failed after " +
-                                 std::to_string(i) + " processes");
-      }
-      if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        volatile uint64_t spin = 0;
-        for (;;) spin = spin + 1;
-      }
-      children_.push_back(pid);
-    }
-  }
-  ~BackgroundLoad() { stop(); }
-  const std::vector<pid_t>& pids() const { return children_; }
-  BackgroundLoad(const BackgroundLoad&) = delete;
-  BackgroundLoad& operator=(const BackgroundLoad&) = delete;
-
- private:
-  void stop() {
-    for (pid_t pid : children_) kill(pid, SIGKILL);
-    for (pid_t pid : children_) waitpid(pid, nullptr, 0);
-    children_.clear();
-  }
-  std::vector<pid_t> children_;
-};
 
 // Largest |a - b| over the largest |a|: the error of low-precision logits b against f32 a.
 double max_rel_diff(const Tensor& a, const Tensor& b) {
@@ -385,7 +348,7 @@ void run_bench(const BenchOptions& o) {
                 "peak RSS MiB", adapt ? "threads used (calls)" : "");
   }
   std::fflush(stdout);  // before fork: the children must not inherit unwritten output
-  const BackgroundLoad load(o.background_load);
+  const BackgroundLoad load(o.background_load, "bench");
   out["background_pids"] = load.pids();  // gone when the command returns (a test checks)
   std::map<int, Timing> ours;
   Rng rng(0);

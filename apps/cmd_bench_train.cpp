@@ -7,8 +7,8 @@
 // with PyTorch 2.x from the venv of scripts/peers-setup instead of Debian's PyTorch 1.13;
 // --rounds N alternates vitpe's timing and the peer N times and prints the median ratio. Data
 // loading is not part of the step; `vitpe train` reports the throughput of whole epochs.
-// --profile then splits the forward and the backward by class of op over as many more steps. --json
-// FILE also writes the numbers.
+// --background-load N runs N busy processes beside it all. --profile then splits the forward and
+// the backward by class of op over as many more steps. --json FILE also writes the numbers.
 //
 // Data-parallel scaling in one run, `mpirun -np N --bind-to none vitpe bench train ...`:
 //   A. "1 process x T threads": rank 0 alone times the step at the global batch with every CPU
@@ -26,18 +26,19 @@
 
 #include <algorithm>
 #include <array>
-#include <functional>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "apps/background_load.h"
 #include "apps/command.h"
-#include "apps/peer.h"
 #include "apps/fma_peak.h"
+#include "apps/peer.h"
 #include "apps/peers_python.h"
 #include "apps/profile_table.h"
 #include "ops/files.h"
@@ -60,6 +61,7 @@ struct BenchTrainOptions {
   int batch = 128;
   int reps = 10;
   int rounds = 1;
+  int background_load = 0;
   bool vs_torch = false;
   bool vs_peers = false;
   bool profile = false;
@@ -364,9 +366,8 @@ nlohmann::json vs_torch(const BenchTrainOptions& o, const ModelConfig& config, c
     ours.push_back(B / step);
     theirs.push_back(B / (torch.train_ms / 1e3));
     ratios.push_back((torch.train_ms / 1e3) / step);
-    rounds.push_back({{"vitpe_img_s", ours.back()},
-                      {"torch_img_s", theirs.back()},
-                      {"ratio", ratios.back()}});
+    rounds.push_back(
+        {{"vitpe_img_s", ours.back()}, {"torch_img_s", theirs.back()}, {"ratio", ratios.back()}});
   }
   std::printf("\nPyTorch peer (%s%s): torchvision ViT, %s, learned 1D positions\n",
               torch.version.empty() ? "" : ("torch " + torch.version + ", ").c_str(),
@@ -375,29 +376,26 @@ nlohmann::json vs_torch(const BenchTrainOptions& o, const ModelConfig& config, c
   std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
   if (o.rounds > 1) {
     for (size_t r = 0; r < ratios.size(); ++r) {
-      std::printf("%-22s %10.0f %10.0f %9.2fx\n", fmt::format("round {} train img/s", r + 1).c_str(),
-                  ours[r], theirs[r], ratios[r]);
+      std::printf("%-22s %10.0f %10.0f %9.2fx\n",
+                  fmt::format("round {} train img/s", r + 1).c_str(), ours[r], theirs[r],
+                  ratios[r]);
     }
   }
   const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
   const double ratio = median(ratios);
-  std::printf("%-22s %10.0f %10.0f %9.2fx%s\n", "train img/s", median(ours), median(theirs), ratio,
-              o.rounds > 1 ? fmt::format(" (median of {} rounds' ratios; {:.2f}-{:.2f})",
-                                         o.rounds, *lo, *hi)
-                                 .c_str()
-                           : "");
+  std::printf(
+      "%-22s %10.0f %10.0f %9.2fx%s\n", "train img/s", median(ours), median(theirs), ratio,
+      o.rounds > 1
+          ? fmt::format(" (median of {} rounds' ratios; {:.2f}-{:.2f})", o.rounds, *lo, *hi).c_str()
+          : "");
   std::printf("%-22s %10.0f %10.0f %9.2fx\n", "eval img/s", B / t.eval, torch.eval_img_s,
               (B / t.eval) / torch.eval_img_s);
   if (config.encoding != "learned1d") {
     std::printf("note: the peer uses learned 1D positions; this run used %s\n",
                 config.encoding.c_str());
   }
-  return {{"python", python},
-          {"torch", torch.version},
-          {"rounds", rounds},
-          {"ratio_median", ratio},
-          {"ratio_min", *lo},
-          {"ratio_max", *hi}};
+  return {{"python", python},      {"torch", torch.version}, {"rounds", rounds},
+          {"ratio_median", ratio}, {"ratio_min", *lo},       {"ratio_max", *hi}};
 }
 
 // Alone (and phase A under mpirun, on rank 0): the step at the whole batch on this process's
@@ -424,19 +422,20 @@ StepTimes run_alone(const BenchTrainOptions& o, const ModelConfig& config,
   if (o.profile) {
     const double fma = fma_peak.for_onednn();
     std::printf("\nforward + loss:\n");
-    t.profile["forward"] = profile_table(profile.forward, profile.steps,
-                                         1e3 * profile.forward_s / profile.steps, "forward", fma,
-                                         true);
+    t.profile["forward"] =
+        profile_table(profile.forward, profile.steps, 1e3 * profile.forward_s / profile.steps,
+                      "forward", fma, true);
     std::printf("backward:\n");
-    t.profile["backward"] = profile_table(profile.backward, profile.steps,
-                                          1e3 * profile.backward_s / profile.steps, "backward",
-                                          fma, true);
+    t.profile["backward"] =
+        profile_table(profile.backward, profile.steps, 1e3 * profile.backward_s / profile.steps,
+                      "backward", fma, true);
     t.profile["fma_peak_gflops_per_s"] = fma;
   }
-  auto retime = [&] { return summarise({time_steps(*model, batch, o.batch, self(), o.reps)}).step; };
+  auto retime = [&] {
+    return summarise({time_steps(*model, batch, o.batch, self(), o.reps)}).step;
+  };
   if (o.vs_torch) {
-    t.peers["vs_torch"] =
-        vs_torch(o, config, t, threads, "--vs-torch", "/usr/bin/python3", retime);
+    t.peers["vs_torch"] = vs_torch(o, config, t, threads, "--vs-torch", "/usr/bin/python3", retime);
   }
   if (o.vs_peers) {
     t.peers["vs_peers"] = vs_torch(o, config, t, threads, "--vs-peers", peers_python, retime);
@@ -534,6 +533,7 @@ nlohmann::json bench_json(const BenchTrainOptions& o, const ModelConfig& config,
                       {"batch", o.batch},
                       {"reps", o.reps},
                       {"ranks", d ? d->ranks.size() : 1}};
+  j["background_load"] = o.background_load;
   j["one_process"] = times_json(alone, o.batch);
   j["one_process"]["threads"] = alone_threads;
   j["one_process"]["eval_ms"] = alone.eval * 1e3;
@@ -568,10 +568,19 @@ void run_bench_train(const BenchTrainOptions& o) {
   // Before any measurement: a run never times vitpe to find no peers.
   const std::string peers_python =
       o.vs_peers ? require_peers_python(o.peers_python, "bench train") : "";
+  // Busy processes for the whole measurement, peers included (started by rank 0 only).
+  if (comm.rank() == 0 && o.background_load > 0) {
+    std::printf("background load: %d busy process%s beside the measurement\n", o.background_load,
+                o.background_load == 1 ? "" : "es");
+  }
+  std::fflush(stdout);  // before fork: the children must not inherit unwritten output
+  const BackgroundLoad load(comm.rank() == 0 ? o.background_load : 0, "bench train");
   if (comm.size() == 1) {
     const StepTimes t = run_alone(o, config, peers_python);
     if (!o.json.empty()) {
-      write_file_atomic(o.json, bench_json(o, config, t, num_threads(), nullptr).dump(2) + "\n");
+      nlohmann::json j = bench_json(o, config, t, num_threads(), nullptr);
+      j["background_pids"] = load.pids();  // gone when the command returns (a test checks)
+      write_file_atomic(o.json, j.dump(2) + "\n");
       std::printf("wrote %s\n", o.json.c_str());
     }
     return;
@@ -599,7 +608,9 @@ void run_bench_train(const BenchTrainOptions& o) {
   if (comm.rank() != 0) return;
   print_scaling(alone, alone_threads, d, o.batch);
   if (!o.json.empty()) {
-    write_file_atomic(o.json, bench_json(o, config, alone, alone_threads, &d).dump(2) + "\n");
+    nlohmann::json j = bench_json(o, config, alone, alone_threads, &d);
+    j["background_pids"] = load.pids();
+    write_file_atomic(o.json, j.dump(2) + "\n");
     std::printf("wrote %s\n", o.json.c_str());
   }
 }
@@ -633,6 +644,9 @@ void setup(CLI::App& root) {
                   "times and print the median of the rounds' ratios (a machine's speed drifts)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
+  cmd->add_option("--background-load", o->background_load,
+                  "Run N busy processes beside the measurement (a shared machine), the peer too")
+      ->check(CLI::Range(0, 64));
   cmd->add_flag("--profile", o->profile,
                 "Also split the forward and the backward by class of op (linear, attention, "
                 "layernorm, ...) over --reps more steps, with the linears' and attention's "

@@ -202,6 +202,30 @@ TEST(Cli, BenchBackgroundLoadStartsAndStopsItsProcesses) {
   EXPECT_NE(bad.out.find("--background-load"), std::string::npos) << bad.out;
 }
 
+// bench train --background-load N: the same for a training step (the processes run beside the
+// steps and the peer, and are gone when the command returns).
+TEST(Cli, BenchTrainBackgroundLoadStartsAndStopsItsProcesses) {
+  namespace fs = std::filesystem;
+  const auto file = fs::temp_directory_path() / "vitpe_cli_train_load.json";
+  fs::remove(file);
+  CmdResult r = vitpe("bench train --batch 4 --reps 1 --background-load 1 --json " + file.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("background load: 1 busy process beside"), std::string::npos) << r.out;
+  std::ifstream in(file);
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["background_load"], 1);
+  ASSERT_EQ(j["background_pids"].size(), 1u);
+  const fs::path bin = fs::weakly_canonical(std::string(VITPE_BINARY_DIR) + "/vitpe");
+  std::error_code ec;
+  const int pid = j["background_pids"][0].get<int>();
+  const fs::path exe = fs::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  EXPECT_TRUE(ec || exe != bin) << "busy process " << pid << " still runs";
+  CmdResult bad = vitpe("bench train --background-load 65");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--background-load"), std::string::npos) << bad.out;
+  fs::remove(file);
+}
+
 // `eval --dataset folder:DIR` renders the photos with the model's own transform (here the
 // bundled model's: 28 px gray, Fashion-MNIST statistics), one class per subfolder.
 TEST(Cli, EvalOnAFolderUsesTheModelsTransform) {
@@ -572,11 +596,14 @@ TEST(Cli, BenchTrainRoundsAlternateWithThePeer) {
     f << "n=$(cat " << count.string() << " 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "
       << count.string() << "\n"
       << "case $n in 1) ms=400;; 2) ms=800;; *) ms=200;; esac\n"
-      << "echo \"{\\\"train_ms\\\": $ms, \\\"eval_img_s\\\": 50, \\\"torch\\\": \\\"stand-in\\\"}\"\n";
+      << "echo \"{\\\"train_ms\\\": $ms, \\\"eval_img_s\\\": 50, \\\"torch\\\": "
+         "\\\"stand-in\\\"}\"\n";
   }
   setenv("VITPE_TORCH_TRAIN_PEER", peer.c_str(), 1);
-  CmdResult r = vitpe("bench train --batch 4 --reps 1 --vs-peers --peers-python /bin/sh --rounds 3 "
-                      "--json " + out.string());
+  CmdResult r = vitpe(
+      "bench train --batch 4 --reps 1 --vs-peers --peers-python /bin/sh --rounds 3 "
+      "--json " +
+      out.string());
   unsetenv("VITPE_TORCH_TRAIN_PEER");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "median of 3 rounds' ratios")) << r.out;
