@@ -298,6 +298,10 @@ struct TilePrimitives {
       }
     }
     scratch(ScratchSlot::linear_1, static_cast<size_t>(t.rows * t.cols) * sizeof(int32_t));
+    // The thread's oneDNN stream is made at its first execution: make it here, so that a thread
+    // that took no tile before (tiles go to whichever thread is free) allocates nothing when it
+    // takes its first in a later call.
+    dnnl_stream();
   }
   CachedPrimitive& of(int64_t rows, int64_t cols, const Tiling& t) const {
     CachedPrimitive* e = p[rows != t.rows][cols != t.cols];
