@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -176,6 +177,68 @@ TEST(Gelu, ShapeErrorsNameOpAndShapes) {
   Tensor dy = Tensor::zeros(Shape{2, 4});
   Tensor dx = Tensor::zeros(Shape{2, 3});
   expect_shape_error([&] { gelu_backward(dx, dy, x); }, "gelu_backward", Shape{2, 3}, Shape{2, 4});
+}
+
+// Phi and phi from one exponential (vec_math.h): Phi relatively accurate in both tails (the
+// negative one is where 1 + erf would cancel), in each instance (a float, SSE, AVX2), with the
+// limits and NaN kept, and normal_cdf's Phi the same bits.
+template <class V>
+void normal_cdf_pdf_at(float* cdf, float* pdf, float* cdf_only, const float* x) {
+  V v, c, p, c2;
+  cpu::load(v, x);
+  cpu::normal_cdf_pdf(c, p, v);
+  cpu::normal_cdf(c2, v);
+  cpu::store(cdf, c);
+  cpu::store(pdf, p);
+  cpu::store(cdf_only, c2);
+}
+VITPE_AVX2 void normal_cdf_pdf_avx2(float* cdf, float* pdf, float* cdf_only, const float* x) {
+  normal_cdf_pdf_at<cpu::f32x8>(cdf, pdf, cdf_only, x);
+}
+
+TEST(NormalCdfPdf, RelativeErrorInBothTails) {
+  const int64_t n = 240000;  // a multiple of 8
+  std::vector<float> x(n), c(n), p(n), c2(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(-12.0 + 24.0 * i / (n - 1));
+  for (int lanes : {1, 4, 8}) {
+    if (lanes == 8 && !cpu::cpu_has_avx2_fma()) continue;
+    for (int64_t i = 0; i < n; i += lanes) {
+      if (lanes == 1) normal_cdf_pdf_at<float>(&c[i], &p[i], &c2[i], &x[i]);
+      if (lanes == 4) normal_cdf_pdf_at<cpu::f32x4>(&c[i], &p[i], &c2[i], &x[i]);
+      if (lanes == 8) normal_cdf_pdf_avx2(&c[i], &p[i], &c2[i], &x[i]);
+    }
+    // Negative x: Phi(x), the tail that GELU's negative side multiplies by x, relative to itself.
+    // Positive x: Phi(x) itself (its complement is below float's resolution of 1 there).
+    double near = 0, far = 0, pdf = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xd = x[i];
+      const double want = 0.5 * std::erfc(-xd / std::sqrt(2.0));
+      const double rel = std::fabs(c[i] - want) / want;
+      if (std::fabs(xd) < 4)
+        near = std::max(near, rel);
+      else
+        far = std::max(far, rel);
+      const double want_pdf = std::exp(-0.5 * xd * xd) / std::sqrt(2 * M_PI);
+      pdf = std::max(pdf, std::fabs(p[i] - want_pdf) / want_pdf);
+      ASSERT_EQ(c[i], c2[i]) << x[i] << ": normal_cdf differs from normal_cdf_pdf";
+    }
+    // Beyond |x| = 4 the float rounding of the exponent -x^2 / 2 dominates (as in the reference
+    // with x^2 rounded): about x^2 / 2 * 6e-8.
+    EXPECT_LT(near, 1e-6) << lanes << " lanes";
+    EXPECT_LT(far, 5e-6) << lanes << " lanes";
+    EXPECT_LT(pdf, 5e-6) << lanes << " lanes";
+    std::printf("%d lanes: Phi within %.2g (|x| < 4) and %.2g (4 <= |x| <= 12), phi within %.2g\n",
+                lanes, near, far, pdf);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  float edge[4] = {inf, -inf, 1e30f, std::nanf("")}, cdf[4], pdf[4], cdf2[4];
+  normal_cdf_pdf_at<cpu::f32x4>(cdf, pdf, cdf2, edge);
+  EXPECT_EQ(cdf[0], 1.0f);
+  EXPECT_EQ(cdf[1], 0.0f);
+  EXPECT_EQ(cdf[2], 1.0f);
+  EXPECT_TRUE(std::isnan(cdf[3]));
+  EXPECT_LT(pdf[0], 1e-37f);  // the exponential clamps its argument at -87
+  EXPECT_TRUE(std::isnan(pdf[3]));
 }
 
 // The int8 epilogue's cheaper Phi (vec_math.h): absolute error below 1e-6 everywhere, in each of
