@@ -81,7 +81,8 @@ enum class ScratchSlot : int {
   linear_0 = 6,  // ops/cpu/linear.cpp (bf16 conversions), ops/cpu/linear_int8.cpp
   linear_1 = 7,
   linear_2 = 8,
-  count = 9
+  layernorm_0 = 9,  // ops/cpu/layernorm.cpp: the backward's partial sums
+  count = 10
 };
 void* scratch(ScratchSlot slot, size_t bytes);
 inline float* scratch_f32(ScratchSlot slot, size_t count) {

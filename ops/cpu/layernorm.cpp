@@ -2,13 +2,15 @@
 //
 // x: [..., D] is M = numel / D rows. Rows are independent, so both passes split rows over the
 // OpenMP threads; a row (D = 96..1024 floats) stays in L1 between the statistics and the
-// normalisation. The parameter gradients sum over all rows: they are split by column blocks
-// instead (each thread owns some columns and walks every row), which needs no per-thread
-// partial buffers and gives the same bits whatever the thread count.
+// normalisation. The backward is one pass over the rows too: the parameter gradients, which sum
+// over all rows, are summed per fixed block of kRowChunk rows (in double) while each row is in
+// L1 for its dx, and the blocks' sums are then added in order, so the bits are the same
+// whatever the thread count.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "ops/cpu/dnnl_cache.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
 
@@ -16,7 +18,9 @@ namespace vitpe {
 
 namespace {
 
-constexpr int64_t kColumnBlock = 64;  // columns per task of the parameter-gradient pass
+// Rows per partial sum of the parameter gradients: fixed, so the order of the sums does not
+// depend on the thread count.
+constexpr int64_t kRowChunk = 64;
 
 int64_t rows_of(const char* op, const Tensor& x, const Tensor& gamma) {
   if (x.ndim() < 1) throw ShapeError(std::string(op) + ": x has no dimensions");
@@ -97,34 +101,14 @@ void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   const float* pmean = mean.f32();
   const float* prstd = rstd.f32();
 
+  float* pdx = nullptr;
+  float* pdg = nullptr;
+  float* pdb = nullptr;
   if (dx.defined()) {
     check_cpu_f32(op, "dx", dx);
     check_shape(op, "dx", dx, x.shape());
-    float* pdx = dx.f32();
-#pragma omp parallel for schedule(static) if (m * d > 16384)
-    for (int64_t r = 0; r < m; ++r) {
-      const float* xr = px + r * d;
-      const float* dyr = pdy + r * d;
-      float* dxr = pdx + r * d;
-      const float mu = pmean[r], rs = prstd[r];
-      float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-      for (int64_t i = 0; i < d; ++i) {
-        const float g = dyr[i] * pg[i];
-        sum_g += g;
-        sum_gx += g * (xr[i] - mu) * rs;
-      }
-      const float mean_g = sum_g / static_cast<float>(d);
-      const float mean_gx = sum_gx / static_cast<float>(d);
-      for (int64_t i = 0; i < d; ++i) {
-        const float xhat = (xr[i] - mu) * rs;
-        dxr[i] += rs * (dyr[i] * pg[i] - mean_g - xhat * mean_gx);
-      }
-    }
+    pdx = dx.f32();
   }
-
-  float* pdg = nullptr;
-  float* pdb = nullptr;
   if (dgamma.defined()) {
     check_cpu_f32(op, "dgamma", dgamma);
     check_shape(op, "dgamma", dgamma, Shape{d});
@@ -135,26 +119,59 @@ void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
     check_shape(op, "dbeta", dbeta, Shape{d});
     pdb = dbeta.f32();
   }
-  if (!pdg && !pdb) return;
-  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+  const bool params = pdg || pdb;
+  if ((!pdx && !params) || m == 0) return;
+  // [chunks][2][d]: each block's sums of dy * xhat (dgamma) and of dy (dbeta), in double.
+  const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
+  double* part = params ? static_cast<double*>(cpu::scratch(
+                              cpu::ScratchSlot::layernorm_0,
+                              static_cast<size_t>(chunks * 2 * d) * sizeof(double)))
+                        : nullptr;
 #pragma omp parallel for schedule(static) if (m * d > 16384)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kColumnBlock, c1 = std::min(d, c0 + kColumnBlock), w = c1 - c0;
-    // Sums over up to ~10^5 rows: double accumulators keep them accurate to float rounding.
-    double acc_g[kColumnBlock] = {}, acc_b[kColumnBlock] = {};
-    for (int64_t r = 0; r < m; ++r) {
-      const float* xr = px + r * d + c0;
-      const float* dyr = pdy + r * d + c0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    double* acc_g = params ? part + c * 2 * d : nullptr;
+    double* acc_b = params ? acc_g + d : nullptr;
+    if (params) std::fill(acc_g, acc_g + 2 * d, 0.0);
+    for (int64_t r = c * kRowChunk; r < std::min(m, (c + 1) * kRowChunk); ++r) {
+      const float* xr = px + r * d;
+      const float* dyr = pdy + r * d;
       const float mu = pmean[r], rs = prstd[r];
-      for (int64_t i = 0; i < w; ++i) {
-        acc_g[i] += static_cast<double>(dyr[i] * ((xr[i] - mu) * rs));
-        acc_b[i] += static_cast<double>(dyr[i]);
+      if (pdx) {
+        float* dxr = pdx + r * d;
+        float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+        for (int64_t i = 0; i < d; ++i) {
+          const float g = dyr[i] * pg[i];
+          sum_g += g;
+          sum_gx += g * (xr[i] - mu) * rs;
+        }
+        const float mean_g = sum_g / static_cast<float>(d);
+        const float mean_gx = sum_gx / static_cast<float>(d);
+#pragma omp simd
+        for (int64_t i = 0; i < d; ++i) {
+          const float xhat = (xr[i] - mu) * rs;
+          dxr[i] += rs * (dyr[i] * pg[i] - mean_g - xhat * mean_gx);
+        }
+      }
+      if (params) {
+#pragma omp simd
+        for (int64_t i = 0; i < d; ++i) {
+          acc_g[i] += static_cast<double>(dyr[i] * ((xr[i] - mu) * rs));
+          acc_b[i] += static_cast<double>(dyr[i]);
+        }
       }
     }
-    for (int64_t i = 0; i < w; ++i) {
-      if (pdg) pdg[c0 + i] += static_cast<float>(acc_g[i]);
-      if (pdb) pdb[c0 + i] += static_cast<float>(acc_b[i]);
+  }
+  if (!params) return;
+  // The blocks' sums in block order.
+  for (int64_t i = 0; i < d; ++i) {
+    double g = 0.0, b = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      g += part[c * 2 * d + i];
+      b += part[c * 2 * d + d + i];
     }
+    if (pdg) pdg[i] += static_cast<float>(g);
+    if (pdb) pdb[i] += static_cast<float>(b);
   }
 }
 

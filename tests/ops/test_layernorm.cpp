@@ -98,8 +98,9 @@ TEST(LayerNormBackward, MatchesFiniteDifferencesAndAccumulates) {
   EXPECT_LT(max_rel_error(dx2, num_dx), 1e-5);
 }
 
-// The parameter gradients sum over many rows split in column blocks: compare with a double
-// sum on a realistic shape (more columns than one block, a partial last block).
+// The parameter gradients sum over many rows in blocks of rows: compare with a double sum on a
+// realistic shape (several blocks, a partial last one), and the same bits (dx, dgamma, dbeta)
+// whatever the thread count.
 TEST(LayerNormBackward, ParameterGradientsOnLargeShape) {
   const Shape s{3, 197, 200};
   const int64_t m = 3 * 197, d = 200;
@@ -126,6 +127,21 @@ TEST(LayerNormBackward, ParameterGradientsOnLargeShape) {
   }
   EXPECT_LT(max_rel_error(dg, want_g), 1e-5);
   EXPECT_LT(max_rel_error(db, want_b), 1e-5);
+
+  // With dx in the same pass, on 1, 2 and 3 threads: dx as without the parameters, and the
+  // parameter gradients bit for bit the same.
+  Tensor dx_only = Tensor::zeros(s), none;
+  layernorm_backward(dx_only, none, none, dy, x, g, mean, rstd);
+  const int before = num_threads();
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    Tensor dx2 = Tensor::zeros(s), dg2 = Tensor::zeros(Shape{d}), db2 = Tensor::zeros(Shape{d});
+    layernorm_backward(dx2, dg2, db2, dy, x, g, mean, rstd);
+    EXPECT_EQ(max_rel_error(dx2, dx_only), 0.0) << threads << " threads";
+    EXPECT_EQ(max_rel_error(dg2, dg), 0.0) << threads << " threads";
+    EXPECT_EQ(max_rel_error(db2, db), 0.0) << threads << " threads";
+  }
+  set_num_threads(before);
 }
 
 TEST(LayerNorm, ShapeErrorsNameOpAndShapes) {
