@@ -214,6 +214,18 @@ void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const
 void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, const Tensor& qkv,
                                const Tensor& probs, int64_t heads, float scale);
 
+// ---- optimizer --------------------------------------------------------------------------------
+// One AdamW update (torch.optim.AdamW; vit/train/optim.h has the formulas) of n elements in place,
+// on the calling thread (the optimizer spreads a model's parameters over its threads in blocks):
+//   w *= decay;  m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;
+//   w -= step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
+// with step_size = lr / (1 - beta1^t), inv_sqrt_bc2 = 1 / sqrt(1 - beta2^t) and decay = 1 - lr wd
+// (1 without weight decay). SIMD: AVX2 where the CPU has it, else SSE.
+struct AdamWStep {
+  float decay, beta1, beta2, step_size, inv_sqrt_bc2, eps;
+};
+void adamw_update(float* w, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);
+
 // ---- head layout --------------------------------------------------------------------------
 // qkv: [B, N, 3*H*hd] (rows [q | k | v], head h at h*hd inside each) -> q, k, v: [B, H, N, hd].
 void split_heads_forward(Tensor& q, Tensor& k, Tensor& v, const Tensor& qkv, int64_t heads);

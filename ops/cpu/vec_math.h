@@ -11,6 +11,8 @@
 // without AVX changes the psABI, which g++ reports (-Wpsabi) even for inlined functions.
 #pragma once
 
+#include <immintrin.h>
+
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -73,6 +75,14 @@ template <class V>
 VITPE_INLINE void store(float* p, const V& v) {
   std::memcpy(p, &v, sizeof(V));
 }
+// x <- sqrt(x), correctly rounded, for each instance (the vector sqrt instructions; g++ does
+// not vectorise std::sqrt while it may set errno). The AVX2 one is not always_inline: a template
+// body (not itself AVX2) may call it, and g++ inlines it once that body is inside an AVX2
+// function.
+VITPE_INLINE void sqrt_inplace(float& x) { x = _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))); }
+VITPE_INLINE void sqrt_inplace(f32x4& x) { x = (f32x4)_mm_sqrt_ps((__m128)x); }
+VITPE_AVX2 inline void sqrt_inplace(f32x8& x) { x = (f32x8)_mm256_sqrt_ps((__m256)x); }
+
 template <class V>
 VITPE_INLINE float hsum(const V& v) {
   if constexpr (std::is_same_v<V, float>) {

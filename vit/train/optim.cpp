@@ -6,7 +6,27 @@
 #include <map>
 #include <stdexcept>
 
+#include "ops/ops.h"
+
 namespace vitpe {
+
+namespace {
+
+// The update and the clipping run over blocks of up to kBlock elements of every parameter in one
+// parallel region, so the many small parameters (biases, norms, a small model's weights) are
+// spread over the threads too, not updated one after another on one thread.
+constexpr int64_t kBlock = 16384;
+
+// Calls add(param index, begin, end) for each block of each parameter, in order.
+template <class F>
+void for_each_block(const std::vector<Param*>& params, F&& add) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t n = params[i]->value.numel();
+    for (int64_t b = 0; b < n; b += kBlock) add(i, b, std::min(n, b + kBlock));
+  }
+}
+
+}  // namespace
 
 AdamW::AdamW(std::vector<Param*> params, AdamWOptions options)
     : params_(std::move(params)), opt_(options) {
@@ -15,6 +35,7 @@ AdamW::AdamW(std::vector<Param*> params, AdamWOptions options)
     m_.push_back(Tensor::zeros(p->value.shape()));
     v_.push_back(Tensor::zeros(p->value.shape()));
   }
+  for_each_block(params_, [&](size_t i, int64_t b, int64_t e) { blocks_.push_back({i, b, e}); });
 }
 
 void AdamW::step(float lr) {
@@ -23,24 +44,23 @@ void AdamW::step(float lr) {
   const double bc2 = 1.0 - std::pow(static_cast<double>(opt_.beta2), static_cast<double>(t_));
   const float step_size = static_cast<float>(lr / bc1);
   const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.eps;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Param& p = *params_[i];
+  for (const Param* p : params_) {
+    if (p->grad.defined()) check_shape("AdamW", p->name.c_str(), p->grad, p->value.shape());
+  }
+  const int64_t count = static_cast<int64_t>(blocks_.size());
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t i = 0; i < count; ++i) {
+    const Block& b = blocks_[static_cast<size_t>(i)];
+    Param& p = *params_[b.param];
     if (!p.grad.defined()) continue;
-    check_shape("AdamW", p.name.c_str(), p.grad, p.value.shape());
-    float* w = p.value.f32();
-    const float* g = p.grad.f32();
-    float* m = m_[i].f32();
-    float* v = v_[i].f32();
-    const float decay = p.no_decay ? 1.0f : 1.0f - lr * opt_.weight_decay;
-    const int64_t n = p.value.numel();
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t k = 0; k < n; ++k) {
-      w[k] *= decay;
-      m[k] = b1 * m[k] + (1.0f - b1) * g[k];
-      v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
-      w[k] -= step_size * m[k] / (std::sqrt(v[k]) * inv_sqrt_bc2 + eps);
-    }
+    const AdamWStep c{p.no_decay ? 1.0f : 1.0f - lr * opt_.weight_decay,
+                      opt_.beta1,
+                      opt_.beta2,
+                      step_size,
+                      inv_sqrt_bc2,
+                      opt_.eps};
+    adamw_update(p.value.f32() + b.begin, p.grad.f32() + b.begin, m_[b.param].f32() + b.begin,
+                 v_[b.param].f32() + b.begin, b.end - b.begin, c);
   }
 }
 
@@ -82,31 +102,39 @@ double Schedule::at(int64_t step) const {
 double clip_grad_norm(const std::vector<Param*>& params, double max_norm) {
   // Fixed blocks summed in a fixed order: the norm is bitwise the same for any thread count
   // (an OpenMP reduction combines partial sums in an unspecified order).
-  constexpr int64_t kBlock = 16384;
-  double sq = 0.0;
-  std::vector<double> partial;
-  for (const Param* p : params) {
-    if (!p->grad.defined()) continue;
-    const float* g = p->grad.f32();
-    const int64_t n = p->grad.numel();
-    const int64_t blocks = (n + kBlock - 1) / kBlock;
-    partial.assign(static_cast<size_t>(blocks), 0.0);
-#pragma omp parallel for schedule(static) if (blocks > 4)
-    for (int64_t b = 0; b < blocks; ++b) {
-      double s = 0.0;
-      const int64_t end = std::min(n, (b + 1) * kBlock);
-      for (int64_t k = b * kBlock; k < end; ++k) s += static_cast<double>(g[k]) * g[k];
-      partial[b] = s;
+  struct Block {
+    size_t param;
+    int64_t begin, end;
+  };
+  std::vector<Block> blocks;
+  for_each_block(params, [&](size_t i, int64_t b, int64_t e) {
+    if (params[i]->grad.defined()) blocks.push_back({i, b, e});
+  });
+  const int64_t count = static_cast<int64_t>(blocks.size());
+  std::vector<double> partial(blocks.size(), 0.0);
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (int64_t i = 0; i < count; ++i) {
+    const Block& b = blocks[static_cast<size_t>(i)];
+    const float* g = params[b.param]->grad.f32();
+    // Four interleaved sums (independent chains of additions), combined in a fixed order.
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t k = b.begin;
+    for (; k + 4 <= b.end; k += 4) {
+      for (int j = 0; j < 4; ++j) s[j] += static_cast<double>(g[k + j]) * g[k + j];
     }
-    for (double s : partial) sq += s;
+    for (; k < b.end; ++k) s[0] += static_cast<double>(g[k]) * g[k];
+    partial[static_cast<size_t>(i)] = (s[0] + s[1]) + (s[2] + s[3]);
   }
+  double sq = 0.0;
+  for (double s : partial) sq += s;
   const double norm = std::sqrt(sq);
   if (max_norm > 0 && norm > max_norm) {
     const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-    for (Param* p : params) {
-      if (!p->grad.defined()) continue;
-      float* g = p->grad.f32();
-      for (int64_t k = 0; k < p->grad.numel(); ++k) g[k] *= scale;
+#pragma omp parallel for schedule(static) if (count > 1)
+    for (int64_t i = 0; i < count; ++i) {
+      const Block& b = blocks[static_cast<size_t>(i)];
+      float* g = params[b.param]->grad.f32();
+      for (int64_t k = b.begin; k < b.end; ++k) g[k] *= scale;
     }
   }
   return norm;

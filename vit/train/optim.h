@@ -42,6 +42,13 @@ class AdamW {
  private:
   std::vector<Param*> params_;
   std::vector<Tensor> m_, v_;
+  // The update's work items: blocks of up to 16384 elements of each parameter (made once, so a
+  // step allocates nothing).
+  struct Block {
+    size_t param;
+    int64_t begin, end;
+  };
+  std::vector<Block> blocks_;
   AdamWOptions opt_;
   int64_t t_ = 0;
 };

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/cpu/vec_math.h"
+#include "ops/ops.h"
 #include "tests/testing.h"
 #include "vit/train/optim.h"
 
@@ -61,6 +63,45 @@ TEST(AdamW, ThreeStepsMatchADoubleReference) {
           << p->name << "[" << k << "]";
     }
   }
+}
+
+// A parameter of several update blocks (16384 elements each) and a partial one, with the AVX2
+// and the SSE kernel and on 1, 2 and 3 threads: the reference's values, and the same bits
+// whatever the thread count.
+TEST(AdamW, BlocksOfLargeParamsMatchTheReferenceOnAnyThreadCount) {
+  const int64_t n = 3 * 16384 + 1003;
+  std::vector<float> first;
+  const int before = num_threads();
+  for (bool avx2 : {true, false}) {
+    if (avx2 && !cpu::cpu_has_avx2_fma()) continue;
+    cpu::avx2_allowed() = avx2;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Param a = make_param("w", n, 3, false), b = make_param("norm.weight", 7, 4, true);
+      const Tensor w0 = a.value.clone(), g = a.grad.clone();
+      AdamWOptions o;
+      o.weight_decay = 0.1f;
+      AdamW opt({&a, &b}, o);
+      opt.step(1e-3f);
+      opt.step(1e-3f);  // the same gradient twice
+      for (int64_t k = 0; k < n; k += 97) {
+        double w = w0.at(k), m = 0, v = 0;
+        for (int t = 1; t <= 2; ++t) {
+          w *= 1 - 1e-3 * 0.1;
+          m = 0.9 * m + 0.1 * g.at(k);
+          v = 0.999 * v + 0.001 * double(g.at(k)) * g.at(k);
+          w -= 1e-3 * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
+        }
+        ASSERT_NEAR(a.value.at(k), w, 2e-6 * (1 + std::fabs(w)))
+            << "[" << k << "] " << threads << " threads" << (avx2 ? " avx2" : " sse");
+      }
+      if (threads == 1) first.assign(a.value.f32(), a.value.f32() + n);
+      EXPECT_EQ(0, std::memcmp(first.data(), a.value.f32(), sizeof(float) * n))
+          << threads << " threads" << (avx2 ? " avx2" : " sse");
+    }
+  }
+  cpu::avx2_allowed() = true;
+  set_num_threads(before);
 }
 
 TEST(AdamW, NoDecayParamsAreNotShrunkByWeightDecay) {
@@ -137,6 +178,19 @@ TEST(ClipGradNorm, ScalesToTheMaxNormAndReturnsTheNorm) {
     for (int64_t k = 0; k < p->grad.numel(); ++k) sq2 += double(p->grad.at(k)) * p->grad.at(k);
   EXPECT_NEAR(std::sqrt(sq2), 1.0, 1e-5);
   EXPECT_NEAR(b.grad.at(123), g0.at(123) / (norm + 1e-6), 1e-6);
+}
+
+// The norm sums fixed blocks in a fixed order: the same bits on any thread count.
+TEST(ClipGradNorm, SameBitsOnAnyThreadCount) {
+  Param a = make_param("a", 1000, 8, false), b = make_param("b", 70001, 9, false);
+  const int before = num_threads();
+  set_num_threads(1);
+  const double one = clip_grad_norm({&a, &b}, 0);
+  for (int threads : {2, 3}) {
+    set_num_threads(threads);
+    EXPECT_EQ(clip_grad_norm({&a, &b}, 0), one) << threads << " threads";
+  }
+  set_num_threads(before);
 }
 
 }  // namespace
