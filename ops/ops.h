@@ -119,12 +119,14 @@ void dwconv3x3_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, co
 
 // ---- layernorm --------------------------------------------------------------------------------
 // x: [..., D], gamma/beta: [D] -> y: [..., D]; mean/rstd: [M] saved for backward (may be
-// undefined for inference).
+// undefined for inference). The backward adds the input gradient to dx, or, with residual
+// defined (x's shape; it may be dx itself), writes dx = residual + the gradient: a residual
+// path's gradient and the norm's in one pass, with neither a copy nor a zeroed dx.
 void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& gamma,
                        const Tensor& beta, float eps);
 void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                         const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd);
+                        const Tensor& rstd, const Tensor& residual = {});
 
 // ---- elementwise ------------------------------------------------------------------------------
 // GELU with erf (exact, as timm and torchvision). y may alias x.

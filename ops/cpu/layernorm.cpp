@@ -83,7 +83,7 @@ void layernorm_forward(Tensor& y, Tensor& mean, Tensor& rstd, const Tensor& x, c
 // dgamma = sum over rows of dy * xhat; dbeta = sum over rows of dy.
 void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                         const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd) {
+                        const Tensor& rstd, const Tensor& residual) {
   const OpScope scope(OpClass::layernorm);
   const char* op = "layernorm_backward";
   check_cpu_f32(op, "x", x);
@@ -102,13 +102,21 @@ void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   const float* prstd = rstd.f32();
 
   float* pdx = nullptr;
+  const float* pres = nullptr;
   float* pdg = nullptr;
   float* pdb = nullptr;
   if (dx.defined()) {
     check_cpu_f32(op, "dx", dx);
     check_shape(op, "dx", dx, x.shape());
     pdx = dx.f32();
+    if (residual.defined()) {
+      check_cpu_f32(op, "residual", residual);
+      check_shape(op, "residual", residual, x.shape());
+      pres = residual.f32();
+    }
   }
+  // Without a residual the gradient is added to dx itself.
+  if (pdx && !pres) pres = pdx;
   if (dgamma.defined()) {
     check_cpu_f32(op, "dgamma", dgamma);
     check_shape(op, "dgamma", dgamma, Shape{d});
@@ -138,6 +146,7 @@ void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
       const float mu = pmean[r], rs = prstd[r];
       if (pdx) {
         float* dxr = pdx + r * d;
+        const float* resr = pres + r * d;
         float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
         for (int64_t i = 0; i < d; ++i) {
@@ -150,7 +159,7 @@ void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
 #pragma omp simd
         for (int64_t i = 0; i < d; ++i) {
           const float xhat = (xr[i] - mu) * rs;
-          dxr[i] += rs * (dyr[i] * pg[i] - mean_g - xhat * mean_gx);
+          dxr[i] = resr[i] + rs * (dyr[i] * pg[i] - mean_g - xhat * mean_gx);
         }
       }
       if (params) {

@@ -144,6 +144,37 @@ TEST(LayerNormBackward, ParameterGradientsOnLargeShape) {
   set_num_threads(before);
 }
 
+// With a residual, dx = residual + the gradient: overwritten (dx starts as NaN), or added when
+// the residual is dx itself; the same values as accumulating into a copy of the residual.
+TEST(LayerNormBackward, ResidualIsAddedAndDxOverwritten) {
+  const Shape s{5, 33, 40};
+  const int64_t m = 5 * 33, d = 40;
+  Tensor x = random_tensor(s, 30), g = random_tensor(Shape{d}, 31), b = random_tensor(Shape{d}, 32);
+  Tensor dy = random_tensor(s, 33), res = random_tensor(s, 34);
+  Tensor y = Tensor::empty(s), mean = Tensor::empty(Shape{m}), rstd = Tensor::empty(Shape{m});
+  layernorm_forward(y, mean, rstd, x, g, b, 1e-6f);
+  Tensor want = res.clone(), dg = Tensor::zeros(Shape{d}), db = Tensor::zeros(Shape{d});
+  layernorm_backward(want, dg, db, dy, x, g, mean, rstd);  // res += gradient
+  Tensor dx = Tensor::full(s, std::nanf("")), dg2 = Tensor::zeros(Shape{d}),
+         db2 = Tensor::zeros(Shape{d});
+  layernorm_backward(dx, dg2, db2, dy, x, g, mean, rstd, res);
+  EXPECT_EQ(max_rel_error(dx, want), 0.0);
+  EXPECT_EQ(max_rel_error(dg2, dg), 0.0);
+  EXPECT_EQ(max_rel_error(db2, db), 0.0);
+  Tensor same = res.clone(), none;
+  layernorm_backward(same, none, none, dy, x, g, mean, rstd, same);
+  EXPECT_EQ(max_rel_error(same, want), 0.0);
+  Tensor wrong = Tensor::zeros(Shape{5, 33, 41});
+  try {
+    layernorm_backward(dx, none, none, dy, x, g, mean, rstd, wrong);
+    ADD_FAILURE() << "no ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("residual"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[5, 33, 41]"), std::string::npos) << msg;
+  }
+}
+
 TEST(LayerNorm, ShapeErrorsNameOpAndShapes) {
   Tensor x = Tensor::zeros(Shape{2, 8});
   Tensor g = Tensor::zeros(Shape{7}), b = Tensor::zeros(Shape{8});

@@ -70,8 +70,8 @@ void LayerNormLayer::forward(Tensor& y, const Tensor& x, bool training) {
   }
 }
 
-void LayerNormLayer::backward(Tensor& dx, const Tensor& dy) {
-  layernorm_backward(dx, w_.grad, b_.grad, dy, x_, w_.value, mean_, rstd_);
+void LayerNormLayer::backward(Tensor& dx, const Tensor& dy, const Tensor& residual) {
+  layernorm_backward(dx, w_.grad, b_.grad, dy, x_, w_.value, mean_, rstd_, residual);
 }
 
 // ---- Linear -------------------------------------------------------------------------------------
@@ -446,12 +446,12 @@ void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& g
 
 void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
   if (style_ == BlockStyle::swin_v2) {
+    dx.zero();  // backward_post_norm adds its paths into dx
     backward_post_norm(dx, dy);
     return;
   }
   const bool ls = ls1_.value.defined();
   ensure_shape(dx1_, dy.shape());
-  dx1_.copy_from(dy);  // residual path of the MLP
   ensure_shape(dn_, dy.shape());
   if (ls) {
     ensure_shape(dbranch_, dy.shape());
@@ -460,8 +460,7 @@ void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
   } else {
     mlp_.backward(dn_, dy, /*overwrite_dx=*/true);
   }
-  norm2_.backward(dx1_, dn_);
-  add_forward(dx, dx, dx1_);  // residual path of the attention
+  norm2_.backward(dx1_, dn_, /*residual: the MLP's*/ dy);  // dx1 = dy + d norm2
   if (ls) {
     layer_scale_add_backward(dbranch_, ls1_.grad, dx1_, ls1_.value, a_);
     attn_.backward(dn_, dbranch_, /*overwrite_dx=*/true);
@@ -475,7 +474,7 @@ void TransformerBlock::backward(Tensor& dx, const Tensor& dy) {
     dn_.zero();
     window_scatter_add(dn_, dxw_, *windows_);
   }
-  norm1_.backward(dx, dn_);
+  norm1_.backward(dx, dn_, /*residual: the attention's*/ dx1_);  // dx = dx1 + d norm1
 }
 
 // Swin V2: x1 = x + norm1(attn(x)), y = x1 + norm2(mlp(x1)). a_ and m_ keep the branch outputs

@@ -40,7 +40,8 @@ class LayerNormLayer {
   LayerNormLayer(const std::string& name, int64_t dim, float eps);
   // x: [..., D] -> y: [..., D]
   void forward(Tensor& y, const Tensor& x, bool training);
-  void backward(Tensor& dx, const Tensor& dy);
+  // dx += the input gradient, or dx = residual + it (residual defined: see layernorm_backward).
+  void backward(Tensor& dx, const Tensor& dy, const Tensor& residual = {});
   void collect(std::vector<Param*>& out) {
     out.push_back(&w_);
     out.push_back(&b_);
@@ -183,7 +184,8 @@ class TransformerBlock {
   // (geom.window == windows->window), with the layout's mask.
   void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
                bool training, const WindowLayout* windows = nullptr);
-  // For the last forward (training = true).
+  // For the last forward (training = true). Writes the input gradient into dx (overwritten: the
+  // caller needs no zeroed buffer).
   void backward(Tensor& dx, const Tensor& dy);
   void collect(std::vector<Param*>& out);
   void collect_linears(std::vector<LinearLayer*>& out) {

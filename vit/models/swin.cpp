@@ -262,8 +262,7 @@ void SwinTransformer::backward(const Tensor& dlogits) {
   for (size_t s = stages_.size(); s-- > 0;) {
     for (size_t j = stages_[s].size(); j-- > 0;) {
       ensure_shape(*dx, dy->shape());
-      dx->zero();
-      stages_[s][j]->backward(*dx, *dy);
+      stages_[s][j]->backward(*dx, *dy);  // overwrites dx
       std::swap(dx, dy);
     }
     if (s > 0) {

@@ -27,7 +27,7 @@ class SwinBlock {
             BlockStyle style = BlockStyle::pre_norm);
   // x: [B, L, C] on the grid `res` -> y: [B, L, C]
   void forward(Tensor& y, const Tensor& x, Grid res, bool training);
-  void backward(Tensor& dx, const Tensor& dy);
+  void backward(Tensor& dx, const Tensor& dy);  // overwrites dx
   void collect(std::vector<Param*>& out) { block_.collect(out); }
   void collect_linears(std::vector<LinearLayer*>& out) { block_.collect_linears(out); }
   AttentionLayer& attention() { return block_.attention(); }

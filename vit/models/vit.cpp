@@ -213,8 +213,7 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   Tensor* dx = &d_b_;
   condition_backward(blocks_.size(), *dy);
   for (size_t i = blocks_.size(); i-- > 0;) {
-    dx->zero();
-    blocks_[i].backward(*dx, *dy);
+    blocks_[i].backward(*dx, *dy);  // overwrites dx
     std::swap(dx, dy);
     condition_backward(i, *dy);
   }
