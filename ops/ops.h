@@ -137,6 +137,11 @@ void gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
 void gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x);
 // dx = dy * dydx, overwritten (dx may be dy itself): gelu_backward from the saved derivative.
 void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& dydx);
+// The same, also adding to column_sums [N] (N: the last dimension) the sums of dx over its rows,
+// bit for bit as linear_backward sums a bias gradient: the next linear layer's bias gradient
+// while dx is in cache, instead of another pass over it.
+void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& dydx,
+                                   Tensor& column_sums);
 // y = a + b (same shapes; y may alias a or b).
 void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
 void add_backward(Tensor& da, Tensor& db, const Tensor& dy);

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/linear_impl.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
@@ -101,6 +103,32 @@ void gelu_fwd_deriv_base(float* y, float* d, const float* x, int64_t n) {
 }
 VITPE_AVX2 void mul_avx2(float* dx, const float* dy, const float* d, int64_t n) {
   mul_body<cpu::f32x8>(dx, dy, d, n);
+}
+// sums[j] = sum over the rows of x [rows, n] of x[i, j], in float from 0, row by row.
+template <class V>
+VITPE_INLINE void run_sums_body(float* sums, const float* x, int64_t rows, int64_t n) {
+  constexpr int64_t w = cpu::kLanes<V>;
+  int64_t j = 0;
+  for (; j + w <= n; j += w) {
+    V acc = V{};
+    for (int64_t i = 0; i < rows; ++i) {
+      V v;
+      cpu::load(v, x + i * n + j);
+      acc = acc + v;
+    }
+    cpu::store(sums + j, acc);
+  }
+  for (; j < n; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < rows; ++i) acc += x[i * n + j];
+    sums[j] = acc;
+  }
+}
+VITPE_AVX2 void run_sums_avx2(float* sums, const float* x, int64_t rows, int64_t n) {
+  run_sums_body<cpu::f32x8>(sums, x, rows, n);
+}
+void run_sums_base(float* sums, const float* x, int64_t rows, int64_t n) {
+  run_sums_body<cpu::f32x4>(sums, x, rows, n);
 }
 void mul_base(float* dx, const float* dy, const float* d, int64_t n) {
   mul_body<cpu::f32x4>(dx, dy, d, n);
@@ -197,6 +225,49 @@ void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& d
     else
       mul_base(pdx + b, pdy + b, pd + b, e - b);
   });
+}
+
+void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& dydx,
+                                   Tensor& column_sums) {
+  const OpScope scope(OpClass::gelu);
+  const char* op = "gelu_backward_with_derivative";
+  check_cpu_f32(op, "dydx", dydx);
+  check_same(op, "dy", dy, "dydx", dydx);
+  check_same(op, "dx", dx, "dydx", dydx);
+  if (dydx.ndim() < 1) throw ShapeError(std::string(op) + ": dydx has no dimensions");
+  const int64_t n = dydx.size(-1), m = n == 0 ? 0 : dydx.numel() / n;
+  check_cpu_f32(op, "column_sums", column_sums);
+  check_shape(op, "column_sums", column_sums, Shape{n});
+  if (m == 0) return;
+  const float* pdy = dy.f32();
+  const float* pd = dydx.f32();
+  float* pdx = dx.f32();
+  float* sums = column_sums.f32();
+  // Runs of rows: each is multiplied, then summed while it is in cache; the runs' sums are added
+  // per column in run order, in double (as linear_backward's bias gradient).
+  const int64_t rows = cpu::kColumnSumRows, runs = (m + rows - 1) / rows;
+  float* part = cpu::scratch_f32(cpu::ScratchSlot::elementwise_0, static_cast<size_t>(runs * n));
+  const bool avx2 = cpu::cpu_has_avx2_fma();
+#pragma omp parallel if (m * n > kChunk)
+  {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < runs; ++r) {
+      const int64_t b = r * rows * n, count = (std::min(m, (r + 1) * rows) - r * rows);
+      if (avx2) {
+        mul_avx2(pdx + b, pdy + b, pd + b, count * n);
+        run_sums_avx2(part + r * n, pdx + b, count, n);
+      } else {
+        mul_base(pdx + b, pdy + b, pd + b, count * n);
+        run_sums_base(part + r * n, pdx + b, count, n);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int64_t r = 0; r < runs; ++r) acc += part[r * n + j];
+      sums[j] += static_cast<float>(acc);
+    }
+  }
 }
 
 void add_forward(Tensor& y, const Tensor& a, const Tensor& b) {

@@ -45,7 +45,7 @@ const uint16_t* bf16_copy(ScratchSlot slot, const float* src, int64_t n) {
 // db[j] (+)= sum_i dy[i, j] for dy: [M, N]. Columns are split in blocks of 64 across threads.
 // Within a block, runs of 32 rows are summed in float (vector registers, one pass over memory)
 // and the run sums are added in double, so long batches do not lose bits.
-constexpr int64_t kSumCols = 64, kSumRows = 32;
+constexpr int64_t kSumCols = 64, kSumRows = kColumnSumRows;
 
 inline void column_sums_block(double* acc, const float* dy, int64_t m, int64_t n, int64_t width) {
   for (int64_t i0 = 0; i0 < m; i0 += kSumRows) {

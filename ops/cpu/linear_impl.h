@@ -13,6 +13,11 @@ namespace vitpe::cpu {
 void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
                          int64_t m, int64_t k, int64_t n, Act act, const float* residual);
 
+// Bias gradients (column sums of dy) add runs of kColumnSumRows rows in float (from 0, row by
+// row), then the runs' sums in double in row order: linear_rows_backward, and the GELU backward
+// that sums its output for the next layer's bias.
+constexpr int64_t kColumnSumRows = 32;
+
 // dy: [M, N] -> dx: [M, K] += dy w, dw: [N, K] += dy^T x, db: [N] += column sums of dy.
 // Any of dx, dw, db may be nullptr (not needed); accumulate = false overwrites instead of
 // adding. dw and db are f32 whatever w_dtype is.

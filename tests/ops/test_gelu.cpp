@@ -154,6 +154,39 @@ TEST(GeluWithDerivative, MatchesGeluForwardAndBackward) {
   cpu::avx2_allowed() = true;
 }
 
+// With the column sums: dx as without them, and the sums bit for bit linear_backward's bias
+// gradient of dx (added to what the tensor holds), with partial runs of rows and SIMD tails,
+// AVX2 and SSE, on 1, 2 and 3 threads.
+TEST(GeluWithDerivative, ColumnSumsAreLinearBackwardsBiasGradient) {
+  const int before = num_threads();
+  for (bool avx2 : {true, false}) {
+    cpu::avx2_allowed() = avx2;
+    for (const Shape& s : {Shape{2, 197, 37}, Shape{6272, 16}, Shape{5, 3}, Shape{1, 0, 4}}) {
+      Tensor dy = random_tensor(s, 42), d = random_tensor(s, 43);
+      const int64_t n = s.dim(-1), k = 3;
+      Tensor want_dx = Tensor::empty(s);
+      gelu_backward_with_derivative(want_dx, dy, d);
+      Tensor want_db = Tensor::full(Shape{n}, 0.25f), none;
+      Tensor x = Tensor::zeros(s.with_last(k)), w = Tensor::zeros(Shape{n, k});
+      linear_backward(none, none, want_db, want_dx, x, w);
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        Tensor dx = Tensor::full(s, std::numeric_limits<float>::quiet_NaN());
+        Tensor db = Tensor::full(Shape{n}, 0.25f);
+        gelu_backward_with_derivative(dx, dy, d, db);
+        const std::string what = s.str() + (avx2 ? " avx2 " : " sse ") + std::to_string(threads);
+        EXPECT_EQ(max_rel_error(dx, want_dx), 0.0) << what;
+        EXPECT_EQ(max_rel_error(db, want_db), 0.0) << what;
+      }
+    }
+  }
+  cpu::avx2_allowed() = true;
+  set_num_threads(before);
+  Tensor a = Tensor::zeros(Shape{4, 6}), wrong = Tensor::zeros(Shape{4});
+  expect_shape_error([&] { gelu_backward_with_derivative(a, a, a, wrong); },
+                     "gelu_backward_with_derivative", Shape{6}, Shape{4});
+}
+
 TEST(GeluWithDerivative, ErrorsNameTheOpAndShapes) {
   Tensor x = Tensor::zeros(Shape{2, 3}), y = Tensor::zeros(Shape{2, 3});
   Tensor bad = Tensor::zeros(Shape{3, 2});

@@ -140,8 +140,9 @@ void LinearLayer::set_precision(Precision p) {
   w_int8_ = std::move(int8);
 }
 
-void LinearLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
-  linear_backward(dx, w_.grad, b_.grad, dy, x_, w_.value,
+void LinearLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx, bool bias_grad_added) {
+  Tensor no_db;
+  linear_backward(dx, w_.grad, bias_grad_added ? no_db : b_.grad, dy, x_, w_.value,
                   overwrite_dx ? GradWrite::overwrite : GradWrite::accumulate);
 }
 
@@ -365,8 +366,15 @@ void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
     return;
   }
   fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
-  gelu_backward_with_derivative(dh_, dh_, pre_);  // pre_: the derivative, from the forward
-  fc1_.backward(dx, dh_, overwrite_dx);
+  // pre_: the derivative, from the forward. fc1's bias gradient is summed in the same pass.
+  Param& b1 = fc1_.bias();
+  if (b1.grad.defined()) {
+    gelu_backward_with_derivative(dh_, dh_, pre_, b1.grad);
+    fc1_.backward(dx, dh_, overwrite_dx, /*bias_grad_added=*/true);
+  } else {
+    gelu_backward_with_derivative(dh_, dh_, pre_);
+    fc1_.backward(dx, dh_, overwrite_dx);
+  }
 }
 
 // ---- Transformer block --------------------------------------------------------------------------

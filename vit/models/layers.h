@@ -63,7 +63,10 @@ class LinearLayer {
                const Tensor& residual = {});
   // dy is the gradient of the pre-activation output (callers run gelu_backward first).
   // overwrite_dx: dx = dy w instead of dx += dy w (a fresh buffer needs no zeroing first).
-  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
+  // bias_grad_added: the caller has already added the bias gradient (the column sums of dy) to
+  // bias().grad, as the GELU backward does in the same pass as its product.
+  void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false,
+                bool bias_grad_added = false);
   void collect(std::vector<Param*>& out) {
     out.push_back(&w_);
     if (b_.value.defined()) out.push_back(&b_);
@@ -71,6 +74,7 @@ class LinearLayer {
   int64_t in() const { return w_.value.size(1); }
   int64_t out() const { return w_.value.size(0); }
   Param& weight() { return w_; }
+  Param& bias() { return b_; }
   // Inference precision (Model::set_precision): makes the bf16 (or bf16-rounded) weight copy,
   // or the int8 weights.
   void set_precision(Precision p);
