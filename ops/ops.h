@@ -220,6 +220,13 @@ void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const
 // needs no zeroing; dbias as above (accumulated). No copies between the layouts.
 void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, const Tensor& qkv,
                                const Tensor& probs, int64_t heads, float scale);
+// The same, also adding to column_sums [3 * H * hd] the sums of dqkv over its B * N rows: the qkv
+// projection's bias gradient, from each pair's rows while they are in cache instead of another
+// pass over dqkv. (Each pair's sums in float, then the batch in order in double: the same bits
+// whatever the thread count.)
+void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, const Tensor& qkv,
+                               const Tensor& probs, int64_t heads, float scale,
+                               Tensor& column_sums);
 
 // ---- optimizer --------------------------------------------------------------------------------
 // One AdamW update (torch.optim.AdamW; vit/train/optim.h has the formulas) of n elements in place,

@@ -264,7 +264,38 @@ struct BackwardArgs {
   float scale;
   float beta;    // 1: the gradients are added to dq, dk, dv; 0: they overwrite them
   float* dbias;  // [H, N, N] (accumulated) or nullptr
+  // [3, H * hd] (accumulated) or nullptr: the sums over all rows of dq, dk and dv as written
+  // (beta 0), head h at h * hd in each third.
+  float* column_sums = nullptr;
 };
+
+// sums[c] = sum over the n rows (ld apart) of x[i, c], c < hd, in float from 0, row by row.
+template <class V>
+VITPE_INLINE void pair_column_sums(float* sums, const float* x, int64_t ld, int64_t n, int64_t hd) {
+  constexpr int64_t w = cpu::kLanes<V>;
+  int64_t c = 0;
+  for (; c + w <= hd; c += w) {
+    V acc = V{};
+    for (int64_t i = 0; i < n; ++i) {
+      V v;
+      cpu::load(v, x + i * ld + c);
+      acc = acc + v;
+    }
+    cpu::store(sums + c, acc);
+  }
+  for (; c < hd; ++c) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; ++i) acc += x[i * ld + c];
+    sums[c] = acc;
+  }
+}
+VITPE_AVX2 void pair_column_sums_avx2(float* sums, const float* x, int64_t ld, int64_t n,
+                                      int64_t hd) {
+  pair_column_sums<cpu::f32x8>(sums, x, ld, n, hd);
+}
+void pair_column_sums_base(float* sums, const float* x, int64_t ld, int64_t n, int64_t hd) {
+  pair_column_sums<cpu::f32x4>(sums, x, ld, n, hd);
+}
 
 void backward_pairs(const char* op, const BackwardArgs& a) {
   const Dims& d = a.d;
@@ -274,6 +305,10 @@ void backward_pairs(const char* op, const BackwardArgs& a) {
   float* ds_all =
       a.dbias ? cpu::scratch_f32(cpu::ScratchSlot::attention_1, static_cast<size_t>(d.bh() * nn))
               : nullptr;
+  // Each pair's column sums of dq, dk and dv: [B * H, 3, hd].
+  float* pair_sums = a.column_sums ? cpu::scratch_f32(cpu::ScratchSlot::attention_2,
+                                                      static_cast<size_t>(d.bh() * 3 * d.hd))
+                                   : nullptr;
   const bool avx2 = cpu::cpu_has_avx2_fma();
   std::atomic<bool> failed{false};
 #pragma omp parallel
@@ -313,9 +348,34 @@ void backward_pairs(const char* op, const BackwardArgs& a) {
         }
       }
       if (!ok) failed = true;
+      if (pair_sums) {
+        // The pair's rows of dq, dk and dv, just written (beta 0), while they are in cache.
+        const float* outs[3] = {a.dq + a.ldq.at(bi, h), a.dk + a.ldk.at(bi, h),
+                                a.dv + a.ldv.at(bi, h)};
+        const int64_t lds[3] = {a.ldq.ld, a.ldk.ld, a.ldv.ld};
+        for (int part = 0; part < 3; ++part) {
+          float* sums = pair_sums + (bh * 3 + part) * d.hd;
+          if (avx2)
+            pair_column_sums_avx2(sums, outs[part], lds[part], n, d.hd);
+          else
+            pair_column_sums_base(sums, outs[part], lds[part], n, d.hd);
+        }
+      }
     }
   }
   throw_if_failed(op, failed);
+
+  // column_sums += the pairs' sums over the batch, in batch order (deterministic).
+  if (pair_sums) {
+    const int64_t width = d.h * d.hd;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < 3 * width; ++c) {
+      const int64_t part = c / width, h = c % width / d.hd, j = c % d.hd;
+      double acc = 0.0;
+      for (int64_t bi = 0; bi < d.b; ++bi) acc += pair_sums[((bi * d.h + h) * 3 + part) * d.hd + j];
+      a.column_sums[c] += static_cast<float>(acc);
+    }
+  }
 
   // dbias += sum over the batch of ds (the bias is added unscaled to every batch entry). Each
   // thread owns rows of dbias and sums the batch in order: deterministic.
@@ -367,6 +427,13 @@ void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const
 
 void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, const Tensor& qkv,
                                const Tensor& probs, int64_t heads, float scale) {
+  Tensor no_sums;
+  attention_backward_tokens(dqkv, dbias, dout, qkv, probs, heads, scale, no_sums);
+}
+
+void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, const Tensor& qkv,
+                               const Tensor& probs, int64_t heads, float scale,
+                               Tensor& column_sums) {
   const char* op = "attention_backward_tokens";
   const Dims d = check_tokens_qkv(op, qkv, heads);
   const int64_t dim = d.h * d.hd, nn = d.n * d.n;
@@ -381,13 +448,18 @@ void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, 
     throw std::invalid_argument(std::string(op) + ": dqkv must not be qkv itself");
   }
   check_dbias(op, dbias, d);
+  if (column_sums.defined()) {
+    check_cpu_f32(op, "column_sums", column_sums);
+    check_shape(op, "column_sums", column_sums, Shape{3 * dim});
+  }
   if (d.bh() == 0 || d.n == 0) return;
   const float* base = qkv.f32();
   float* dbase = dqkv.f32();
   const Layout in{d.n * 3 * dim, d.hd, 3 * dim}, to{d.n * dim, d.hd, dim};  // [B, N, (3) H hd]
   backward_pairs(op, {base, base + dim, base + 2 * dim, dout.f32(), probs.f32(), dbase, dbase + dim,
                       dbase + 2 * dim, in, in, in, to, in, in, in, d, scale, 0.0f,
-                      dbias.defined() ? dbias.f32() : nullptr});
+                      dbias.defined() ? dbias.f32() : nullptr,
+                      column_sums.defined() ? column_sums.f32() : nullptr});
 }
 
 }  // namespace vitpe

@@ -338,6 +338,57 @@ TEST(AttentionBackwardTokens, ErrorsNameTheShapes) {
   EXPECT_THROW(attention_forward_tokens(out, small_probs, qkv, 2, 1.0f), ShapeError);
 }
 
+// The column sums (the qkv projection's bias gradient): linear_backward's bias gradient of dqkv
+// (added to what the tensor holds), dqkv itself unchanged by asking for them, the same bits on
+// 1, 2 and 3 threads, with a relative bias (Swin's windows) and odd sizes.
+TEST(AttentionBackwardTokens, ColumnSumsAreTheQkvBiasGradient) {
+  const int before = num_threads();
+  struct Case {
+    int64_t b, h, n, hd;
+    bool bias;
+  };
+  for (const Case& c : {Case{3, 2, 49, 32, true}, Case{2, 3, 13, 12, false}, Case{1, 1, 5, 8, false}}) {
+    const int64_t dim = c.h * c.hd;
+    Tensor qkv = random_tensor(Shape{c.b, c.n, 3 * dim}, 60);
+    Tensor dout = random_tensor(Shape{c.b, c.n, dim}, 61);
+    Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, 62) : Tensor();
+    Tensor out = Tensor::empty(Shape{c.b, c.n, dim}), probs = Tensor::empty(Shape{c.b, c.h, c.n, c.n});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+    attention_forward_tokens(out, probs, qkv, c.h, scale, bias);
+    Tensor want_dqkv = Tensor::empty(qkv.shape()), none;
+    Tensor dbias0 = c.bias ? Tensor::zeros(bias.shape()) : Tensor();
+    attention_backward_tokens(want_dqkv, dbias0, dout, qkv, probs, c.h, scale);
+    Tensor want = Tensor::full(Shape{3 * dim}, 0.5f);
+    Tensor x = Tensor::zeros(Shape{c.b, c.n, 2}), w = Tensor::zeros(Shape{3 * dim, 2});
+    linear_backward(none, none, want, want_dqkv, x, w);
+    Tensor first;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor dqkv = Tensor::full(qkv.shape(), 1e9f), sums = Tensor::full(Shape{3 * dim}, 0.5f);
+      Tensor dbias = c.bias ? Tensor::zeros(bias.shape()) : Tensor();
+      attention_backward_tokens(dqkv, dbias, dout, qkv, probs, c.h, scale, sums);
+      EXPECT_EQ(max_rel_error(dqkv, want_dqkv), 0.0) << threads << " threads";
+      if (c.bias) {
+        EXPECT_EQ(max_rel_error(dbias, dbias0), 0.0) << threads << " threads";
+      }
+      EXPECT_LT(max_rel_error(sums, want), 1e-5) << threads << " threads";
+      if (threads == 1) first = sums.clone();
+      EXPECT_EQ(max_rel_error(sums, first), 0.0) << threads << " threads";
+    }
+  }
+  set_num_threads(before);
+  Tensor qkv = Tensor::zeros(Shape{2, 5, 24}), probs = Tensor::zeros(Shape{2, 2, 5, 5});
+  Tensor dout = Tensor::zeros(Shape{2, 5, 8}), dqkv = Tensor::zeros(Shape{2, 5, 24}), none;
+  Tensor bad = Tensor::zeros(Shape{23});
+  try {
+    attention_backward_tokens(dqkv, none, dout, qkv, probs, 2, 1.0f, bad);
+    ADD_FAILURE() << "no error";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("column_sums"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[24]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(AttentionForward, SteadyStateAllocatesNothing) {
   const Shape s{2, 3, 49, 32};
   Tensor q = random_tensor(s, 30), k = random_tensor(s, 31), v = random_tensor(s, 32);

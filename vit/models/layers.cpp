@@ -271,9 +271,12 @@ void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
   }
   if (tokens_) {
     ensure_shape(d_qkv_, qkv_out_.shape());
-    attention_backward_tokens(d_qkv_, dbias, d_merged_, qkv_out_, probs_, heads_, scale);
+    // The qkv projection's bias gradient is summed by the attention backward, pair by pair.
+    Param& qkv_bias = qkv_.bias();
+    attention_backward_tokens(d_qkv_, dbias, d_merged_, qkv_out_, probs_, heads_, scale,
+                              qkv_bias.grad);
     if (biased) encoding_->bias_backward(dbias_, geom_);
-    qkv_.backward(dx, d_qkv_, overwrite_dx);
+    qkv_.backward(dx, d_qkv_, overwrite_dx, /*bias_grad_added=*/qkv_bias.grad.defined());
     return;
   }
   ensure_shape(d_o_, o_.shape());
