@@ -56,6 +56,13 @@ enum class GradWrite : uint8_t { accumulate, overwrite };
 // (act is applied before the residual is added.)
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                     Act act = Act::none, const Tensor& residual = {});
+// For training: y = GELU(x w^T + b) and dydx = GELU'(x w^T + b) (what linear_forward followed by
+// gelu_forward_with_derivative gives), in blocks of rows: each block's product runs on one thread
+// and its GELU follows while the product is in cache, so the pre-activation never goes to memory
+// and back, and threads take blocks as they finish (a busy core does fewer). The same bits on
+// any thread count. w f32; y and dydx [..., N], distinct, neither x.
+void linear_gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x, const Tensor& w,
+                                         const Tensor& b);
 // dy: [..., N] -> dx: [..., K], dw: [N, K], db: [N] (each may be undefined). No activation:
 // callers with a GELU run gelu_backward first on the saved pre-activation. dx_write chooses
 // how dx is written; dw and db always accumulate.

@@ -154,6 +154,13 @@ void parallel_chunks(int64_t n, F&& f) {
 
 }  // namespace
 
+void cpu::gelu_with_derivative_rows(float* y, float* d, const float* x, int64_t count) {
+  if (cpu::cpu_has_avx2_fma())
+    gelu_fwd_deriv_avx2(y, d, x, count);
+  else
+    gelu_fwd_deriv_base(y, d, x, count);
+}
+
 void gelu_forward(Tensor& y, const Tensor& x) {
   const OpScope scope(OpClass::gelu);
   check_cpu_f32("gelu_forward", "x", x);

@@ -6,6 +6,8 @@
 // post-ops, so a repeated call allocates nothing of ours. With bf16 weights the product runs in
 // bf16 (x converted into a scratch buffer), with f32 accumulation and output.
 
+#include <omp.h>
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -109,17 +111,14 @@ void require_bf16(const char* op) {
   }
 }
 
-void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
-                         int64_t m, int64_t k, int64_t n, Act act, const float* residual) {
-  if (m == 0) return;
-  const bool bf16 = w_dtype == DType::bf16;
-  if (bf16) require_bf16("linear_forward");
-  const Residual res = !residual       ? Residual::none
-                       : residual == y ? Residual::in_place
-                                       : Residual::binary;
+namespace {
 
+// The cached oneDNN matmul of linear_rows_forward for these sizes and options (built the first
+// time, for the calling thread's thread count and slot in a parallel region).
+CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtype, bool b, Act act,
+                                   Residual res) {
   PrimitiveKey key(OpKind::linear_forward);
-  key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(b != nullptr);
+  key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(static_cast<int64_t>(b));
   key.add(static_cast<int64_t>(act)).add(static_cast<int64_t>(res));
 
   CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
@@ -148,6 +147,20 @@ void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype,
       e.bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, y_md);
     }
   });
+  return p;
+}
+
+}  // namespace
+
+void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
+                         int64_t m, int64_t k, int64_t n, Act act, const float* residual) {
+  if (m == 0) return;
+  const bool bf16 = w_dtype == DType::bf16;
+  if (bf16) require_bf16("linear_forward");
+  const Residual res = !residual       ? Residual::none
+                       : residual == y ? Residual::in_place
+                                       : Residual::binary;
+  CachedPrimitive& p = forward_primitive(m, k, n, w_dtype, b != nullptr, act, res);
 
   const void* xin = bf16 ? static_cast<const void*>(bf16_copy(ScratchSlot::linear_0, x, m * k))
                          : static_cast<const void*>(x);
@@ -277,7 +290,89 @@ void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, cons
   }
 }
 
+namespace {
+
+// Rows per block of linear_gelu_forward_with_derivative: a block's products are about 512 KiB,
+// so they are still in L2 when its GELU reads them.
+int64_t gelu_block_rows(int64_t n) { return std::max<int64_t>(8, (int64_t{1} << 17) / n); }
+
+// Block `blk` of rows: its product on the calling thread into d, then y = GELU and d = GELU' over
+// it while it is in cache.
+void linear_gelu_block(CachedPrimitive* const prims[2], float* y, float* d, const float* x,
+                       const float* w, const float* b, int64_t m, int64_t k, int64_t n,
+                       int64_t rows, int64_t blk) {
+  const int64_t i0 = blk * rows, mr = std::min(m, i0 + rows) - i0;
+  CachedPrimitive& p = *prims[mr != rows];
+  if (b)
+    p.run({x + i0 * k, w, b, d + i0 * n});
+  else
+    p.run({x + i0 * k, w, d + i0 * n});
+  gelu_with_derivative_rows(y + i0 * n, d + i0 * n, d + i0 * n, mr * n);
+}
+
+}  // namespace
+
+void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b,
+                      int64_t m, int64_t k, int64_t n) {
+  if (m == 0) return;
+  const int64_t rows = std::min(m, gelu_block_rows(n)), blocks = (m + rows - 1) / rows;
+  const int64_t last = m - (blocks - 1) * rows;
+  // One region whose threads take blocks as they finish the last (a thread that shares its core
+  // with another process does fewer); with one thread, or inside a caller's region, the same
+  // blocks in turn, so the bits do not depend on the thread count. Each thread builds both block
+  // shapes' primitives (and its oneDNN stream) before taking blocks, so which blocks it happens
+  // to take allocates nothing after the first call.
+  const bool parallel = blocks > 1 && omp_get_max_threads() > 1 && !omp_in_parallel();
+  RegionError error;
+#pragma omp parallel if (parallel)
+  {
+    omp_set_num_threads(1);  // oneDNN runs each block's primitive on this thread alone
+    CachedPrimitive* prims[2] = {nullptr, nullptr};
+    try {
+      prims[0] = &forward_primitive(rows, k, n, DType::f32, b != nullptr, Act::none,
+                                    Residual::none);
+      prims[1] = last == rows ? prims[0]
+                              : &forward_primitive(last, k, n, DType::f32, b != nullptr,
+                                                   Act::none, Residual::none);
+      dnnl_stream();
+    } catch (...) {
+      error.keep(std::current_exception());
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      if (!prims[1] || error.stopped()) continue;
+      try {
+        linear_gelu_block(prims, y, d, x, w, b, m, k, n, rows, blk);
+      } catch (...) {
+        error.keep(std::current_exception());
+      }
+    }
+  }
+  if (error.error) std::rethrow_exception(error.error);
+}
+
 }  // namespace cpu
+
+void linear_gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x, const Tensor& w,
+                                         const Tensor& b) {
+  const char* op = "linear_gelu_forward_with_derivative";
+  const int64_t m = check_linear(op, x, w);
+  const int64_t k = w.size(1), n = w.size(0);
+  if (w.dtype() != DType::f32) {
+    throw std::invalid_argument(std::string(op) + ": the weights must be f32 (training), found " +
+                                dtype_name(w.dtype()));
+  }
+  cpu::check_linear_outputs(op, x, y, b, Tensor(), n, m);
+  check_cpu_f32(op, "dydx", dydx);
+  check_shape(op, "dydx", dydx, y.shape());
+  if (m > 0 && (dydx.raw() == y.raw() || dydx.raw() == x.raw())) {
+    throw std::invalid_argument(std::string(op) + ": dydx must be neither y nor x");
+  }
+  // One op of the profile's linear class: the GELU runs inside it, on the products in cache.
+  const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
+  cpu::linear_gelu_rows(y.f32(), dydx.f32(), x.f32(), w.f32(), b.defined() ? b.f32() : nullptr, m,
+                        k, n);
+}
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, Act act,
                     const Tensor& residual) {

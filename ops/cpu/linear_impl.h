@@ -2,7 +2,10 @@
 // shapes) and ops/cpu/patch_embed.cpp (which feeds it im2col rows from a scratch buffer).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 
 #include "ops/ops.h"
 
@@ -30,6 +33,31 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
 // defined, and y not x itself when there are rows (m > 0).
 void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, const Tensor& b,
                           const Tensor& residual, int64_t n, int64_t m);
+
+// The first exception of a parallel region's threads, rethrown by the caller after the region
+// (an exception must not leave an OpenMP region); the other threads skip their remaining work.
+// (try/catch is written out in the region, not wrapped in a lambda: a lambda's body would lose
+// the AVX2 target of the function that holds the region.)
+struct RegionError {
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::exception_ptr error;
+  void keep(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) error = std::move(e);
+    failed.store(true, std::memory_order_relaxed);
+  }
+  bool stopped() const { return failed.load(std::memory_order_relaxed); }
+};
+
+// y = GELU(x) and d = GELU'(x) of count values on the calling thread (AVX2 or SSE; d may be x):
+// the body of gelu_forward_with_derivative, for a block of rows inside a caller's parallel region.
+void gelu_with_derivative_rows(float* y, float* d, const float* x, int64_t count);
+
+// y = GELU(x w^T + b), d = GELU'(x w^T + b) for x: [M, K], w: [N, K] f32 (see
+// linear_gelu_forward_with_derivative in ops/ops.h).
+void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b,
+                      int64_t m, int64_t k, int64_t n);
 
 // Throws a clear error unless the CPU computes bf16 matmuls natively.
 void require_bf16(const char* op);

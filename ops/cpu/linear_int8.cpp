@@ -325,22 +325,6 @@ VITPE_INLINE void fused_tile(const FusedCall& c, const TilePrimitives& p, int64_
   for (int64_t i = i0; i < i0 + mr; ++i) epilogue_row<V>(e, i);
 }
 
-// The first exception of a parallel region's threads, rethrown by the caller after the region
-// (an exception must not leave an OpenMP region); the other threads skip their remaining work.
-// (try/catch is written out in the region, not wrapped in a lambda: a lambda's body would lose
-// the AVX2 target of the function that holds the region.)
-struct RegionError {
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  std::exception_ptr error;
-  void keep(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!error) error = std::move(e);
-    failed.store(true, std::memory_order_relaxed);
-  }
-  bool stopped() const { return failed.load(std::memory_order_relaxed); }
-};
-
 // x: [M, K] -> y: [M, N] (see linear_int8_forward) in one parallel region: the rows are
 // quantised (split evenly), then each thread takes tiles as it finishes the last one
 // (so a thread that shares its core with another process does fewer of them). oneDNN runs a

@@ -219,6 +219,70 @@ TEST(LinearBackward, UndefinedGradientsAreSkipped) {
   EXPECT_LT(max_rel_error(dx, want.dx), 1e-5);
 }
 
+// The fused fc1 + GELU of training: y and the derivative as linear_forward followed by
+// gelu_forward_with_derivative (the reference linear, then the GELU op), over several blocks of
+// rows with a partial last one, one block, a single row and no bias; the same bits on 1, 2 and 3
+// threads (each block's product runs on one thread whatever the count).
+TEST(LinearGeluWithDerivative, MatchesLinearThenGeluOnAnyThreadCount) {
+  const int before = num_threads();
+  struct Case {
+    Shape x;
+    int64_t n;
+    bool bias;
+  };
+  // 512 outputs: blocks of 256 rows; 6272 = 24.5 blocks (vit-fmnist's fc1).
+  for (const Case& c : {Case{Shape{128, 49, 128}, 512, true}, Case{Shape{3, 37}, 512, true},
+                        Case{Shape{1, 16}, 24, false}, Case{Shape{700, 40}, 200, false}}) {
+    const int64_t k = c.x.dim(-1);
+    Tensor x = random_tensor(c.x, 70);
+    Tensor w = random_tensor(Shape{c.n, k}, 71, 1.0 / std::sqrt(static_cast<double>(k)));
+    Tensor b = c.bias ? random_tensor(Shape{c.n}, 72) : Tensor();
+    Tensor pre = ref::linear(x, w, b, Act::none, Tensor());
+    Tensor want_y = Tensor::empty(pre.shape()), want_d = Tensor::empty(pre.shape());
+    gelu_forward_with_derivative(want_y, want_d, pre);
+    Tensor first_y, first_d;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor y = Tensor::full(pre.shape(), 1e9f), d = Tensor::full(pre.shape(), 1e9f);
+      linear_gelu_forward_with_derivative(y, d, x, w, b);
+      const std::string what = c.x.str() + " n " + std::to_string(c.n) + ", " +
+                               std::to_string(threads) + " threads";
+      EXPECT_LT(max_rel_error(y, want_y), 1e-5) << what;
+      EXPECT_LT(max_rel_error(d, want_d), 1e-5) << what;
+      if (threads == 1) {
+        first_y = y.clone();
+        first_d = d.clone();
+      }
+      EXPECT_EQ(max_rel_error(y, first_y), 0.0) << what;
+      EXPECT_EQ(max_rel_error(d, first_d), 0.0) << what;
+    }
+  }
+  set_num_threads(before);
+}
+
+TEST(LinearGeluWithDerivative, ErrorsNameTheProblem) {
+  Tensor x = Tensor::zeros(Shape{4, 8}), w = Tensor::zeros(Shape{6, 8}), b;
+  Tensor y = Tensor::zeros(Shape{4, 6}), d = Tensor::zeros(Shape{4, 6});
+  auto expect = [](const std::function<void()>& f, const std::string& a, const std::string& c) {
+    try {
+      f();
+      ADD_FAILURE() << "no error naming " << a << " and " << c;
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("linear_gelu_forward_with_derivative"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(a), std::string::npos) << msg;
+      EXPECT_NE(msg.find(c), std::string::npos) << msg;
+    }
+  };
+  Tensor bad_d = Tensor::zeros(Shape{4, 5});
+  expect([&] { linear_gelu_forward_with_derivative(y, bad_d, x, w, b); }, "[4, 5]", "[4, 6]");
+  Tensor bad_w = Tensor::zeros(Shape{6, 7});
+  expect([&] { linear_gelu_forward_with_derivative(y, d, x, bad_w, b); }, "[6, 7]", "[4, 8]");
+  expect([&] { linear_gelu_forward_with_derivative(y, y, x, w, b); }, "dydx", "neither y nor x");
+  Tensor w16 = w.to(DType::bf16);
+  expect([&] { linear_gelu_forward_with_derivative(y, d, x, w16, b); }, "f32", "bf16");
+}
+
 TEST(Linear, ShapeErrorsNameTheOpAndBothShapes) {
   Tensor x = Tensor::zeros(Shape{4, 3}), w = Tensor::zeros(Shape{2, 3});
   Tensor y = Tensor::empty(Shape{4, 5});

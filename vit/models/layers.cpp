@@ -140,6 +140,18 @@ void LinearLayer::set_precision(Precision p) {
   w_int8_ = std::move(int8);
 }
 
+void LinearLayer::forward_gelu_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x) {
+  if (precision_ != Precision::f32) {
+    throw std::logic_error(std::string("training runs in f32, but ") + w_.name + " is set to " +
+                           precision_name(precision_) + ": call set_precision(Precision::f32)");
+  }
+  const Shape out = x.shape().with_last(this->out());
+  ensure_shape(y, out);
+  ensure_shape(dydx, out);
+  x_ = x;
+  linear_gelu_forward_with_derivative(y, dydx, x, w_.value, b_.value);
+}
+
 void LinearLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx, bool bias_grad_added) {
   Tensor no_db;
   linear_backward(dx, w_.grad, bias_grad_added ? no_db : b_.grad, dy, x_, w_.value,
@@ -342,10 +354,9 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
     return;
   }
   if (training) {
-    fc1_.forward(pre_, x, true);
-    ensure_shape(h_, pre_.shape());
-    // pre_ then holds GELU's derivative, which is all the backward needs of it.
-    gelu_forward_with_derivative(h_, pre_, pre_);
+    // h = GELU(fc1(x)) and pre_ = GELU's derivative, which is all the backward needs of the
+    // pre-activation, block by block while the products are in cache.
+    fc1_.forward_gelu_with_derivative(h_, pre_, x);
   } else {
     fc1_.forward(h_, x, false, Act::gelu);
   }

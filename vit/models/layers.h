@@ -61,6 +61,9 @@ class LinearLayer {
   // x: [..., in] -> y: [..., out] = act(x w^T + b) (+ residual)
   void forward(Tensor& y, const Tensor& x, bool training, Act act = Act::none,
                const Tensor& residual = {});
+  // Training with a GELU after the layer: y = GELU(x w^T + b), dydx = GELU'(x w^T + b) (the
+  // backward's dy is then the gradient of y times dydx).
+  void forward_gelu_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x);
   // dy is the gradient of the pre-activation output (callers run gelu_backward first).
   // overwrite_dx: dx = dy w instead of dx += dy w (a fresh buffer needs no zeroing first).
   // bias_grad_added: the caller has already added the bias gradient (the column sums of dy) to
