@@ -63,6 +63,13 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 // any thread count. w f32; y and dydx [..., N], distinct, neither x.
 void linear_gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x, const Tensor& w,
                                          const Tensor& b);
+// Its backward through the GELU for the layer after it (fc2 after fc1 + GELU): dx = (dy w) *
+// gelu_derivative, overwritten, and column_sums [K] += the sums of dx over its rows, bit for bit
+// as linear_backward sums a bias gradient (fc1's). In the same blocks of rows as the forward: the
+// product never goes to memory and back before the GELU factor and the sums. dy: [..., N],
+// w: [N, K] f32, gelu_derivative and dx: [..., K]. The layer's own dw and db are linear_backward's.
+void linear_gelu_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                               const Tensor& gelu_derivative, Tensor& column_sums);
 // dy: [..., N] -> dx: [..., K], dw: [N, K], db: [N] (each may be undefined). No activation:
 // callers with a GELU run gelu_backward first on the saved pre-activation. dx_write chooses
 // how dx is written; dw and db always accumulate.

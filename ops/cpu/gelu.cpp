@@ -161,6 +161,17 @@ void cpu::gelu_with_derivative_rows(float* y, float* d, const float* x, int64_t 
     gelu_fwd_deriv_base(y, d, x, count);
 }
 
+void cpu::gelu_backward_run(float* dx, const float* dy, const float* d, int64_t rows, int64_t n,
+                            float* sums) {
+  if (cpu::cpu_has_avx2_fma()) {
+    mul_avx2(dx, dy, d, rows * n);
+    run_sums_avx2(sums, dx, rows, n);
+  } else {
+    mul_base(dx, dy, d, rows * n);
+    run_sums_base(sums, dx, rows, n);
+  }
+}
+
 void gelu_forward(Tensor& y, const Tensor& x) {
   const OpScope scope(OpClass::gelu);
   check_cpu_f32("gelu_forward", "x", x);
@@ -254,26 +265,15 @@ void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& d
   // per column in run order, in double (as linear_backward's bias gradient).
   const int64_t rows = cpu::kColumnSumRows, runs = (m + rows - 1) / rows;
   float* part = cpu::scratch_f32(cpu::ScratchSlot::elementwise_0, static_cast<size_t>(runs * n));
-  const bool avx2 = cpu::cpu_has_avx2_fma();
 #pragma omp parallel if (m * n > kChunk)
   {
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < runs; ++r) {
-      const int64_t b = r * rows * n, count = (std::min(m, (r + 1) * rows) - r * rows);
-      if (avx2) {
-        mul_avx2(pdx + b, pdy + b, pd + b, count * n);
-        run_sums_avx2(part + r * n, pdx + b, count, n);
-      } else {
-        mul_base(pdx + b, pdy + b, pd + b, count * n);
-        run_sums_base(part + r * n, pdx + b, count, n);
-      }
+      const int64_t b = r * rows * n, count = std::min(m, (r + 1) * rows) - r * rows;
+      cpu::gelu_backward_run(pdx + b, pdy + b, pd + b, count, n, part + r * n);
     }
 #pragma omp for schedule(static)
-    for (int64_t j = 0; j < n; ++j) {
-      double acc = 0.0;
-      for (int64_t r = 0; r < runs; ++r) acc += part[r * n + j];
-      sums[j] += static_cast<float>(acc);
-    }
+    for (int64_t j = 0; j < n; ++j) cpu::add_run_sums(sums, part, runs, n, j, j + 1);
   }
 }
 

@@ -150,6 +150,32 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
   return p;
 }
 
+// The cached oneDNN matmul of linear_rows_backward's dx = dy w (a sum post-op when accumulate).
+CachedPrimitive& backward_data_primitive(int64_t m, int64_t k, int64_t n, DType w_dtype,
+                                         bool accumulate) {
+  PrimitiveKey key(OpKind::linear_backward_data);
+  key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(accumulate);
+  return cached_primitive(key, [&](CachedPrimitive& e) {
+    const dt in_t = dnnl_type(w_dtype);
+    dnnl::memory::desc dy_md({m, n}, in_t, dims{n, 1});
+    dnnl::memory::desc w_md({n, k}, in_t, dims{k, 1});
+    dnnl::memory::desc dx_md({m, k}, dt::f32, dims{k, 1});
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      attr.set_post_ops(po);
+    }
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto pd = matmul_pd("linear_backward", dnnl::matmul::desc(dy_md, w_md, dx_md), attr, m, k, n,
+                        w_dtype);
+    e.init(dnnl::matmul(pd), pd.scratchpad_desc());
+    e.bind(DNNL_ARG_SRC, dy_md);
+    e.bind(DNNL_ARG_WEIGHTS, w_md);
+    e.bind(DNNL_ARG_DST, dx_md);
+  });
+}
+
 }  // namespace
 
 void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
@@ -188,27 +214,7 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
   if (dx) {
     // dx: [M, K] (+)= dy [M, N] @ w [N, K]
     if (bf16) require_bf16("linear_backward");
-    PrimitiveKey key(OpKind::linear_backward_data);
-    key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(accumulate);
-    CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
-      const dt in_t = dnnl_type(w_dtype);
-      dnnl::memory::desc dy_md({m, n}, in_t, dims{n, 1});
-      dnnl::memory::desc w_md({n, k}, in_t, dims{k, 1});
-      dnnl::memory::desc dx_md({m, k}, dt::f32, dims{k, 1});
-      dnnl::primitive_attr attr;
-      if (accumulate) {
-        dnnl::post_ops po;
-        po.append_sum(1.0f);
-        attr.set_post_ops(po);
-      }
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      auto pd = matmul_pd("linear_backward", dnnl::matmul::desc(dy_md, w_md, dx_md), attr, m, k, n,
-                          w_dtype);
-      e.init(dnnl::matmul(pd), pd.scratchpad_desc());
-      e.bind(DNNL_ARG_SRC, dy_md);
-      e.bind(DNNL_ARG_WEIGHTS, w_md);
-      e.bind(DNNL_ARG_DST, dx_md);
-    });
+    CachedPrimitive& p = backward_data_primitive(m, k, n, w_dtype, accumulate);
     const void* dyin = bf16 ? static_cast<const void*>(bf16_copy(ScratchSlot::linear_1, dy, m * n))
                             : static_cast<const void*>(dy);
     p.run({dyin, w, dx});
@@ -292,9 +298,12 @@ void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, cons
 
 namespace {
 
-// Rows per block of linear_gelu_forward_with_derivative: a block's products are about 512 KiB,
-// so they are still in L2 when its GELU reads them.
-int64_t gelu_block_rows(int64_t n) { return std::max<int64_t>(8, (int64_t{1} << 17) / n); }
+// Rows per block of the fused linear + GELU ops: a block's products are about 512 KiB, so they
+// are still in L2 when the GELU reads them; a multiple of the bias gradient's runs of rows.
+int64_t gelu_block_rows(int64_t n) {
+  const int64_t r = kColumnSumRows;
+  return std::max<int64_t>(r, (int64_t{1} << 17) / n / r * r);
+}
 
 // Block `blk` of rows: its product on the calling thread into d, then y = GELU and d = GELU' over
 // it while it is in cache.
@@ -351,7 +360,83 @@ void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const 
   if (error.error) std::rethrow_exception(error.error);
 }
 
+void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const float* w,
+                               const float* d, int64_t m, int64_t k, int64_t n) {
+  if (m == 0) return;
+  const int64_t rows = std::min(m, gelu_block_rows(k)), blocks = (m + rows - 1) / rows;
+  const int64_t last = m - (blocks - 1) * rows;
+  const int64_t run = kColumnSumRows, runs = (m + run - 1) / run;
+  float* part = scratch_f32(ScratchSlot::linear_2, static_cast<size_t>(runs * k));  // [runs, K]
+  // As linear_gelu_rows: threads take blocks; each block's product on its thread alone, then
+  // its GELU factor and its runs' column sums while it is in cache; then the columns' sums.
+  const bool parallel = blocks > 1 && omp_get_max_threads() > 1 && !omp_in_parallel();
+  RegionError error;
+#pragma omp parallel if (parallel)
+  {
+    omp_set_num_threads(1);
+    CachedPrimitive* prims[2] = {nullptr, nullptr};
+    try {
+      prims[0] = &backward_data_primitive(rows, k, n, DType::f32, false);
+      prims[1] = last == rows ? prims[0] : &backward_data_primitive(last, k, n, DType::f32, false);
+      dnnl_stream();
+    } catch (...) {
+      error.keep(std::current_exception());
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      if (!prims[1] || error.stopped()) continue;
+      try {
+        const int64_t i0 = blk * rows, mr = std::min(m, i0 + rows) - i0;
+        prims[mr != rows]->run({dy + i0 * n, w, dx + i0 * k});
+        for (int64_t r0 = i0; r0 < i0 + mr; r0 += run) {
+          const int64_t rr = std::min(i0 + mr, r0 + run) - r0;
+          gelu_backward_run(dx + r0 * k, dx + r0 * k, d + r0 * k, rr, k, part + r0 / run * k);
+        }
+      } catch (...) {
+        error.keep(std::current_exception());
+      }
+    }
+    if (!error.stopped()) {
+#pragma omp for schedule(static)
+      for (int64_t j = 0; j < k; ++j) add_run_sums(sums, part, runs, k, j, j + 1);
+    }
+  }
+  if (error.error) std::rethrow_exception(error.error);
+}
+
 }  // namespace cpu
+
+void linear_gelu_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                               const Tensor& gelu_derivative, Tensor& column_sums) {
+  const char* op = "linear_gelu_backward_data";
+  if (w.ndim() != 2) {
+    throw ShapeError(std::string(op) + ": expected w of shape [N, K], found " + w.shape().str());
+  }
+  const int64_t n = w.size(0), k = w.size(1);
+  if (w.dtype() != DType::f32) {
+    throw std::invalid_argument(std::string(op) + ": the weights must be f32 (training), found " +
+                                dtype_name(w.dtype()));
+  }
+  check_cpu_f32(op, "gelu_derivative", gelu_derivative);
+  if (gelu_derivative.ndim() < 1 || gelu_derivative.size(-1) != k) {
+    throw ShapeError(std::string(op) + ": expected gelu_derivative [..., " + std::to_string(k) +
+                     "] for w " + w.shape().str() + ", found " + gelu_derivative.shape().str());
+  }
+  check_cpu_f32(op, "dy", dy);
+  check_shape(op, "dy", dy, gelu_derivative.shape().with_last(n));
+  check_cpu_f32(op, "dx", dx);
+  check_shape(op, "dx", dx, gelu_derivative.shape());
+  check_cpu_f32(op, "column_sums", column_sums);
+  check_shape(op, "column_sums", column_sums, Shape{k});
+  const int64_t m = k == 0 ? 0 : gelu_derivative.numel() / k;
+  if (m > 0 && (dx.raw() == dy.raw() || dx.raw() == w.raw())) {
+    throw std::invalid_argument(std::string(op) + ": dx must be neither dy nor w");
+  }
+  // One op of the profile's linear class: the GELU factor and the sums run inside it.
+  const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
+  cpu::linear_gelu_backward_rows(dx.f32(), column_sums.f32(), dy.f32(), w.f32(),
+                                 gelu_derivative.f32(), m, k, n);
+}
 
 void linear_gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x, const Tensor& w,
                                          const Tensor& b) {

@@ -54,6 +54,27 @@ struct RegionError {
 // the body of gelu_forward_with_derivative, for a block of rows inside a caller's parallel region.
 void gelu_with_derivative_rows(float* y, float* d, const float* x, int64_t count);
 
+// One run of at most kColumnSumRows rows of n: dx = dy * d (dx may be dy), and sums[j] = the
+// run's column sums of dx (from 0, row by row, in float), on the calling thread.
+void gelu_backward_run(float* dx, const float* dy, const float* d, int64_t rows, int64_t n,
+                       float* sums);
+
+// sums[j] += the runs' sums part[r * n + j] (r < runs) added in run order in double, j in
+// [j0, j1): the second half of a bias gradient.
+inline void add_run_sums(float* sums, const float* part, int64_t runs, int64_t n, int64_t j0,
+                         int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    double acc = 0.0;
+    for (int64_t r = 0; r < runs; ++r) acc += part[r * n + j];
+    sums[j] += static_cast<float>(acc);
+  }
+}
+
+// dx = (dy w) * d, overwritten, and sums [K] += the column sums of dx, for dy: [M, N], w: [N, K]
+// f32 (see linear_gelu_backward_data in ops/ops.h).
+void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const float* w,
+                               const float* d, int64_t m, int64_t k, int64_t n);
+
 // y = GELU(x w^T + b), d = GELU'(x w^T + b) for x: [M, K], w: [N, K] f32 (see
 // linear_gelu_forward_with_derivative in ops/ops.h).
 void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b,

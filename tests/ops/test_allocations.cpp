@@ -106,6 +106,8 @@ class SteadyState {
     xg = random_tensor(Shape{3000, 32}, 12);
     hg = Tensor::empty(Shape{3000, 96});
     dg = Tensor::empty(Shape{3000, 96});
+    w2t = random_tensor(Shape{96, 96}, 13, 0.1);
+    dhg = Tensor::empty(Shape{3000, 96});
     q1 = quantize_weights_int8(w1);
     q2 = quantize_weights_int8(w2);
   }
@@ -122,6 +124,7 @@ class SteadyState {
     linear_int8_forward(hb, xb, q1, b1, Act::gelu);           // int8 in tiles of 128 rows
     linear_int8_forward(hm, xm, q1, b1, Act::gelu);           // int8 in tiles of 64 columns
     linear_gelu_forward_with_derivative(hg, dg, xg, w1, b1);  // training's fc1: 3 row blocks
+    linear_gelu_backward_data(dhg, hg, w2t, dg, db1);         // its backward through fc2
     linear_backward(dx, dw1, db1, h, x, w1);
     Tensor none;
     linear_backward(dx, none, none, h, x, w1);
@@ -136,7 +139,7 @@ class SteadyState {
   }
 
   Tensor x, w1, b1, w2, b2, h, y, y2, dx, dw1, db1, img, pw, pb, tokens, dimg, dpw, dpb, a, s;
-  Tensor xb, hb, xm, hm, xg, hg, dg;
+  Tensor xb, hb, xm, hm, xg, hg, dg, w2t, dhg;
   Int8Weights q1, q2;
 };
 

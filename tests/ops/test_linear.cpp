@@ -260,6 +260,65 @@ TEST(LinearGeluWithDerivative, MatchesLinearThenGeluOnAnyThreadCount) {
   set_num_threads(before);
 }
 
+// Its backward to fc2's input through the GELU: dx as linear_backward's (overwritten) times the
+// derivative, the column sums as linear_backward's bias gradient of that dx (added to what the
+// tensor holds); blocks with a partial last one, one block, a single row; the same bits on 1, 2
+// and 3 threads.
+TEST(LinearGeluBackwardData, MatchesLinearBackwardThenGeluOnAnyThreadCount) {
+  const int before = num_threads();
+  struct Case {
+    Shape dy;  // [..., N]
+    int64_t k;
+  };
+  for (const Case& c : {Case{Shape{128, 49, 128}, 512}, Case{Shape{3, 37}, 512},
+                        Case{Shape{1, 16}, 24}, Case{Shape{700, 40}, 200}}) {
+    const int64_t n = c.dy.dim(-1);
+    const Shape xs = c.dy.with_last(c.k);
+    Tensor dy = random_tensor(c.dy, 80);
+    Tensor w = random_tensor(Shape{n, c.k}, 81, 1.0 / std::sqrt(static_cast<double>(n)));
+    Tensor d = random_tensor(xs, 82);
+    Tensor want = Tensor::empty(xs), none, x = Tensor::zeros(xs);
+    linear_backward(want, none, none, dy, x, w, GradWrite::overwrite);
+    gelu_backward_with_derivative(want, want, d);
+    Tensor want_sums = Tensor::full(Shape{c.k}, 0.5f), xs2 = Tensor::zeros(xs.with_last(2));
+    Tensor w2 = Tensor::zeros(Shape{c.k, 2});
+    linear_backward(none, none, want_sums, want, xs2, w2);
+    Tensor first, first_sums;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor dx = Tensor::full(xs, 1e9f), sums = Tensor::full(Shape{c.k}, 0.5f);
+      linear_gelu_backward_data(dx, dy, w, d, sums);
+      const std::string what = c.dy.str() + " k " + std::to_string(c.k) + ", " +
+                               std::to_string(threads) + " threads";
+      EXPECT_LT(max_rel_error(dx, want), 1e-5) << what;
+      EXPECT_LT(max_rel_error(sums, want_sums), 1e-5) << what;
+      if (threads == 1) {
+        first = dx.clone();
+        first_sums = sums.clone();
+      }
+      EXPECT_EQ(max_rel_error(dx, first), 0.0) << what;
+      EXPECT_EQ(max_rel_error(sums, first_sums), 0.0) << what;
+    }
+  }
+  set_num_threads(before);
+  Tensor dy = Tensor::zeros(Shape{4, 6}), w = Tensor::zeros(Shape{6, 8});
+  Tensor d = Tensor::zeros(Shape{4, 8}), dx = Tensor::zeros(Shape{4, 8});
+  Tensor sums = Tensor::zeros(Shape{8}), bad_sums = Tensor::zeros(Shape{6});
+  EXPECT_THROW(linear_gelu_backward_data(dx, dy, w, d, bad_sums), ShapeError);
+  Tensor bad_d = Tensor::zeros(Shape{4, 7});
+  try {
+    linear_gelu_backward_data(dx, dy, w, bad_d, sums);
+    ADD_FAILURE() << "no ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("linear_gelu_backward_data"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[4, 7]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[6, 8]"), std::string::npos) << msg;
+  }
+  Tensor w16 = w.to(DType::bf16);
+  EXPECT_THROW(linear_gelu_backward_data(dx, dy, w16, d, sums), std::invalid_argument);
+}
+
 TEST(LinearGeluWithDerivative, ErrorsNameTheProblem) {
   Tensor x = Tensor::zeros(Shape{4, 8}), w = Tensor::zeros(Shape{6, 8}), b;
   Tensor y = Tensor::zeros(Shape{4, 6}), d = Tensor::zeros(Shape{4, 6});

@@ -379,13 +379,17 @@ void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
     fc1_.backward(dx, dpre_, overwrite_dx);
     return;
   }
-  fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
-  // pre_: the derivative, from the forward. fc1's bias gradient is summed in the same pass.
+  // pre_: GELU's derivative, from the forward.
   Param& b1 = fc1_.bias();
   if (b1.grad.defined()) {
-    gelu_backward_with_derivative(dh_, dh_, pre_, b1.grad);
+    // dh = (dy w2) * GELU' and fc1's bias gradient, block by block while each block of the
+    // product is in cache; then fc2's own gradients.
+    linear_gelu_backward_data(dh_, dy, fc2_.weight().value, pre_, b1.grad);
+    Tensor no_dx;
+    fc2_.backward(no_dx, dy);
     fc1_.backward(dx, dh_, overwrite_dx, /*bias_grad_added=*/true);
   } else {
+    fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
     gelu_backward_with_derivative(dh_, dh_, pre_);
     fc1_.backward(dx, dh_, overwrite_dx);
   }
