@@ -176,6 +176,53 @@ CachedPrimitive& backward_data_primitive(int64_t m, int64_t k, int64_t n, DType 
   });
 }
 
+// Rows per block of a product run in row blocks: a block's outputs are about 512 KiB, so they
+// are still in L2 for what follows them (the fused GELU ops); a multiple of the bias gradient's
+// runs of rows.
+int64_t block_rows(int64_t n) {
+  const int64_t r = kColumnSumRows;
+  return std::max<int64_t>(r, (int64_t{1} << 17) / std::max<int64_t>(n, 1) / r * r);
+}
+
+// Runs body(primitive, i0, rows) for each block of `rows` rows of m in one parallel region whose
+// threads take blocks as they finish the last (a thread that shares its core with another
+// process does fewer), then after() on every thread (after the blocks' barrier). make(rows)
+// returns the calling thread's primitive for a block of that many rows: each thread makes both
+// block shapes' (and its oneDNN stream) before taking blocks, so which blocks it happens to take
+// allocates nothing after the first call, and oneDNN runs each on that thread alone. With one
+// thread, or inside a caller's region, the same blocks in turn: the bits do not depend on the
+// thread count. The first error stops the call and is rethrown after the region.
+template <class Make, class Body, class After>
+void row_blocks(int64_t m, int64_t rows, Make&& make, Body&& body, After&& after) {
+  const int64_t blocks = (m + rows - 1) / rows, last = m - (blocks - 1) * rows;
+  const bool parallel = blocks > 1 && omp_get_max_threads() > 1 && !omp_in_parallel();
+  RegionError error;
+#pragma omp parallel if (parallel)
+  {
+    omp_set_num_threads(1);
+    CachedPrimitive* prims[2] = {nullptr, nullptr};
+    try {
+      prims[0] = &make(rows);
+      prims[1] = last == rows ? prims[0] : &make(last);
+      dnnl_stream();
+    } catch (...) {
+      error.keep(std::current_exception());
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      if (!prims[1] || error.stopped()) continue;
+      const int64_t i0 = blk * rows, mr = std::min(m, i0 + rows) - i0;
+      try {
+        body(*prims[mr != rows], i0, mr);
+      } catch (...) {
+        error.keep(std::current_exception());
+      }
+    }
+    if (!error.stopped()) after();
+  }
+  if (error.error) std::rethrow_exception(error.error);
+}
+
 }  // namespace
 
 void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
@@ -296,112 +343,48 @@ void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, cons
   }
 }
 
-namespace {
-
-// Rows per block of the fused linear + GELU ops: a block's products are about 512 KiB, so they
-// are still in L2 when the GELU reads them; a multiple of the bias gradient's runs of rows.
-int64_t gelu_block_rows(int64_t n) {
-  const int64_t r = kColumnSumRows;
-  return std::max<int64_t>(r, (int64_t{1} << 17) / n / r * r);
-}
-
-// Block `blk` of rows: its product on the calling thread into d, then y = GELU and d = GELU' over
-// it while it is in cache.
-void linear_gelu_block(CachedPrimitive* const prims[2], float* y, float* d, const float* x,
-                       const float* w, const float* b, int64_t m, int64_t k, int64_t n,
-                       int64_t rows, int64_t blk) {
-  const int64_t i0 = blk * rows, mr = std::min(m, i0 + rows) - i0;
-  CachedPrimitive& p = *prims[mr != rows];
-  if (b)
-    p.run({x + i0 * k, w, b, d + i0 * n});
-  else
-    p.run({x + i0 * k, w, d + i0 * n});
-  gelu_with_derivative_rows(y + i0 * n, d + i0 * n, d + i0 * n, mr * n);
-}
-
-}  // namespace
-
 void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b,
                       int64_t m, int64_t k, int64_t n) {
   if (m == 0) return;
-  const int64_t rows = std::min(m, gelu_block_rows(n)), blocks = (m + rows - 1) / rows;
-  const int64_t last = m - (blocks - 1) * rows;
-  // One region whose threads take blocks as they finish the last (a thread that shares its core
-  // with another process does fewer); with one thread, or inside a caller's region, the same
-  // blocks in turn, so the bits do not depend on the thread count. Each thread builds both block
-  // shapes' primitives (and its oneDNN stream) before taking blocks, so which blocks it happens
-  // to take allocates nothing after the first call.
-  const bool parallel = blocks > 1 && omp_get_max_threads() > 1 && !omp_in_parallel();
-  RegionError error;
-#pragma omp parallel if (parallel)
-  {
-    omp_set_num_threads(1);  // oneDNN runs each block's primitive on this thread alone
-    CachedPrimitive* prims[2] = {nullptr, nullptr};
-    try {
-      prims[0] = &forward_primitive(rows, k, n, DType::f32, b != nullptr, Act::none,
-                                    Residual::none);
-      prims[1] = last == rows ? prims[0]
-                              : &forward_primitive(last, k, n, DType::f32, b != nullptr,
-                                                   Act::none, Residual::none);
-      dnnl_stream();
-    } catch (...) {
-      error.keep(std::current_exception());
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      if (!prims[1] || error.stopped()) continue;
-      try {
-        linear_gelu_block(prims, y, d, x, w, b, m, k, n, rows, blk);
-      } catch (...) {
-        error.keep(std::current_exception());
-      }
-    }
-  }
-  if (error.error) std::rethrow_exception(error.error);
+  row_blocks(
+      m, std::min(m, block_rows(n)),
+      [&](int64_t mr) -> CachedPrimitive& {
+        return forward_primitive(mr, k, n, DType::f32, b != nullptr, Act::none, Residual::none);
+      },
+      [&](CachedPrimitive& p, int64_t i0, int64_t mr) {
+        // The block's product into d, then y = GELU and d = GELU' over it while it is in cache.
+        if (b)
+          p.run({x + i0 * k, w, b, d + i0 * n});
+        else
+          p.run({x + i0 * k, w, d + i0 * n});
+        gelu_with_derivative_rows(y + i0 * n, d + i0 * n, d + i0 * n, mr * n);
+      },
+      [] {});
 }
 
 void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const float* w,
                                const float* d, int64_t m, int64_t k, int64_t n) {
   if (m == 0) return;
-  const int64_t rows = std::min(m, gelu_block_rows(k)), blocks = (m + rows - 1) / rows;
-  const int64_t last = m - (blocks - 1) * rows;
   const int64_t run = kColumnSumRows, runs = (m + run - 1) / run;
   float* part = scratch_f32(ScratchSlot::linear_2, static_cast<size_t>(runs * k));  // [runs, K]
-  // As linear_gelu_rows: threads take blocks; each block's product on its thread alone, then
-  // its GELU factor and its runs' column sums while it is in cache; then the columns' sums.
-  const bool parallel = blocks > 1 && omp_get_max_threads() > 1 && !omp_in_parallel();
-  RegionError error;
-#pragma omp parallel if (parallel)
-  {
-    omp_set_num_threads(1);
-    CachedPrimitive* prims[2] = {nullptr, nullptr};
-    try {
-      prims[0] = &backward_data_primitive(rows, k, n, DType::f32, false);
-      prims[1] = last == rows ? prims[0] : &backward_data_primitive(last, k, n, DType::f32, false);
-      dnnl_stream();
-    } catch (...) {
-      error.keep(std::current_exception());
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      if (!prims[1] || error.stopped()) continue;
-      try {
-        const int64_t i0 = blk * rows, mr = std::min(m, i0 + rows) - i0;
-        prims[mr != rows]->run({dy + i0 * n, w, dx + i0 * k});
+  row_blocks(
+      m, std::min(m, block_rows(k)),
+      [&](int64_t mr) -> CachedPrimitive& {
+        return backward_data_primitive(mr, k, n, DType::f32, false);
+      },
+      [&](CachedPrimitive& p, int64_t i0, int64_t mr) {
+        // The block's product, then its GELU factor and its runs' column sums while in cache.
+        p.run({dy + i0 * n, w, dx + i0 * k});
         for (int64_t r0 = i0; r0 < i0 + mr; r0 += run) {
           const int64_t rr = std::min(i0 + mr, r0 + run) - r0;
           gelu_backward_run(dx + r0 * k, dx + r0 * k, d + r0 * k, rr, k, part + r0 / run * k);
         }
-      } catch (...) {
-        error.keep(std::current_exception());
-      }
-    }
-    if (!error.stopped()) {
+      },
+      [&] {
+        // The columns' sums over the runs, in run order.
 #pragma omp for schedule(static)
-      for (int64_t j = 0; j < k; ++j) add_run_sums(sums, part, runs, k, j, j + 1);
-    }
-  }
-  if (error.error) std::rethrow_exception(error.error);
+        for (int64_t j = 0; j < k; ++j) add_run_sums(sums, part, runs, k, j, j + 1);
+      });
 }
 
 }  // namespace cpu
