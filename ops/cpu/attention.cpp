@@ -264,9 +264,6 @@ struct BackwardArgs {
   float scale;
   float beta;    // 1: the gradients are added to dq, dk, dv; 0: they overwrite them
   float* dbias;  // [H, N, N] (accumulated) or nullptr
-  // [3, H * hd] (accumulated) or nullptr: the sums over all rows of dq, dk and dv as written
-  // (beta 0), head h at h * hd in each third.
-  float* column_sums = nullptr;
 };
 
 // sums[c] = sum over the n rows (ld apart) of x[i, c], c < hd, in float from 0, row by row.
@@ -297,7 +294,9 @@ void pair_column_sums_base(float* sums, const float* x, int64_t ld, int64_t n, i
   pair_column_sums<cpu::f32x4>(sums, x, ld, n, hd);
 }
 
-void backward_pairs(const char* op, const BackwardArgs& a) {
+// column_sums: [3, H * hd] (accumulated) or nullptr: the sums over all rows of dq, dk and dv as
+// written (beta 0), head h at h * hd in each third.
+void backward_pairs(const char* op, const BackwardArgs& a, float* column_sums = nullptr) {
   const Dims& d = a.d;
   const int64_t n = d.n, nn = n * n;
   const bool need_ds = a.dq || a.dk || a.dbias;
@@ -306,9 +305,9 @@ void backward_pairs(const char* op, const BackwardArgs& a) {
       a.dbias ? cpu::scratch_f32(cpu::ScratchSlot::attention_1, static_cast<size_t>(d.bh() * nn))
               : nullptr;
   // Each pair's column sums of dq, dk and dv: [B * H, 3, hd].
-  float* pair_sums = a.column_sums ? cpu::scratch_f32(cpu::ScratchSlot::attention_2,
-                                                      static_cast<size_t>(d.bh() * 3 * d.hd))
-                                   : nullptr;
+  float* pair_sums = column_sums ? cpu::scratch_f32(cpu::ScratchSlot::attention_2,
+                                                    static_cast<size_t>(d.bh() * 3 * d.hd))
+                                 : nullptr;
   const bool avx2 = cpu::cpu_has_avx2_fma();
   std::atomic<bool> failed{false};
 #pragma omp parallel
@@ -373,7 +372,7 @@ void backward_pairs(const char* op, const BackwardArgs& a) {
       const int64_t part = c / width, h = c % width / d.hd, j = c % d.hd;
       double acc = 0.0;
       for (int64_t bi = 0; bi < d.b; ++bi) acc += pair_sums[((bi * d.h + h) * 3 + part) * d.hd + j];
-      a.column_sums[c] += static_cast<float>(acc);
+      column_sums[c] += static_cast<float>(acc);
     }
   }
 
@@ -456,10 +455,11 @@ void attention_backward_tokens(Tensor& dqkv, Tensor& dbias, const Tensor& dout, 
   const float* base = qkv.f32();
   float* dbase = dqkv.f32();
   const Layout in{d.n * 3 * dim, d.hd, 3 * dim}, to{d.n * dim, d.hd, dim};  // [B, N, (3) H hd]
-  backward_pairs(op, {base, base + dim, base + 2 * dim, dout.f32(), probs.f32(), dbase, dbase + dim,
-                      dbase + 2 * dim, in, in, in, to, in, in, in, d, scale, 0.0f,
-                      dbias.defined() ? dbias.f32() : nullptr,
-                      column_sums.defined() ? column_sums.f32() : nullptr});
+  backward_pairs(op,
+                 {base, base + dim, base + 2 * dim, dout.f32(), probs.f32(), dbase, dbase + dim,
+                  dbase + 2 * dim, in, in, in, to, in, in, in, d, scale, 0.0f,
+                  dbias.defined() ? dbias.f32() : nullptr},
+                 column_sums.defined() ? column_sums.f32() : nullptr);
 }
 
 }  // namespace vitpe

@@ -81,7 +81,7 @@ enum class ScratchSlot : int {
   linear_0 = 6,  // ops/cpu/linear.cpp (bf16 conversions), ops/cpu/linear_int8.cpp
   linear_1 = 7,
   linear_2 = 8,
-  layernorm_0 = 9,    // ops/cpu/layernorm.cpp: the backward's partial sums
+  layernorm_0 = 9,     // ops/cpu/layernorm.cpp: the backward's partial sums
   elementwise_0 = 10,  // ops/cpu/gelu.cpp: partial column sums
   count = 11
 };

@@ -3,7 +3,8 @@
 //
 // GELU(x) = x Phi(x) with Phi the standard normal CDF; d/dx = Phi(x) + x phi(x). Phi comes from
 // a SIMD erfc (ops/cpu/vec_math.h) that shares its exponential with phi, so the loops run at
-// SIMD width instead of calling std::erf per element, and the derivative costs no second exp. Work is split into contiguous chunks over the OpenMP threads.
+// SIMD width instead of calling std::erf per element, and the derivative costs no second exp. Work
+// is split into contiguous chunks over the OpenMP threads.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>

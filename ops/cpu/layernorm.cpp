@@ -131,10 +131,11 @@ void layernorm_backward(Tensor& dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   if ((!pdx && !params) || m == 0) return;
   // [chunks][2][d]: each block's sums of dy * xhat (dgamma) and of dy (dbeta), in double.
   const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
-  double* part = params ? static_cast<double*>(cpu::scratch(
-                              cpu::ScratchSlot::layernorm_0,
-                              static_cast<size_t>(chunks * 2 * d) * sizeof(double)))
-                        : nullptr;
+  double* part =
+      params
+          ? static_cast<double*>(cpu::scratch(cpu::ScratchSlot::layernorm_0,
+                                              static_cast<size_t>(chunks * 2 * d) * sizeof(double)))
+          : nullptr;
 #pragma omp parallel for schedule(static) if (m * d > 16384)
   for (int64_t c = 0; c < chunks; ++c) {
     double* acc_g = params ? part + c * 2 * d : nullptr;

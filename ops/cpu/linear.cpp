@@ -343,8 +343,8 @@ void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, cons
   }
 }
 
-void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b,
-                      int64_t m, int64_t k, int64_t n) {
+void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b, int64_t m,
+                      int64_t k, int64_t n) {
   if (m == 0) return;
   row_blocks(
       m, std::min(m, block_rows(n)),
@@ -381,7 +381,7 @@ void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const fl
         }
       },
       [&] {
-        // The columns' sums over the runs, in run order.
+  // The columns' sums over the runs, in run order.
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < k; ++j) add_run_sums(sums, part, runs, k, j, j + 1);
       });

@@ -77,8 +77,8 @@ void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const fl
 
 // y = GELU(x w^T + b), d = GELU'(x w^T + b) for x: [M, K], w: [N, K] f32 (see
 // linear_gelu_forward_with_derivative in ops/ops.h).
-void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b,
-                      int64_t m, int64_t k, int64_t n);
+void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const float* b, int64_t m,
+                      int64_t k, int64_t n);
 
 // Throws a clear error unless the CPU computes bf16 matmuls natively.
 void require_bf16(const char* op);

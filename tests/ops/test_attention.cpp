@@ -347,12 +347,14 @@ TEST(AttentionBackwardTokens, ColumnSumsAreTheQkvBiasGradient) {
     int64_t b, h, n, hd;
     bool bias;
   };
-  for (const Case& c : {Case{3, 2, 49, 32, true}, Case{2, 3, 13, 12, false}, Case{1, 1, 5, 8, false}}) {
+  for (const Case& c :
+       {Case{3, 2, 49, 32, true}, Case{2, 3, 13, 12, false}, Case{1, 1, 5, 8, false}}) {
     const int64_t dim = c.h * c.hd;
     Tensor qkv = random_tensor(Shape{c.b, c.n, 3 * dim}, 60);
     Tensor dout = random_tensor(Shape{c.b, c.n, dim}, 61);
     Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, 62) : Tensor();
-    Tensor out = Tensor::empty(Shape{c.b, c.n, dim}), probs = Tensor::empty(Shape{c.b, c.h, c.n, c.n});
+    Tensor out = Tensor::empty(Shape{c.b, c.n, dim}),
+           probs = Tensor::empty(Shape{c.b, c.h, c.n, c.n});
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
     attention_forward_tokens(out, probs, qkv, c.h, scale, bias);
     Tensor want_dqkv = Tensor::empty(qkv.shape()), none;

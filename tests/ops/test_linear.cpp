@@ -245,8 +245,8 @@ TEST(LinearGeluWithDerivative, MatchesLinearThenGeluOnAnyThreadCount) {
       set_num_threads(threads);
       Tensor y = Tensor::full(pre.shape(), 1e9f), d = Tensor::full(pre.shape(), 1e9f);
       linear_gelu_forward_with_derivative(y, d, x, w, b);
-      const std::string what = c.x.str() + " n " + std::to_string(c.n) + ", " +
-                               std::to_string(threads) + " threads";
+      const std::string what =
+          c.x.str() + " n " + std::to_string(c.n) + ", " + std::to_string(threads) + " threads";
       EXPECT_LT(max_rel_error(y, want_y), 1e-5) << what;
       EXPECT_LT(max_rel_error(d, want_d), 1e-5) << what;
       if (threads == 1) {
@@ -288,8 +288,8 @@ TEST(LinearGeluBackwardData, MatchesLinearBackwardThenGeluOnAnyThreadCount) {
       set_num_threads(threads);
       Tensor dx = Tensor::full(xs, 1e9f), sums = Tensor::full(Shape{c.k}, 0.5f);
       linear_gelu_backward_data(dx, dy, w, d, sums);
-      const std::string what = c.dy.str() + " k " + std::to_string(c.k) + ", " +
-                               std::to_string(threads) + " threads";
+      const std::string what =
+          c.dy.str() + " k " + std::to_string(c.k) + ", " + std::to_string(threads) + " threads";
       EXPECT_LT(max_rel_error(dx, want), 1e-5) << what;
       EXPECT_LT(max_rel_error(sums, want_sums), 1e-5) << what;
       if (threads == 1) {

@@ -90,7 +90,8 @@ TEST(AdamW, BlocksOfLargeParamsMatchTheReferenceOnAnyThreadCount) {
           w *= 1 - 1e-3 * 0.1;
           m = 0.9 * m + 0.1 * g.at(k);
           v = 0.999 * v + 0.001 * double(g.at(k)) * g.at(k);
-          w -= 1e-3 * (m / (1 - std::pow(0.9, t))) / (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
+          w -= 1e-3 * (m / (1 - std::pow(0.9, t))) /
+               (std::sqrt(v / (1 - std::pow(0.999, t))) + 1e-8);
         }
         ASSERT_NEAR(a.value.at(k), w, 2e-6 * (1 + std::fabs(w)))
             << "[" << k << "] " << threads << " threads" << (avx2 ? " avx2" : " sse");
