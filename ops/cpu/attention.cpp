@@ -266,34 +266,6 @@ struct BackwardArgs {
   float* dbias;  // [H, N, N] (accumulated) or nullptr
 };
 
-// sums[c] = sum over the n rows (ld apart) of x[i, c], c < hd, in float from 0, row by row.
-template <class V>
-VITPE_INLINE void pair_column_sums(float* sums, const float* x, int64_t ld, int64_t n, int64_t hd) {
-  constexpr int64_t w = cpu::kLanes<V>;
-  int64_t c = 0;
-  for (; c + w <= hd; c += w) {
-    V acc = V{};
-    for (int64_t i = 0; i < n; ++i) {
-      V v;
-      cpu::load(v, x + i * ld + c);
-      acc = acc + v;
-    }
-    cpu::store(sums + c, acc);
-  }
-  for (; c < hd; ++c) {
-    float acc = 0.0f;
-    for (int64_t i = 0; i < n; ++i) acc += x[i * ld + c];
-    sums[c] = acc;
-  }
-}
-VITPE_AVX2 void pair_column_sums_avx2(float* sums, const float* x, int64_t ld, int64_t n,
-                                      int64_t hd) {
-  pair_column_sums<cpu::f32x8>(sums, x, ld, n, hd);
-}
-void pair_column_sums_base(float* sums, const float* x, int64_t ld, int64_t n, int64_t hd) {
-  pair_column_sums<cpu::f32x4>(sums, x, ld, n, hd);
-}
-
 // column_sums: [3, H * hd] (accumulated) or nullptr: the sums over all rows of dq, dk and dv as
 // written (beta 0), head h at h * hd in each third.
 void backward_pairs(const char* op, const BackwardArgs& a, float* column_sums = nullptr) {
@@ -355,9 +327,9 @@ void backward_pairs(const char* op, const BackwardArgs& a, float* column_sums = 
         for (int part = 0; part < 3; ++part) {
           float* sums = pair_sums + (bh * 3 + part) * d.hd;
           if (avx2)
-            pair_column_sums_avx2(sums, outs[part], lds[part], n, d.hd);
+            cpu::column_sums_of_rows_avx2(sums, outs[part], lds[part], n, d.hd);
           else
-            pair_column_sums_base(sums, outs[part], lds[part], n, d.hd);
+            cpu::column_sums_of_rows_base(sums, outs[part], lds[part], n, d.hd);
         }
       }
     }

@@ -105,32 +105,6 @@ void gelu_fwd_deriv_base(float* y, float* d, const float* x, int64_t n) {
 VITPE_AVX2 void mul_avx2(float* dx, const float* dy, const float* d, int64_t n) {
   mul_body<cpu::f32x8>(dx, dy, d, n);
 }
-// sums[j] = sum over the rows of x [rows, n] of x[i, j], in float from 0, row by row.
-template <class V>
-VITPE_INLINE void run_sums_body(float* sums, const float* x, int64_t rows, int64_t n) {
-  constexpr int64_t w = cpu::kLanes<V>;
-  int64_t j = 0;
-  for (; j + w <= n; j += w) {
-    V acc = V{};
-    for (int64_t i = 0; i < rows; ++i) {
-      V v;
-      cpu::load(v, x + i * n + j);
-      acc = acc + v;
-    }
-    cpu::store(sums + j, acc);
-  }
-  for (; j < n; ++j) {
-    float acc = 0.0f;
-    for (int64_t i = 0; i < rows; ++i) acc += x[i * n + j];
-    sums[j] = acc;
-  }
-}
-VITPE_AVX2 void run_sums_avx2(float* sums, const float* x, int64_t rows, int64_t n) {
-  run_sums_body<cpu::f32x8>(sums, x, rows, n);
-}
-void run_sums_base(float* sums, const float* x, int64_t rows, int64_t n) {
-  run_sums_body<cpu::f32x4>(sums, x, rows, n);
-}
 void mul_base(float* dx, const float* dy, const float* d, int64_t n) {
   mul_body<cpu::f32x4>(dx, dy, d, n);
 }
@@ -166,10 +140,10 @@ void cpu::gelu_backward_run(float* dx, const float* dy, const float* d, int64_t 
                             float* sums) {
   if (cpu::cpu_has_avx2_fma()) {
     mul_avx2(dx, dy, d, rows * n);
-    run_sums_avx2(sums, dx, rows, n);
+    cpu::column_sums_of_rows_avx2(sums, dx, n, rows, n);
   } else {
     mul_base(dx, dy, d, rows * n);
-    run_sums_base(sums, dx, rows, n);
+    cpu::column_sums_of_rows_base(sums, dx, n, rows, n);
   }
 }
 

@@ -150,6 +150,19 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
   return p;
 }
 
+// A backward matmul's attributes: the caller's scratchpad, and a sum post-op when it adds to its
+// output.
+dnnl::primitive_attr backward_attr(bool accumulate) {
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
+  }
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 // The cached oneDNN matmul of linear_rows_backward's dx = dy w (a sum post-op when accumulate).
 CachedPrimitive& backward_data_primitive(int64_t m, int64_t k, int64_t n, DType w_dtype,
                                          bool accumulate) {
@@ -160,13 +173,7 @@ CachedPrimitive& backward_data_primitive(int64_t m, int64_t k, int64_t n, DType 
     dnnl::memory::desc dy_md({m, n}, in_t, dims{n, 1});
     dnnl::memory::desc w_md({n, k}, in_t, dims{k, 1});
     dnnl::memory::desc dx_md({m, k}, dt::f32, dims{k, 1});
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.0f);
-      attr.set_post_ops(po);
-    }
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::primitive_attr attr = backward_attr(accumulate);
     auto pd = matmul_pd("linear_backward", dnnl::matmul::desc(dy_md, w_md, dx_md), attr, m, k, n,
                         w_dtype);
     e.init(dnnl::matmul(pd), pd.scratchpad_desc());
@@ -274,13 +281,7 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
       dnnl::memory::desc dyt_md({n, m}, dt::f32, dims{1, n});
       dnnl::memory::desc x_md({m, k}, dt::f32, dims{k, 1});
       dnnl::memory::desc dw_md({n, k}, dt::f32, dims{k, 1});
-      dnnl::primitive_attr attr;
-      if (accumulate) {
-        dnnl::post_ops po;
-        po.append_sum(1.0f);
-        attr.set_post_ops(po);
-      }
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::primitive_attr attr = backward_attr(accumulate);
       auto pd = matmul_pd("linear_backward", dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, m, k, n,
                           DType::f32);
       e.init(dnnl::matmul(pd), pd.scratchpad_desc());

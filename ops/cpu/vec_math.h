@@ -180,6 +180,37 @@ VITPE_INLINE void normal_cdf_fast(V& cdf, const V& x) {
   cdf = x >= 0.0f ? 1.0f - r : r;
 }
 
+// sums[j] = the sum over `rows` rows (ld floats apart) of x[i * ld + j], j < n, in float from 0,
+// row by row: the bias gradients' column sums (runs of a linear's rows, or one attention pair's).
+template <class V>
+VITPE_INLINE void column_sums_of_rows(float* sums, const float* x, int64_t ld, int64_t rows,
+                                      int64_t n) {
+  constexpr int64_t w = kLanes<V>;
+  int64_t j = 0;
+  for (; j + w <= n; j += w) {
+    V acc = V{};
+    for (int64_t i = 0; i < rows; ++i) {
+      V v;
+      load(v, x + i * ld + j);
+      acc = acc + v;
+    }
+    store(sums + j, acc);
+  }
+  for (; j < n; ++j) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < rows; ++i) acc += x[i * ld + j];
+    sums[j] = acc;
+  }
+}
+VITPE_AVX2 inline void column_sums_of_rows_avx2(float* sums, const float* x, int64_t ld,
+                                                int64_t rows, int64_t n) {
+  column_sums_of_rows<f32x8>(sums, x, ld, rows, n);
+}
+inline void column_sums_of_rows_base(float* sums, const float* x, int64_t ld, int64_t rows,
+                                     int64_t n) {
+  column_sums_of_rows<f32x4>(sums, x, ld, rows, n);
+}
+
 // GELU pieces: cdf <- Phi(x) (standard normal CDF) and pdf <- phi(x) (density), from one
 // exponential; normal_cdf gives the same cdf bit for bit (the compiler drops the density).
 template <class V>
