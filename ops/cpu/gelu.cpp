@@ -248,7 +248,7 @@ void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& d
       cpu::gelu_backward_run(pdx + b, pdy + b, pd + b, count, n, part + r * n);
     }
 #pragma omp for schedule(static)
-    for (int64_t j = 0; j < n; ++j) cpu::add_run_sums(sums, part, runs, n, j, j + 1);
+    for (int64_t j = 0; j < n; ++j) sums[j] += cpu::run_total(part, runs, n, j);
   }
 }
 

@@ -44,43 +44,29 @@ const uint16_t* bf16_copy(ScratchSlot slot, const float* src, int64_t n) {
   return p;
 }
 
-// db[j] (+)= sum_i dy[i, j] for dy: [M, N]. Columns are split in blocks of 64 across threads.
-// Within a block, runs of 32 rows are summed in float (vector registers, one pass over memory)
-// and the run sums are added in double, so long batches do not lose bits.
-constexpr int64_t kSumCols = 64, kSumRows = kColumnSumRows;
-
-inline void column_sums_block(double* acc, const float* dy, int64_t m, int64_t n, int64_t width) {
-  for (int64_t i0 = 0; i0 < m; i0 += kSumRows) {
-    const int64_t i1 = std::min(m, i0 + kSumRows);
-    float run[kSumCols] = {};
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* row = dy + i * n;
-      for (int64_t j = 0; j < width; ++j) run[j] += row[j];
-    }
-    for (int64_t j = 0; j < width; ++j) acc[j] += run[j];
-  }
-}
-
-VITPE_AVX2 void column_sums_block_avx2(double* acc, const float* dy, int64_t m, int64_t n,
-                                       int64_t width) {
-  column_sums_block(acc, dy, m, n, width);
-}
-
+// db[j] (+)= sum_i dy[i, j] for dy: [M, N]: runs of kColumnSumRows rows summed in float (whole
+// rows, read once, split over the threads), then each column's runs added in double in run
+// order, so long batches do not lose bits and the thread count does not change them. The fused
+// GELU backwards sum their outputs the same way (gelu.cpp, linear_gelu_backward_rows), so a bias
+// gradient has the same bits whichever op sums it.
 void column_sums(float* db, const float* dy, int64_t m, int64_t n, bool accumulate) {
-  const int64_t blocks = (n + kSumCols - 1) / kSumCols;
+  const int64_t run = kColumnSumRows, runs = (m + run - 1) / run;
+  float* part = scratch_f32(ScratchSlot::linear_2, static_cast<size_t>(runs * n));  // [runs, N]
   const bool avx2 = cpu_has_avx2_fma();
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * kSumCols, width = std::min(n, j0 + kSumCols) - j0;
-    double acc[kSumCols] = {};
-    if (avx2) {
-      column_sums_block_avx2(acc, dy + j0, m, n, width);
-    } else {
-      column_sums_block(acc, dy + j0, m, n, width);
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < runs; ++r) {
+      const int64_t i0 = r * run, rows = std::min(m, i0 + run) - i0;
+      if (avx2)
+        column_sums_of_rows_avx2(part + r * n, dy + i0 * n, n, rows, n);
+      else
+        column_sums_of_rows_base(part + r * n, dy + i0 * n, n, rows, n);
     }
-    for (int64_t j = 0; j < width; ++j) {
-      const auto s = static_cast<float>(acc[j]);
-      db[j0 + j] = accumulate ? db[j0 + j] + s : s;
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < n; ++j) {
+      const float s = run_total(part, runs, n, j);
+      db[j] = accumulate ? db[j] + s : s;
     }
   }
 }
@@ -384,7 +370,7 @@ void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const fl
       [&] {
   // The columns' sums over the runs, in run order.
 #pragma omp for schedule(static)
-        for (int64_t j = 0; j < k; ++j) add_run_sums(sums, part, runs, k, j, j + 1);
+        for (int64_t j = 0; j < k; ++j) sums[j] += run_total(part, runs, k, j);
       });
 }
 

@@ -59,15 +59,12 @@ void gelu_with_derivative_rows(float* y, float* d, const float* x, int64_t count
 void gelu_backward_run(float* dx, const float* dy, const float* d, int64_t rows, int64_t n,
                        float* sums);
 
-// sums[j] += the runs' sums part[r * n + j] (r < runs) added in run order in double, j in
-// [j0, j1): the second half of a bias gradient.
-inline void add_run_sums(float* sums, const float* part, int64_t runs, int64_t n, int64_t j0,
-                         int64_t j1) {
-  for (int64_t j = j0; j < j1; ++j) {
-    double acc = 0.0;
-    for (int64_t r = 0; r < runs; ++r) acc += part[r * n + j];
-    sums[j] += static_cast<float>(acc);
-  }
+// Column j's total of the runs' sums part[r * n + j] (r < runs), added in run order in double:
+// the second half of a bias gradient.
+inline float run_total(const float* part, int64_t runs, int64_t n, int64_t j) {
+  double acc = 0.0;
+  for (int64_t r = 0; r < runs; ++r) acc += part[r * n + j];
+  return static_cast<float>(acc);
 }
 
 // dx = (dy w) * d, overwritten, and sums [K] += the column sums of dx, for dy: [M, N], w: [N, K]
