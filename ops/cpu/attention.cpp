@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/linear_impl.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
@@ -341,10 +342,9 @@ void backward_pairs(const char* op, const BackwardArgs& a, float* column_sums = 
     const int64_t width = d.h * d.hd;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < 3 * width; ++c) {
+      // Image bi's sums for (head h, part) lie 3 H hd floats after image bi - 1's.
       const int64_t part = c / width, h = c % width / d.hd, j = c % d.hd;
-      double acc = 0.0;
-      for (int64_t bi = 0; bi < d.b; ++bi) acc += pair_sums[((bi * d.h + h) * 3 + part) * d.hd + j];
-      column_sums[c] += static_cast<float>(acc);
+      column_sums[c] += cpu::run_total(pair_sums + (h * 3 + part) * d.hd, d.b, 3 * width, j);
     }
   }
 

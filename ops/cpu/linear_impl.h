@@ -60,7 +60,7 @@ void gelu_backward_run(float* dx, const float* dy, const float* d, int64_t rows,
                        float* sums);
 
 // Column j's total of the runs' sums part[r * n + j] (r < runs), added in run order in double:
-// the second half of a bias gradient.
+// the second half of a bias gradient (runs of rows, or attention's images).
 inline float run_total(const float* part, int64_t runs, int64_t n, int64_t j) {
   double acc = 0.0;
   for (int64_t r = 0; r < runs; ++r) acc += part[r * n + j];
