@@ -117,7 +117,7 @@ struct Timing {
 // The config fields that do not change what the peers' model computes at a given input size:
 // the input size (the peers are told it), the encoding (said in a note), the preprocessing.
 bool peers_ignore_field(const std::string& key) {
-  for (const char* k : {"name", "img_size", "encoding", "eps", "crop_pct", "crop_mode",
+  for (const char* k : {"name", "label", "img_size", "encoding", "eps", "crop_pct", "crop_mode",
                         "interpolation", "mean", "std", "labels"}) {
     if (key == k) return true;
   }
@@ -318,8 +318,8 @@ void run_bench(const BenchOptions& o) {
     python = require_peers_python(o.peers_python, "bench");
   }
   nlohmann::json out = {{"model", o.model},
-                        {"kind", c.kind == ModelKind::vit ? "vit" : "swin"},
-                        {"encoding", c.encoding},
+                        {"kind", c.family},
+                        {"encoding", c.encoding.str()},
                         {"parameters", model.num_params()},
                         {"threads", threads},
                         {"precision", o.precision},
@@ -337,8 +337,8 @@ void run_bench(const BenchOptions& o) {
   if (!o.json) {
     std::printf(
         "model %s (%s, encoding %s), %.1fM parameters (%.0f MiB f32), %d threads, %s linears\n",
-        o.model.c_str(), model_family(c).c_str(), c.encoding.c_str(), model.num_params() / 1e6,
-        weights_mib, threads, o.precision.c_str());
+        o.model.c_str(), c.family_label().c_str(), c.encoding.str().c_str(),
+        model.num_params() / 1e6, weights_mib, threads, o.precision.c_str());
     if (o.profile) std::printf("%s\n", fma_peak.describe().c_str());
     if (o.background_load) {
       std::printf("background load: %d busy process%s beside the measurement\n", o.background_load,
@@ -471,10 +471,10 @@ void run_bench(const BenchOptions& o) {
     nlohmann::json peers = run_peers(o, python, timm_name, c, threads);
     peers["python"] = python;
     compare_with_peers(peers, ours, o);
-    const std::string timm_encoding = preset(timm_name).encoding;
+    const EncodingSpec timm_encoding = preset(timm_name).encoding;
     if (c.encoding != timm_encoding) {
       peers["note"] = fmt::format("the peers run timm's position encoding ({}); vitpe ran {}",
-                                  timm_encoding, c.encoding);
+                                  timm_encoding.str(), c.encoding.str());
     }
     if (precision != Precision::f32) {
       peers["note"] = fmt::format(

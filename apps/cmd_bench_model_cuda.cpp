@@ -68,8 +68,8 @@ void run_model_bench_cuda(const CudaModelBenchOptions& o) {
 
   const double flops = model.flops_per_image();
   nlohmann::json out = {{"model", o.model},
-                        {"kind", c.kind == ModelKind::vit ? "vit" : "swin"},
-                        {"encoding", c.encoding},
+                        {"kind", c.family},
+                        {"encoding", c.encoding.str()},
                         {"parameters", model.num_params()},
                         {"device", "cuda"},
                         {"device_name", device_line()},
@@ -78,7 +78,7 @@ void run_model_bench_cuda(const CudaModelBenchOptions& o) {
                         {"results", nlohmann::json::array()}};
   if (!o.json) {
     std::printf("model %s (%s, encoding %s), %.1fM parameters, %.2f GFLOP/image, on %s, %s\n",
-                o.model.c_str(), model_family(c).c_str(), c.encoding.c_str(),
+                o.model.c_str(), c.family_label().c_str(), c.encoding.str().c_str(),
                 model.num_params() / 1e6, flops / 1e9, device_line().c_str(), o.precision.c_str());
     std::printf("%6s %12s %12s %10s %10s %12s\n", "batch", "median ms", "min ms", "img/s",
                 "TFLOP/s", "logit error");

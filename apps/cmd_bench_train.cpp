@@ -93,7 +93,7 @@ TorchTrain run_torch_peer(const BenchTrainOptions& o, const ModelConfig& config,
   if (const char* env = std::getenv("VITPE_TORCH_TRAIN_PEER")) script = env;
   const std::string cmd =
       fmt::format("{} {} {} {} {} {} 2>&1", shell_quote(python), shell_quote(script), threads,
-                  o.batch, o.reps, config.class_token ? "token" : "avg");
+                  o.batch, o.reps, config.vit().class_token ? "token" : "avg");
   TorchTrain r;
   const bool ok = run_json_peer(cmd, [&](const nlohmann::json& j) {
     r.train_ms = j.at("train_ms").get<double>();
@@ -107,10 +107,12 @@ TorchTrain run_torch_peer(const BenchTrainOptions& o, const ModelConfig& config,
 // The shape scripts/torch_train_peer.py builds: vit-fmnist's, with either pooling.
 bool torch_peer_shape(const ModelConfig& c) {
   const ModelConfig p = preset("vit-fmnist");
-  return c.kind == ModelKind::vit && c.img_rows == p.img_rows && c.img_cols == p.img_cols &&
-         c.channels == p.channels && c.patch == p.patch && c.dim == p.dim && c.depth == p.depth &&
-         c.heads == p.heads && c.mlp_dim == p.mlp_dim && c.classes == p.classes &&
-         c.class_token == (c.pool == Pool::cls);
+  if (!c.is_vit()) return false;
+  const VitArch &a = c.vit(), &pa = p.vit();
+  return c.img_rows == p.img_rows && c.img_cols == p.img_cols && c.channels == p.channels &&
+         c.patch == p.patch && a.dim == pa.dim && a.depth == pa.depth && a.heads == pa.heads &&
+         a.mlp_dim == pa.mlp_dim && c.classes == p.classes &&
+         a.class_token == (a.pool == Pool::cls);
 }
 
 // A fixed random batch: images [B, C, H, W] and labels (image i: class i % classes), the same on
@@ -372,7 +374,7 @@ nlohmann::json vs_torch(const BenchTrainOptions& o, const ModelConfig& config, c
   std::printf("\nPyTorch peer (%s%s): torchvision ViT, %s, learned 1D positions\n",
               torch.version.empty() ? "" : ("torch " + torch.version + ", ").c_str(),
               python.c_str(),
-              config.class_token ? "class token (50 tokens)" : "mean pooling (49 tokens)");
+              config.vit().class_token ? "class token (50 tokens)" : "mean pooling (49 tokens)");
   std::printf("\n%-22s %10s %10s %10s\n", "", "vitpe", "torch", "ratio");
   if (o.rounds > 1) {
     for (size_t r = 0; r < ratios.size(); ++r) {
@@ -392,7 +394,7 @@ nlohmann::json vs_torch(const BenchTrainOptions& o, const ModelConfig& config, c
               (B / t.eval) / torch.eval_img_s);
   if (config.encoding != "learned1d") {
     std::printf("note: the peer uses learned 1D positions; this run used %s\n",
-                config.encoding.c_str());
+                config.encoding.str().c_str());
   }
   return {{"python", python},      {"torch", torch.version}, {"rounds", rounds},
           {"ratio_median", ratio}, {"ratio_min", *lo},       {"ratio_max", *hi}};
@@ -405,7 +407,7 @@ StepTimes run_alone(const BenchTrainOptions& o, const ModelConfig& config,
   std::unique_ptr<Model> model = make_model(config, 0);
   const int threads = num_threads();
   std::printf("training step: %s (encoding %s), %.2fM parameters, batch %lld, %d threads\n",
-              o.model.c_str(), config.encoding.c_str(), model->num_params() / 1e6,
+              o.model.c_str(), config.encoding.str().c_str(), model->num_params() / 1e6,
               static_cast<long long>(o.batch), threads);
   // --profile reads the linears' and attention's rates against the FMA peak, measured first.
   FmaPeak fma_peak;
@@ -529,7 +531,7 @@ nlohmann::json times_json(const StepTimes& t, int64_t batch) {
 nlohmann::json bench_json(const BenchTrainOptions& o, const ModelConfig& config,
                           const StepTimes& alone, int alone_threads, const DataParallel* d) {
   nlohmann::json j = {{"model", o.model},
-                      {"encoding", config.encoding},
+                      {"encoding", config.encoding.str()},
                       {"batch", o.batch},
                       {"reps", o.reps},
                       {"ranks", d ? d->ranks.size() : 1}};

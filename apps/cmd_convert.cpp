@@ -16,11 +16,11 @@ struct ConvertOptions : ModelOptions {
 void run_convert(const ConvertOptions& o) {
   LoadedModel loaded = load_model(o.model, o.load_options());
   for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
-  save_model(*loaded.model, o.out,
-             {{"vitpe.converted_from", checkpoint_format_name(loaded.format)}});
+  save_model(*loaded.model, o.out, {{"vitpe.converted_from", loaded.format}});
+  const ModelConfig& c = loaded.model->config();
   std::printf("wrote %s (%s, %lld parameters, encoding %s)\n", o.out.c_str(),
-              model_family(loaded.model->config()).c_str(), (long long)loaded.model->num_params(),
-              loaded.model->config().encoding.c_str());
+              c.family_label().c_str(), (long long)loaded.model->num_params(),
+              c.encoding.str().c_str());
 }
 
 void setup(CLI::App& root) {

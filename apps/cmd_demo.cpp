@@ -80,7 +80,8 @@ void classify_samples(const DemoCli& c) {
   const Tensor& logits = lm.model->forward(images, false);
   const std::vector<std::string> names = data->labels();
   const int64_t C = logits.size(1);
-  std::printf("checkpoint %s (encoding %s)\n", ckpt.c_str(), lm.model->config().encoding.c_str());
+  std::printf("checkpoint %s (encoding %s)\n", ckpt.c_str(),
+              lm.model->config().encoding.str().c_str());
   int correct = 0;
   for (int64_t i = 0; i < n; ++i) {
     const std::vector<Prediction> top = top_k(logits.f32() + i * C, C, 3, names);

@@ -20,7 +20,7 @@ void run_list(bool json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& k : kinds) {
       out.push_back({{"kind", k.name},
-                     {"site", k.site},
+                     {"site", site_name(k.site)},
                      {"options", k.options},
                      {"summary", k.summary},
                      {"extension", extension_name(k.extension)},
@@ -32,7 +32,7 @@ void run_list(bool json) {
   size_t wn = 4, ws = 4, wo = 7;
   for (const auto& k : kinds) {
     wn = std::max(wn, k.name.size());
-    ws = std::max(ws, k.site.size());
+    ws = std::max(ws, std::string(site_name(k.site)).size());
     wo = std::max(wo, k.options.size());
   }
   auto row = [&](const std::string& a, const std::string& b, const std::string& c,
@@ -42,7 +42,7 @@ void run_list(bool json) {
   };
   row("kind", "site", "options", "summary");
   row(std::string(wn, '-'), std::string(ws, '-'), std::string(wo, '-'), std::string(7, '-'));
-  for (const auto& k : kinds) row(k.name, k.site, k.options, k.summary);
+  for (const auto& k : kinds) row(k.name, site_name(k.site), k.options, k.summary);
   std::printf("\nOn a grid other than the trained one:\n");
   for (const auto& k : kinds) {
     if (k.extension == Extension::none && k.extension_note.empty()) continue;  // none

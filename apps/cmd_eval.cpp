@@ -75,7 +75,7 @@ void setup(CLI::App& root) {
     const std::vector<ExtensionPolicy> policies = parse_policy_list(c->policies, "--policy");
     nlohmann::json out = {{"model", c->model},
                           {"preset", cfg.name},
-                          {"encoding", cfg.encoding},
+                          {"encoding", cfg.encoding.str()},
                           {"precision", c->precision},
                           {"dataset", c->data.name},
                           {"protocol", c->protocol.empty() ? "dataset's own" : c->protocol},
@@ -83,7 +83,7 @@ void setup(CLI::App& root) {
                           {"results", nlohmann::json::array()}};
     if (!c->json) {
       std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
-                  cfg.encoding.c_str(), c->precision.c_str(), c->data.name.c_str(),
+                  cfg.encoding.str().c_str(), c->precision.c_str(), c->data.name.c_str(),
                   c->train_split ? "train" : "test");
       std::printf("%6s  %-11s  %9s  %7s  %8s  %7s  %s\n", "size", "policy", "accuracy", "loss",
                   "images", "img/s", "extension rules");

@@ -7,6 +7,7 @@
 
 #include "apps/command.h"
 #include "apps/model_options.h"
+#include "vit/models/family.h"
 #include "vitpe/vitpe_version.h"
 
 namespace vitpe::app {
@@ -20,12 +21,13 @@ void run_info(const InfoOptions& o) {
   LoadedModel loaded = load_model(o.model, o.load_options());
   Model& m = *loaded.model;
   const ModelConfig& c = m.config();
+  const FamilyDef& family = family_of(c);
   if (o.json) {
     const nlohmann::json out = {{"model", o.model},
-                                {"format", checkpoint_format_name(loaded.format)},
+                                {"format", loaded.format},
                                 {"written_by", loaded.written_by},
                                 {"read_by", std::string("vitpe ") + version()},
-                                {"family", model_family(c)},
+                                {"family", c.family_label()},
                                 {"notes", loaded.notes},
                                 {"config", nlohmann::json::parse(c.to_json())},
                                 {"parameters", m.num_params()},
@@ -35,39 +37,31 @@ void run_info(const InfoOptions& o) {
     return;
   }
   std::printf("%s\n", o.model.c_str());
-  std::printf("  format        %s\n", checkpoint_format_name(loaded.format));
+  std::printf("  format        %s\n", loaded.format.c_str());
   if (!loaded.written_by.empty()) std::printf("  written by    %s\n", loaded.written_by.c_str());
   std::printf("  read by       vitpe %s\n", version());
   for (const auto& note : loaded.notes) std::printf("  note          %s\n", note.c_str());
-  std::printf("  architecture  %s\n", model_family(c).c_str());
+  std::printf("  architecture  %s\n", c.family_label().c_str());
   std::printf("  preset        %s\n", c.name.c_str());
   std::printf("  input         %lld x %lld x %lld (channels x rows x cols), patch %lld\n",
               (long long)c.channels, (long long)c.img_rows, (long long)c.img_cols,
               (long long)c.patch);
-  std::printf("  encoding      %s\n", c.encoding.c_str());
-  if (c.kind == ModelKind::vit) {
-    std::printf("  width         %lld, depth %lld, heads %lld, mlp %lld\n", (long long)c.dim,
-                (long long)c.depth, (long long)c.heads, (long long)c.mlp_dim);
-    std::printf("  pooling       %s\n", c.pool == Pool::cls ? "class token" : "mean (fc_norm)");
-  } else {
-    std::string depths, heads;
-    for (size_t i = 0; i < c.depths.size(); ++i) {
-      depths += (i ? "," : "") + std::to_string(c.depths[i]);
-      heads += (i ? "," : "") + std::to_string(c.stage_heads[i]);
-    }
-    std::printf("  embed dim     %lld, depths %s, heads %s, window %lld\n", (long long)c.dim,
-                depths.c_str(), heads.c_str(), (long long)c.window);
+  std::printf("  encoding      %s\n", c.encoding.str().c_str());
+  for (const auto& [field, text] : family.info(c)) {
+    std::printf("  %-13s %s\n", field.c_str(), text.c_str());
   }
+  const PreprocessConfig& pre = c.preprocess;
   std::string mean, stdv;
-  for (size_t i = 0; i < c.mean.size(); ++i) {
-    mean += (i ? "," : "") + fmt::format("{:g}", c.mean[i]);
-    stdv += (i ? "," : "") + fmt::format("{:g}", c.std_dev[i]);
+  for (size_t i = 0; i < pre.mean.size(); ++i) {
+    mean += (i ? "," : "") + fmt::format("{:g}", pre.mean[i]);
+    stdv += (i ? "," : "") + fmt::format("{:g}", pre.std_dev[i]);
   }
   std::printf(
       "  preprocess    %s resize to %s / crop_pct %g (%s), crop %lld x %lld, mean %s, "
       "std %s\n",
-      c.interpolation.c_str(), c.crop_mode == "squash" ? "size" : "shorter side", c.crop_pct,
-      c.crop_mode.c_str(), (long long)c.img_rows, (long long)c.img_cols, mean.c_str(),
+      interpolation_name(pre.interpolation),
+      pre.crop_mode == CropMode::squash ? "size" : "shorter side", pre.crop_pct,
+      crop_mode_name(pre.crop_mode), (long long)c.img_rows, (long long)c.img_cols, mean.c_str(),
       stdv.c_str());
   std::printf("  classes       %lld%s\n", (long long)c.classes,
               c.labels.empty() ? " (no names)" : " (named)");

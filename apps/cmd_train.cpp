@@ -42,7 +42,7 @@ void setup(CLI::App& root) {
     }
     const EpochRecord& last = r.history.back();
     std::printf("%s %s: test accuracy %.2f%% (best %.2f%%), %lld parameters, %s\n",
-                r.config.name.c_str(), r.config.encoding.c_str(), 100 * last.test_acc,
+                r.config.name.c_str(), r.config.encoding.str().c_str(), 100 * last.test_acc,
                 100 * r.best_test_acc, static_cast<long long>(r.params),
                 Progress::format_duration(r.train_seconds).c_str());
     std::printf("best weights: %s\nmetrics: %s\n", best.string().c_str(),

@@ -39,11 +39,17 @@ struct ModelOptions {
       o.img_cols =
           x == std::string::npos ? o.img_rows : parse_whole(img_size.substr(x + 1), what, 1, 16384);
     }
-    if (!mean.empty()) o.preprocess.mean = parse_real_list(mean, "--mean", -1e3, 1e3);
-    if (!std_dev.empty()) o.preprocess.std_dev = parse_real_list(std_dev, "--std", 1e-6, 1e3);
-    o.preprocess.crop_pct = crop_pct;
-    o.preprocess.crop_mode = crop_mode;
-    o.preprocess.interpolation = interpolation;
+    using P = PreprocessConfig;
+    if (!mean.empty())
+      o.preprocess.mean = parse_real_list(mean, "--mean", -P::kMaxMean, P::kMaxMean);
+    if (!std_dev.empty()) {
+      o.preprocess.std_dev = parse_real_list(std_dev, "--std", P::kMinStd, P::kMaxStd);
+    }
+    if (crop_pct != 0) o.preprocess.crop_pct = crop_pct;
+    if (!crop_mode.empty()) o.preprocess.crop_mode = parse_crop_mode(crop_mode, "--crop-mode");
+    if (!interpolation.empty()) {
+      o.preprocess.interpolation = parse_interpolation(interpolation, "--interpolation");
+    }
     return o;
   }
 };
@@ -76,7 +82,7 @@ inline void add_preprocess_options(CLI::App* cmd, ModelOptions& o) {
       ->group("Preprocessing (default: the model's)");
   cmd->add_option("--crop-pct", o.crop_pct,
                   "Resize to size / crop_pct, then crop (timm's crop_pct)")
-      ->check(CLI::Range(0.01, 4.0))
+      ->check(CLI::Range(PreprocessConfig::kMinCropPct, PreprocessConfig::kMaxCropPct))
       ->group("Preprocessing (default: the model's)");
   cmd->add_option("--crop-mode", o.crop_mode, "center (keep the aspect ratio) or squash")
       ->check(CLI::IsMember({"center", "squash"}))

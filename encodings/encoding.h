@@ -177,15 +177,30 @@ class AttentionEncoding : public ExtensionSetting {
   virtual std::vector<Param*> params() = 0;
 };
 
+// Where an encoding kind works: nowhere (`none`), on the tokens before the first block, in every
+// block's attention, or computed from the tokens after a block (conditional).
+enum class EncodingSite : uint8_t { none, token, attention, conditional };
+const char* site_name(EncodingSite s);  // "-", "token", "attention", "conditional"
+
 // A parsed spec: one part per site at most ("learned1d+relbias", "peg+relbias"), each with its
-// options.
+// options. Made from its text (parse_encoding), so `config.encoding = "relbias"` parses.
 struct EncodingSpec {
   struct Part {
     std::string kind;
     std::vector<std::pair<std::string, std::string>> options;  // as written, validated
+    bool operator==(const Part&) const = default;
   };
   std::vector<Part> parts;
+
+  EncodingSpec() = default;  // no parts: nothing parsed yet (models need a parsed spec)
+  EncodingSpec(const std::string& text);  // parse_encoding(text)
+  EncodingSpec(const char* text);
   std::string str() const;  // canonical form, e.g. "learned1d+relbias"
+  // The part of kind `kind`, or of site `site`; nullptr when the spec has none.
+  const Part* part(const std::string& kind) const;
+  const Part* part(EncodingSite site) const;
+  bool has(const std::string& kind) const { return part(kind) != nullptr; }
+  bool operator==(const EncodingSpec&) const = default;
 };
 
 // Throws std::invalid_argument naming the unknown kind and listing the known ones, or the bad
@@ -210,7 +225,9 @@ enum class AttentionLayout : uint8_t { global, windowed };
 
 // The registry's entry for one kind, for `vitpe encodings list`, defaults and reports.
 struct EncodingKindInfo {
-  std::string name, site, options, summary;
+  std::string name;
+  EncodingSite site = EncodingSite::none;
+  std::string options, summary;
   Extension extension = Extension::none;
   std::string extension_note;                           // what exactly happens on another grid
   bool studied_global = true, studied_windowed = true;  // in the default comparison of each layout

@@ -63,19 +63,6 @@ std::string accepted_options(const KindDef& k) {
   return s;
 }
 
-const char* site_name(Site s) {
-  switch (s) {
-    case Site::token:
-      return "token";
-    case Site::attention:
-      return "attention";
-    case Site::conditional:
-      return "conditional";
-    default:
-      return "-";
-  }
-}
-
 // The pieces of s between separators, each trimmed.
 std::vector<std::string> split_trimmed(const std::string& s, char sep) {
   std::vector<std::string> out = split(s, sep);
@@ -166,6 +153,36 @@ const EncodingSpec::Part* part_at(const EncodingSpec& spec, Site site, const Kin
 
 }  // namespace
 
+const char* site_name(EncodingSite s) {
+  switch (s) {
+    case Site::token:
+      return "token";
+    case Site::attention:
+      return "attention";
+    case Site::conditional:
+      return "conditional";
+    default:
+      return "-";
+  }
+}
+
+EncodingSpec::EncodingSpec(const std::string& text) : EncodingSpec(parse_encoding(text)) {}
+EncodingSpec::EncodingSpec(const char* text) : EncodingSpec(parse_encoding(text)) {}
+
+const EncodingSpec::Part* EncodingSpec::part(const std::string& kind) const {
+  for (const Part& p : parts) {
+    if (p.kind == kind) return &p;
+  }
+  return nullptr;
+}
+
+const EncodingSpec::Part* EncodingSpec::part(EncodingSite site) const {
+  for (const Part& p : parts) {
+    if (find_kind(p.kind, str()).site == site) return &p;
+  }
+  return nullptr;
+}
+
 std::string EncodingSpec::str() const {
   std::string s;
   for (const auto& p : parts) {
@@ -255,7 +272,7 @@ std::vector<EncodingKindInfo> encoding_kinds() {
         opts += ")";
       }
     }
-    out.push_back({k.name, site_name(k.site), opts.empty() ? "-" : opts, k.summary, k.extension,
+    out.push_back({k.name, k.site, opts.empty() ? "-" : opts, k.summary, k.extension,
                    k.extension_note, k.studied_global, k.studied_windowed});
   }
   return out;

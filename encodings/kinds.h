@@ -42,7 +42,7 @@ class Options {
   std::map<std::string, std::string> values_;
 };
 
-enum class Site { none, token, attention, conditional };
+using Site = EncodingSite;  // the public enum, spelt shorter inside the kinds
 
 struct KindDef {
   std::string name;

@@ -11,18 +11,17 @@ namespace vitpe::testing {
 inline ModelConfig tiny_vit_config(const std::string& encoding, int64_t size, int64_t channels,
                                    int64_t depth, int64_t classes) {
   ModelConfig c;
-  c.kind = ModelKind::vit;
   c.name = "tiny";
   c.img_rows = c.img_cols = size;
   c.channels = channels;
   c.patch = 4;
-  c.dim = 16;
-  c.depth = depth;
-  c.heads = 2;
-  c.mlp_dim = 24;
+  c.vit().dim = 16;
+  c.vit().depth = depth;
+  c.vit().heads = 2;
+  c.vit().mlp_dim = 24;
   c.classes = classes;
-  c.mean.assign(static_cast<size_t>(channels), 0.5f);
-  c.std_dev.assign(static_cast<size_t>(channels), 0.5f);
+  c.preprocess.mean.assign(static_cast<size_t>(channels), 0.5f);
+  c.preprocess.std_dev.assign(static_cast<size_t>(channels), 0.5f);
   c.encoding = encoding;
   return c;
 }

@@ -67,7 +67,7 @@ TEST(BenchPeers, ModelWithoutTimmNameIsRefused) {
   CmdResult file = vitpe("bench --model " + fmnist + " --batch 1 --reps 1 --vs-peers");
 
   vitpe::ModelConfig shallow = vitpe::preset("vit_tiny_patch16_224");
-  shallow.depth = 2;
+  shallow.vit().depth = 2;
   const std::string tiny = in_build("peers_tiny_depth2.safetensors");
   vitpe::save_model(*vitpe::make_model(shallow, 0), tiny);
   CmdResult other = vitpe("bench --model " + tiny + " --batch 1 --reps 1 --vs-peers");

@@ -35,16 +35,15 @@ double model_tol(DType t) { return t == DType::f32 ? kModelTolF32 : kModelTolBf1
 
 ModelConfig small_vit(const std::string& encoding) {
   ModelConfig c;
-  c.kind = ModelKind::vit;
   c.name = "small-test-vit";
   c.img_rows = 32;
   c.img_cols = 24;  // a non-square 4 x 3 grid of 8x8 patches
   c.channels = 3;
   c.patch = 8;
-  c.dim = 128;
-  c.depth = 2;
-  c.heads = 2;  // head dim 64
-  c.mlp_dim = 256;
+  c.vit().dim = 128;
+  c.vit().depth = 2;
+  c.vit().heads = 2;  // head dim 64
+  c.vit().mlp_dim = 256;
   c.classes = 10;
   c.encoding = encoding;
   return c;
@@ -57,18 +56,16 @@ ModelConfig small_swin(const std::string& encoding) {
   c.img_cols = 32;  // 16 x 8 patches of 4: shifted windows along both axes, then one
   c.channels = 3;
   c.patch = 4;
-  c.dim = 32;
-  c.depths = {2, 2, 2};       // stage grids 16x8, 8x4, 4x2: the last clamps the window, no shift
-  c.stage_heads = {1, 2, 4};  // head dim 32 in every stage
-  c.window = 4;
-  c.mlp_ratio = 2.0f;
-  c.heads = 1;
-  c.mlp_dim = 64;
+  c.swin().dim = 32;
+  c.swin().depths = {2, 2, 2};  // stage grids 16x8, 8x4, 4x2: the last clamps the window, no shift
+  c.swin().stage_heads = {1, 2, 4};  // head dim 32 in every stage
+  c.swin().window = 4;
+  c.swin().mlp_ratio = 2.0f;
   c.classes = 10;
   c.encoding = encoding;
   c.labels.clear();
-  c.mean = kImageNetMean;
-  c.std_dev = kImageNetStd;
+  c.preprocess.mean = kImageNetMean;
+  c.preprocess.std_dev = kImageNetStd;
   return c;
 }
 
@@ -96,7 +93,7 @@ std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) {
 std::string conditional_kind(const std::string& spec) {
   for (const EncodingSpec::Part& part : parse_encoding(spec).parts)
     for (const EncodingKindInfo& k : encoding_kinds())
-      if (k.name == part.kind && k.site == "conditional") return k.name;
+      if (k.name == part.kind && k.site == EncodingSite::conditional) return k.name;
   return "";
 }
 
@@ -134,15 +131,15 @@ void expect_refused(const ModelConfig& c, const std::string& feature) {
 
 TEST(CudaModelRefuses, SwinV2) {
   ModelConfig c = small_swin("relbias");
-  c.swin_v2 = true;
+  c.swin().v2 = true;
   expect_refused(c, "Swin V2");
 }
 
 TEST(CudaModelRefuses, SwigluAndMlpNorm) {
   ModelConfig c = small_vit("learned1d");
-  c.mlp = "swiglu";
+  c.vit().mlp = Mlp::swiglu;
   expect_refused(c, "'swiglu' MLP");
-  c.mlp_norm = true;
+  c.vit().mlp_norm = true;
   expect_refused(c, "'swiglu' MLP");
 }
 
@@ -155,7 +152,7 @@ TEST(CudaModelRefuses, ConditionalEncodings) {
 
 TEST(CudaModelRefuses, HeadDimsTheKernelLacks) {
   ModelConfig c = small_vit("learned1d");
-  c.heads = 8;  // 128 / 8 = 16
+  c.vit().heads = 8;  // 128 / 8 = 16
   expect_refused(c, "head dim 16");
 }
 
@@ -188,35 +185,35 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CudaModel, VitRegistersAndMeanPooling) {
   VITPE_REQUIRE_CUDA();
   ModelConfig c = small_vit("learned1d+relbias");
-  c.reg_tokens = 4;
-  c.pool = Pool::avg;
+  c.vit().reg_tokens = 4;
+  c.vit().pool = Pool::avg;
   expect_matches(c, {Shape{2, 3, 32, 24}}, "registers, mean pooling");
-  c.class_token = false;
-  c.reg_tokens = 0;
+  c.vit().class_token = false;
+  c.vit().reg_tokens = 0;
   expect_matches(c, {Shape{2, 3, 32, 24}}, "no prefix tokens, mean pooling");
 }
 
 TEST(CudaModel, VitLayerScaleWithoutClassRow) {
   VITPE_REQUIRE_CUDA();
   ModelConfig c = small_vit("learned1d");
-  c.layer_scale = 0.1;
-  c.no_embed_class = true;
-  c.reg_tokens = 2;
+  c.vit().layer_scale = 0.1;
+  c.vit().no_embed_class = true;
+  c.vit().reg_tokens = 2;
   expect_matches(c, {Shape{2, 3, 32, 24}, Shape{1, 3, 16, 16}}, "layer scale, no class row");
 }
 
 TEST(CudaModel, VitDistillationToken) {
   VITPE_REQUIRE_CUDA();
   ModelConfig c = small_vit("sincos2d");
-  c.dist_token = true;
+  c.vit().dist_token = true;
   expect_matches(c, {Shape{3, 3, 32, 24}}, "distillation token");
 }
 
 TEST(CudaModel, VitHeadDim128AndBatchOne) {
   VITPE_REQUIRE_CUDA();
   ModelConfig c = small_vit("rope-axial");
-  c.dim = 256;
-  c.mlp_dim = 512;
+  c.vit().dim = 256;
+  c.vit().mlp_dim = 512;
   expect_matches(c, {Shape{1, 3, 32, 24}}, "head dim 128");
 }
 

@@ -63,14 +63,14 @@ TEST(ExtensionPolicy, NamesParseAndResolve) {
 TEST(ExtensionPolicy, EveryKindReportsItsRegistryRuleAndBothPolicies) {
   for (const EncodingKindInfo& k : encoding_kinds()) {
     Extension native = Extension::none, interp = Extension::none, extrap = Extension::none;
-    if (k.site == "token") {
+    if (k.site == EncodingSite::token) {
       auto e = token(k.name, {3, 4}, 1);
       native = e->extension();
       e->set_extension_policy(ExtensionPolicy::interpolate);
       interp = e->extension();
       e->set_extension_policy(ExtensionPolicy::extrapolate);
       extrap = e->extension();
-    } else if (k.site == "attention") {
+    } else if (k.site == EncodingSite::attention) {
       auto e = attention(k.name, {3, 4}, 1);
       native = e->extension();
       e->set_extension_policy(ExtensionPolicy::interpolate);

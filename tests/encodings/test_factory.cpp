@@ -77,14 +77,14 @@ TEST(Factory, KindsListedWithSitesAndDefaults) {
   ASSERT_EQ(kinds.size(), 11u);
   std::map<std::string, EncodingKindInfo> by;
   for (auto& k : kinds) by[k.name] = k;
-  EXPECT_EQ(by["learned1d"].site, "token");
-  EXPECT_EQ(by["relbias"].site, "attention");
-  EXPECT_EQ(by["none"].site, "-");
+  EXPECT_EQ(by["learned1d"].site, EncodingSite::token);
+  EXPECT_EQ(by["relbias"].site, EncodingSite::attention);
+  EXPECT_EQ(by["none"].site, EncodingSite::none);
   EXPECT_EQ(by["rope-axial"].options, "theta=100, indexing=xy (xy|ij), ref=none");
-  EXPECT_EQ(by["cpb"].site, "attention");
+  EXPECT_EQ(by["cpb"].site, EncodingSite::attention);
   EXPECT_EQ(by["cpb"].options, "hidden=512, ref=none");
   EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");
-  EXPECT_EQ(by["peg"].site, "conditional");
+  EXPECT_EQ(by["peg"].site, EncodingSite::conditional);
   EXPECT_EQ(by["peg"].options, "after=1");
   for (auto& k : kinds) EXPECT_FALSE(k.summary.empty()) << k.name;
 }
@@ -95,14 +95,14 @@ TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
   const std::string m = error_of([] { parse_encoding("sincos2d+learned1d"); });
   std::vector<std::string> global, windowed;
   for (const auto& k : encoding_kinds()) {
-    if (k.site != "-") {
+    if (k.site != EncodingSite::none) {
       EXPECT_NE(m.find(k.name), std::string::npos) << k.name << ": " << m;
     }
     if (k.studied_global) global.push_back(k.name);
     if (k.studied_windowed) windowed.push_back(k.name);
     if (k.name == "none") {
       EXPECT_EQ(k.extension, Extension::none);
-    } else if (k.site == "conditional") {
+    } else if (k.site == EncodingSite::conditional) {
       // Computed from the tokens at any grid: no rule, but a note saying so.
       EXPECT_EQ(k.extension, Extension::none) << k.name;
       EXPECT_FALSE(k.extension_note.empty()) << k.name;

@@ -58,28 +58,30 @@ ModelConfig tiny_vit(const std::string& encoding, Pool pool) {
   c.channels = 1;
   c.patch = 4;
   c.classes = 3;
-  c.dim = 8;
-  c.depth = 1;
-  c.heads = 2;
-  c.mlp_dim = 16;
-  c.pool = pool;
-  c.class_token = pool == Pool::cls;
+  c.vit().dim = 8;
+  c.vit().depth = 1;
+  c.vit().heads = 2;
+  c.vit().mlp_dim = 16;
+  c.vit().pool = pool;
+  c.vit().class_token = pool == Pool::cls;
   c.encoding = encoding;
-  c.mean = {0.5f};
-  c.std_dev = {0.25f};
+  c.preprocess.mean = {0.5f};
+  c.preprocess.std_dev = {0.25f};
   c.labels = {"a", "b", "c"};
   return c;
 }
 
 ModelConfig tiny_swin() {
   ModelConfig c = tiny_vit("relbias", Pool::avg);
-  c.kind = ModelKind::swin;
+  c.family = "swin";
+  c.arch = SwinArch{};
+  c.swin().dim = 8;
   c.img_rows = c.img_cols = 8;
   c.patch = 2;
-  c.window = 2;
-  c.depths = {2, 1};
-  c.stage_heads = {2, 4};
-  c.mlp_ratio = 2.0f;
+  c.swin().window = 2;
+  c.swin().depths = {2, 1};
+  c.swin().stage_heads = {2, 4};
+  c.swin().mlp_ratio = 2.0f;
   return c;
 }
 

@@ -22,6 +22,7 @@
 #include "vit/compare/compare_pictures.h"
 #include "vit/compare/diagnostics.h"
 #include "vit/io/checkpoint.h"
+#include "vit/models/family.h"
 #include "vit/train/run_dir.h"
 #include "vitpe/vitpe_version.h"
 
@@ -30,9 +31,8 @@ namespace vitpe {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::vector<std::string> default_encodings(ModelKind kind) {
-  return default_study_encodings(kind == ModelKind::swin ? AttentionLayout::windowed
-                                                         : AttentionLayout::global);
+std::vector<std::string> default_encodings(const ModelConfig& model) {
+  return default_study_encodings(family_of(model).layout);
 }
 
 std::vector<std::pair<std::string, std::string>> version_info() {
@@ -535,7 +535,7 @@ CompareResults run_compare(const CompareOptions& opt) {
   const ModelConfig base = make_train_config(opt.train, *probe_data);
 
   CompareResults r;
-  r.encodings = opt.encodings.empty() ? default_encodings(base.kind) : opt.encodings;
+  r.encodings = opt.encodings.empty() ? default_encodings(base) : opt.encodings;
   r.seeds = opt.seeds;
   if (!opt.reference.empty() &&
       std::find(r.encodings.begin(), r.encodings.end(), opt.reference) == r.encodings.end()) {

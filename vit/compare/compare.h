@@ -23,7 +23,7 @@ namespace vitpe {
 
 struct CompareOptions {
   TrainOptions train;                  // shared settings (train.encoding and seed are set per run)
-  std::vector<std::string> encodings;  // empty: default_encodings(kind of the model)
+  std::vector<std::string> encodings;  // empty: default_encodings(the model)
   std::vector<uint64_t> seeds = {1};
   std::vector<int64_t> sizes;  // evaluation sizes; empty: train size, +8, +16 px
   // How the encodings meet each size other than the training size (#17): every policy given is
@@ -59,8 +59,8 @@ struct PlanEstimate {
   std::string summary;             // "45 runs (9 encodings x 5 seeds), 10 epochs of ..."
 };
 
-// The encodings compared by default: every kind the model family supports.
-std::vector<std::string> default_encodings(ModelKind kind);
+// The encodings compared by default: every kind the model's family supports.
+std::vector<std::string> default_encodings(const ModelConfig& model);
 
 // Runs the comparison, writes OUT/results.json, results.csv, report.html, and returns the
 // results.

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "encodings/pictures.h"
+#include "vit/models/family.h"
 
 namespace vitpe {
 
@@ -49,18 +50,32 @@ std::vector<Picture> read_pictures(const std::vector<std::string>& paths) {
 
 std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, const std::string& dir,
                                        const std::vector<int64_t>& other_sizes) {
-  const EncodingSpec spec = parse_encoding(c.encoding);
-  const fs::path out = fs::path(dir) / spec.str();
-  const bool vit = c.kind == ModelKind::vit;
-  const int64_t prefix = vit ? c.prefix_tokens() : 0;
-  const int64_t token_prefix = c.no_embed_class ? 0 : prefix;  // the token table's prefix rows
-  const int64_t heads = vit ? c.heads : c.stage_heads.at(0);
-  const int64_t head_dim = c.dim / heads;
+  const EncodingSpec& spec = c.encoding;
+  const std::string text = spec.str();
+  const fs::path out = fs::path(dir) / text;
+  const FamilyDef& family = family_of(c);
+  const int64_t token_prefix = family.token_prefix(c);  // the token table's prefix rows
+  // The blocks drawn: the first site's and those like it (a Swin's first stage; later stages
+  // work at other widths and grids).
+  std::vector<AttentionSite> sites = family.attention_sites(c);
+  for (size_t i = 1; i < sites.size(); ++i) {
+    if (sites[i].heads != sites[0].heads || sites[i].head_dim != sites[0].head_dim ||
+        sites[i].geom.window != sites[0].geom.window) {
+      sites.resize(i);
+      break;
+    }
+  }
+  const int64_t heads = sites.at(0).heads, head_dim = sites.at(0).head_dim;
+  const int64_t prefix = sites.at(0).geom.prefix;
   const Grid grid = c.patch_grid();
+  // The first block's window on another grid (the whole grid for global attention).
   auto window_of = [&](Grid g) {
-    return vit ? g : Grid{std::min(c.window, g.rows), std::min(c.window, g.cols)};
+    ModelConfig at = c;
+    at.img_rows = g.rows * c.patch;
+    at.img_cols = g.cols * c.patch;
+    return family.attention_sites(at).at(0).geom.window;
   };
-  const Grid window = window_of(grid);
+  const Grid window = sites.at(0).geom.window;
   // The other grids, as (grid, policy, caption prefix, folder).
   struct Other {
     Grid grid;
@@ -86,29 +101,27 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, con
       pics.push_back(std::move(p));
     }
   };
-  if (auto tok = make_token_encoding(spec, c.dim, grid, token_prefix, rng)) {
+  if (auto tok = make_token_encoding(spec, c.embed_dim(), grid, token_prefix, rng)) {
     copy_trained(tok->params(), trained, {""});
-    add(write_token_pictures(*tok, grid, out.string(), c.encoding), "", "");
+    add(write_token_pictures(*tok, grid, out.string(), text), "", "");
     if (tok->extension() != Extension::none) {
       for (const Other& o : others) {
         tok->set_extension_policy(o.policy);
-        add(write_token_pictures(*tok, o.grid, (out / o.folder).string(),
-                                 c.encoding + " at " + o.label),
+        add(write_token_pictures(*tok, o.grid, (out / o.folder).string(), text + " at " + o.label),
             o.label, "_similarity");
       }
     }
   }
   // Every block's attention part (its own learned values), then block 0's at the other grids.
-  const int64_t blocks = vit ? c.depth : c.depths.at(0);
-  for (int64_t b = 0; b < blocks; ++b) {
-    auto att = make_attention_encoding(spec, heads, head_dim, window, vit ? prefix : 0, rng);
+  for (size_t b = 0; b < sites.size(); ++b) {
+    auto att = make_attention_encoding(spec, heads, head_dim, window, prefix, rng);
     if (!att) break;
     const std::string name = std::to_string(b);
-    copy_trained(att->params(), trained, {"blocks." + name + ".", "layers.0.blocks." + name + "."});
+    copy_trained(att->params(), trained, {sites[b].params_prefix});
     if (b > 0 && att->params().empty()) break;  // fixed kinds: every block is the same
-    const AttnGeometry geom{window, vit ? prefix : 0};
+    const AttnGeometry geom{window, prefix};
     add(write_attention_pictures(*att, heads, head_dim, geom, (out / ("block" + name)).string(),
-                                 c.encoding + " (block " + name + ")"),
+                                 text + " (block " + name + ")"),
         "block " + name, "");
     if (att->has_rotation()) {
       // The phase of every frequency, marked with how far each other size's offsets reach.
@@ -121,7 +134,7 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, con
       }
       att->set_extension_policy(ExtensionPolicy::native);
       add(write_phase_picture(*att, heads, geom, reaches, (out / ("block" + name)).string(),
-                              c.encoding + " (block " + name + "): phase"),
+                              text + " (block " + name + "): phase"),
           "block " + name, "");
     }
     if (b > 0 || att->extension() == Extension::none) continue;
@@ -129,9 +142,8 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, con
       const Grid w = window_of(o.grid);
       if (w == window) continue;  // Swin: the window does not grow with the image
       att->set_extension_policy(o.policy);
-      add(write_attention_pictures(*att, heads, head_dim, AttnGeometry{w, vit ? prefix : 0},
-                                   (out / o.folder).string(),
-                                   c.encoding + " (block 0) at " + o.label),
+      add(write_attention_pictures(*att, heads, head_dim, AttnGeometry{w, prefix},
+                                   (out / o.folder).string(), text + " (block 0) at " + o.label),
           "block 0 at " + o.label, "");
     }
   }

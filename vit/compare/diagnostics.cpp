@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "vit/models/family.h"
+
 namespace vitpe {
 
 void accumulate_attention_stats(const Tensor& probs, int64_t prefix, Grid grid,
@@ -50,7 +52,11 @@ void accumulate_attention_stats(const Tensor& probs, int64_t prefix, Grid grid,
 
 AttentionStats attention_stats(Model& model, const Dataset& data, int64_t images) {
   AttentionStats out;
-  if (model.config().kind != ModelKind::vit || model.precision() != Precision::f32) return out;
+  // Windowed attention has no maps over the whole grid (Model::attention_maps).
+  if (family_of(model.config()).layout != AttentionLayout::global ||
+      model.precision() != Precision::f32) {
+    return out;
+  }
   const int64_t n = std::min(images, data.size());
   std::vector<std::vector<double>> dsum;
   std::vector<double> esum;

@@ -1,15 +1,17 @@
 // Checkpoints: our self-describing safetensors files, and timm / torchvision state dicts saved
-// as safetensors (detected from the tensor names, mapped onto timm >= 0.9 names on load).
+// as safetensors (their layout recognised from the tensor names by the model families,
+// vit/models/family.h, and mapped onto timm >= 0.9 names on load).
 //
 // Our files carry the model config as JSON in `__metadata__["vitpe.config"]`, so a file alone
-// rebuilds its model. For foreign files the config comes from a preset (`--preset`) or is
-// inferred from tensor shapes (depth, width, patch, classes, Swin's heads and window from the
-// bias tables; ViT heads from the flag, else head dim 64 as in every timm ViT preset).
+// rebuilds its model. For foreign files the config comes from a preset (`--preset`, or the
+// architecture in timm's config.json beside the file) or is inferred from tensor shapes by the
+// file's family (depth, width, patch, classes, Swin's heads and window from the bias tables).
 // Loading is strict: one error lists every missing, unexpected and mis-shaped tensor.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,26 +19,15 @@
 
 namespace vitpe {
 
-enum class CheckpointFormat {
-  vitpe,
-  timm_vit,
-  torchvision_vit,
-  timm_swin,
-  timm_swin_old,
-  torchvision_swin
-};
-const char* checkpoint_format_name(CheckpointFormat f);
-
 // Preprocessing set by the caller (flags), over whatever the file, its config.json or the
 // preset say; empty / 0 fields keep those.
 struct PreprocessOverrides {
   std::vector<float> mean, std_dev;  // one per channel
-  double crop_pct = 0;
-  std::string crop_mode;      // "center" or "squash"
-  std::string interpolation;  // "bicubic" or "bilinear"
+  std::optional<double> crop_pct;
+  std::optional<CropMode> crop_mode;
+  std::optional<Interpolation> interpolation;
   bool any() const {
-    return !mean.empty() || !std_dev.empty() || crop_pct != 0 || !crop_mode.empty() ||
-           !interpolation.empty();
+    return !mean.empty() || !std_dev.empty() || crop_pct || crop_mode || interpolation;
   }
 };
 
@@ -58,7 +49,9 @@ struct LoadOptions {
 
 struct LoadedModel {
   std::unique_ptr<Model> model;
-  CheckpointFormat format = CheckpointFormat::vitpe;
+  // The file's layout: "vitpe" (ours), a family's dialect ("timm ViT", "torchvision Swin"), or
+  // "preset" for a preset name.
+  std::string format = "vitpe";
   std::vector<std::string> notes;  // how the config was obtained (for `vitpe info`)
   std::string written_by;          // "vitpe X.Y.Z" from our files' metadata; "" if not recorded
 };
@@ -71,12 +64,6 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
 void save_model(Model& model, const std::string& path,
                 const std::map<std::string, std::string>& extra_metadata = {},
                 const std::vector<std::pair<std::string, Tensor>>& extra_tensors = {});
-
-// Maps a foreign state dict name onto our (timm >= 0.9) name; "" for derived buffers that are
-// ignored (relative_position_index, attn_mask).
-std::string map_checkpoint_name(const std::string& name, CheckpointFormat format);
-CheckpointFormat detect_checkpoint_format(const std::vector<std::string>& names,
-                                          const std::map<std::string, std::string>& metadata);
 
 // Copies the tensors of `tensors` (already mapped to our names) into the model's parameters.
 // Throws one error listing missing, unexpected and mis-shaped tensors (with both shapes).

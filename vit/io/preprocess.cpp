@@ -137,35 +137,15 @@ int round_half_even(double x) { return static_cast<int>(std::nearbyint(x)); }
 
 // ---------------------------------------------------------------------------------------------
 
-Interpolation parse_interpolation(const std::string& name) {
-  if (name == "bicubic") return Interpolation::bicubic;
-  if (name == "bilinear") return Interpolation::bilinear;
-  throw std::invalid_argument(
-      "preprocess: expected interpolation 'bicubic' or 'bilinear', found '" + name + "'");
-}
-
-const char* interpolation_name(Interpolation i) {
-  return i == Interpolation::bicubic ? "bicubic" : "bilinear";
-}
-
-CropMode parse_crop_mode(const std::string& name) {
-  if (name == "center") return CropMode::center;
-  if (name == "squash") return CropMode::squash;
-  throw std::invalid_argument("preprocess: expected crop mode 'center' or 'squash', found '" +
-                              name + "'");
-}
-
-const char* crop_mode_name(CropMode m) { return m == CropMode::center ? "center" : "squash"; }
-
 Preprocess Preprocess::from(const ModelConfig& config) {
   Preprocess p;
   p.rows = static_cast<int>(config.img_rows);
   p.cols = static_cast<int>(config.img_cols);
-  p.crop_pct = config.crop_pct;
-  p.crop_mode = parse_crop_mode(config.crop_mode);
-  p.interpolation = parse_interpolation(config.interpolation);
-  p.mean = config.mean;
-  p.std_dev = config.std_dev;
+  p.crop_pct = config.preprocess.crop_pct;
+  p.crop_mode = config.preprocess.crop_mode;
+  p.interpolation = config.preprocess.interpolation;
+  p.mean = config.preprocess.mean;
+  p.std_dev = config.preprocess.std_dev;
   p.channels = static_cast<int>(config.channels);
   p.validate();
   return p;
@@ -177,19 +157,12 @@ void Preprocess::validate() const {
     bad("expected a positive output size, found " + std::to_string(rows) + "x" +
         std::to_string(cols));
   }
-  if (!(crop_pct > 0.0) || !std::isfinite(crop_pct)) {
-    bad("expected crop_pct > 0, found " + std::to_string(crop_pct));
-  }
   if (channels != 1 && channels != 3) {
     bad("expected 1 or 3 channels, found " + std::to_string(channels));
   }
-  if (static_cast<int>(mean.size()) != channels || static_cast<int>(std_dev.size()) != channels) {
-    bad("expected " + std::to_string(channels) + " mean and std values (one per channel), found " +
-        std::to_string(mean.size()) + " and " + std::to_string(std_dev.size()));
-  }
-  for (float s : std_dev) {
-    if (!(s > 0.0f)) bad("expected std values > 0, found " + std::to_string(s));
-  }
+  // The same ranges as a model config's, whatever the source of the numbers.
+  PreprocessConfig{crop_pct, crop_mode, interpolation, mean, std_dev}.validate(channels,
+                                                                               "preprocess");
 }
 
 cv::Mat to_uint8_channels(const cv::Mat& decoded, int channels, const std::string& source) {

@@ -35,18 +35,7 @@
 
 namespace vitpe {
 
-enum class Interpolation : uint8_t { bilinear, bicubic };
-
-// "bilinear" or "bicubic" (as timm spells them); throws std::invalid_argument otherwise.
-Interpolation parse_interpolation(const std::string& name);
-const char* interpolation_name(Interpolation i);
-
-// timm's crop_mode: "center" keeps the aspect ratio (the shorter side, or ResizeKeepRatio for
-// non-square targets, as step 2 below says); "squash" resizes both sides to floor(size /
-// crop_pct) regardless of the aspect ratio, then crops the centre.
-enum class CropMode : uint8_t { center, squash };
-CropMode parse_crop_mode(const std::string& name);  // throws std::invalid_argument otherwise
-const char* crop_mode_name(CropMode m);
+// Interpolation and CropMode (and their names) are the model config's (vit/models/config.h).
 
 struct Preprocess {
   int rows = 224;  // output height

@@ -16,6 +16,7 @@
 
 #include "ops/cuda/cuda_ops.h"
 #include "ops/device_memory.h"
+#include "vit/models/family.h"
 
 namespace vitpe {
 
@@ -23,59 +24,30 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Each block's attention geometry at the configured size, in block order (stage-major), as the
-// CPU model builds them: ViT attends over prefix + the whole grid; Swin's window is clamped to
-// each stage's grid (SwinTransformer's constructor).
-std::vector<AttnGeometry> built_geometries(const ModelConfig& c) {
-  Grid res = c.patch_grid();
-  if (c.kind == ModelKind::vit)
-    return std::vector<AttnGeometry>(static_cast<size_t>(c.depth),
-                                     AttnGeometry{res, c.prefix_tokens()});
-  std::vector<AttnGeometry> out;
-  for (size_t s = 0; s < c.depths.size(); ++s) {
-    if (s > 0) res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
-    const Grid w{std::min(c.window, res.rows), std::min(c.window, res.cols)};
-    for (int64_t j = 0; j < c.depths[s]; ++j) out.push_back(AttnGeometry{w, 0});
-  }
-  return out;
-}
-
-// ---- what the GPU path computes -----------------------------------------------------------------
-
 // The first feature of `model` this path does not compute, or "" (host only: no device call).
 std::string unsupported_feature(Model& model) {
   const ModelConfig& c = model.config();
-  if (c.kind == ModelKind::swin && c.swin_v2)
-    return "Swin V2 (residual post-norm blocks and scaled cosine attention)";
-  if (c.mlp != "gelu") return "the '" + c.mlp + "' MLP (only fc1 -> GELU -> fc2 runs on the GPU)";
-  if (c.mlp_norm) return "the LayerNorm inside the MLP (mlp_norm)";
+  const FamilyDef& family = family_of(c);
+  if (std::string f = family.gpu_unsupported(c); !f.empty()) return f;
   Model::EncodingParts parts = model.encoding_parts();
   if (parts.conditional) {
     return "the conditional encoding '" + parts.conditional->kind() +
            "' (it changes the tokens between blocks)";
   }
-  // Head dims, per stage (ViT: one stage).
-  std::vector<std::pair<int64_t, int64_t>> dim_heads;
-  if (c.kind == ModelKind::vit) {
-    dim_heads.push_back({c.dim, c.heads});
-  } else {
-    for (size_t s = 0; s < c.depths.size(); ++s)
-      dim_heads.push_back({c.dim << s, c.stage_heads[s]});
-  }
-  for (auto [dim, heads] : dim_heads) {
-    const int64_t hd = dim / heads;
-    if (hd != 32 && hd != 64 && hd != 128) {
-      return "head dim " + std::to_string(hd) + " (" + std::to_string(dim) + " channels / " +
-             std::to_string(heads) + " heads; the fused attention kernel takes 32, 64 or 128)";
+  // Head dims, and the attention encodings' terms, which the kernel must read in place; checked
+  // at the configured geometry (terms() is host work).
+  const std::vector<AttentionSite> sites = family.attention_sites(c);
+  for (const AttentionSite& s : sites) {
+    if (s.head_dim != 32 && s.head_dim != 64 && s.head_dim != 128) {
+      return "head dim " + std::to_string(s.head_dim) + " (" +
+             std::to_string(s.head_dim * s.heads) + " channels / " + std::to_string(s.heads) +
+             " heads; the fused attention kernel takes 32, 64 or 128)";
     }
   }
-  // Attention encodings must describe themselves as terms the kernel reads in place; checked at
-  // the configured geometry (terms() is host work).
-  const std::vector<AttnGeometry> geoms = built_geometries(c);
-  for (size_t i = 0; i < parts.attention.size() && i < geoms.size(); ++i) {
+  for (size_t i = 0; i < parts.attention.size() && i < sites.size(); ++i) {
     AttentionEncoding* e = parts.attention[i];
     if (!e) continue;
-    const AttentionTerms t = e->terms(geoms[i]);
+    const AttentionTerms t = e->terms(sites[i].geom);
     if (e->has_bias() && !t.relative_table.defined() && !t.distance_slopes.defined())
       return "the attention encoding '" + e->kind() + "' (its bias has no in-kernel terms)";
     if (e->has_rotation() && !t.rotation_freqs.defined())
@@ -235,7 +207,15 @@ struct CudaModel::Impl {
   Arena arena, arena32;
   Buffers buf;
 
-  Impl(Model& m, DType t) : host(m), cfg(m.config()), dtype(t), arena(t), arena32(DType::f32) {}
+  float eps;  // every LayerNorm's (the family's architecture)
+
+  Impl(Model& m, DType t)
+      : host(m),
+        cfg(m.config()),
+        dtype(t),
+        arena(t),
+        arena32(DType::f32),
+        eps(std::visit([](const auto& a) { return a.eps; }, cfg.arch)) {}
 
   void upload();
   const GridPlan& plan(Grid grid);
@@ -251,7 +231,7 @@ struct CudaModel::Impl {
 
 void CudaModel::Impl::upload() {
   const Uploader up(host, dtype);
-  const bool vit = cfg.kind == ModelKind::vit;
+  const bool vit = cfg.is_vit();
   patch = {up.act(up.host("patch_embed.proj.weight")), up.act(up.host("patch_embed.proj.bias"))};
   if (!vit) patch_norm = up.norm("patch_embed.norm");
 
@@ -259,7 +239,7 @@ void CudaModel::Impl::upload() {
     DeviceBlock b;
     b.norm1 = up.norm(name + ".norm1");
     b.norm2 = up.norm(name + ".norm2");
-    const bool ls = vit && cfg.layer_scale > 0;
+    const bool ls = vit && cfg.vit().layer_scale > 0;
     b.qkv = up.linear(name + ".attn.qkv");
     b.proj = up.linear(name + ".attn.proj", ls ? up.host(name + ".ls1.gamma") : Tensor());
     b.fc1 = up.linear(name + ".mlp.fc1");
@@ -278,7 +258,7 @@ void CudaModel::Impl::upload() {
       if (up.has(name)) rows.push_back(up.host(name));
     }
     if (!rows.empty()) {
-      Tensor pre = Tensor::empty({cfg.prefix_tokens(), cfg.dim});
+      Tensor pre = Tensor::empty({cfg.prefix_tokens(), cfg.vit().dim});
       int64_t off = 0;
       for (const Tensor& r : rows) {  // class, distillation, registers: VisionTransformer's order
         std::copy(r.f32(), r.f32() + r.numel(), pre.f32() + off);
@@ -287,29 +267,31 @@ void CudaModel::Impl::upload() {
       prefix = pre.to(Device::cuda);
     }
     stages.resize(1);
-    for (int64_t i = 0; i < cfg.depth; ++i)
-      stages[0].push_back(block("blocks." + std::to_string(i), cfg.heads, next_encoding()));
-    norm = up.norm(cfg.pool == Pool::cls ? "norm" : "fc_norm");  // VisionTransformer's choice
+    const VitArch& a = cfg.vit();
+    for (int64_t i = 0; i < a.depth; ++i)
+      stages[0].push_back(block("blocks." + std::to_string(i), a.heads, next_encoding()));
+    norm = up.norm(a.pool == Pool::cls ? "norm" : "fc_norm");  // VisionTransformer's choice
     // DeiT distilled: logits = (head(x0) + head_dist(x1)) / 2, the halves folded into the weights
     // (exact: a power of two).
-    const float half = cfg.dist_token ? 0.5f : 1.f;
+    const float half = a.dist_token ? 0.5f : 1.f;
     head = up.linear("head", {}, half);
-    if (cfg.dist_token) head_dist = up.linear("head_dist", {}, half);
+    if (a.dist_token) head_dist = up.linear("head_dist", {}, half);
     return;
   }
-  const std::vector<AttnGeometry> geoms = built_geometries(cfg);
+  const SwinArch& a = cfg.swin();
+  const std::vector<AttentionSite> sites = family_of(cfg).attention_sites(cfg);
   size_t block_index = 0;
-  stages.resize(cfg.depths.size());
-  for (size_t s = 0; s < cfg.depths.size(); ++s) {
+  stages.resize(a.depths.size());
+  for (size_t s = 0; s < a.depths.size(); ++s) {
     const std::string name = "layers." + std::to_string(s);
     if (s > 0) {
       merges.push_back(
           {up.norm(name + ".downsample.norm"), up.linear(name + ".downsample.reduction")});
     }
-    for (int64_t j = 0; j < cfg.depths[s]; ++j) {
+    for (int64_t j = 0; j < a.depths[s]; ++j) {
       DeviceBlock b =
-          block(name + ".blocks." + std::to_string(j), cfg.stage_heads[s], next_encoding());
-      b.window = geoms.at(block_index++).window;
+          block(name + ".blocks." + std::to_string(j), a.stage_heads[s], next_encoding());
+      b.window = sites.at(block_index++).geom.window;
       b.shifted = j % 2 == 1;
       stages[s].push_back(std::move(b));
     }
@@ -341,12 +323,12 @@ const GridPlan& CudaModel::Impl::plan(Grid grid) {
     }
     return a;
   };
-  if (cfg.kind == ModelKind::vit) {
+  if (cfg.is_vit()) {
     StagePlan s;
     s.res = grid;
-    s.dim = cfg.dim;
+    s.dim = cfg.vit().dim;
     for (const DeviceBlock& b : stages[0])
-      s.attn.push_back(attn_params(b, cfg.dim, AttnGeometry{grid, cfg.prefix_tokens()}));
+      s.attn.push_back(attn_params(b, s.dim, AttnGeometry{grid, cfg.prefix_tokens()}));
     p.stages.push_back(std::move(s));
     return plans.emplace(key, std::move(p)).first->second;
   }
@@ -364,7 +346,7 @@ const GridPlan& CudaModel::Impl::plan(Grid grid) {
     }
     StagePlan s;
     s.res = res;
-    s.dim = cfg.dim << si;
+    s.dim = cfg.swin().dim << si;
     for (const DeviceBlock& b : stages[si]) {
       // SwinBlock::layout: the built window clamped to this grid; a shift only along an axis
       // longer than the built window.
@@ -397,7 +379,7 @@ const GridPlan& CudaModel::Impl::plan(Grid grid) {
 void CudaModel::Impl::size_buffers(int64_t B, int64_t H, int64_t W, const GridPlan& p) {
   if (buf.B == B && buf.H == H && buf.W == W) return;
   buf = Buffers();
-  const int64_t C = cfg.channels, P = cfg.kind == ModelKind::vit ? cfg.prefix_tokens() : 0;
+  const int64_t C = cfg.channels, P = cfg.prefix_tokens();
   const int64_t Np = p.grid.count();
   // Swin's `cat` holds a stage's windows [B nW, N, C] and the patch merging's gather
   // [B, L, 4 (C/2)]; ViT does not use it.
@@ -408,13 +390,13 @@ void CudaModel::Impl::size_buffers(int64_t B, int64_t H, int64_t W, const GridPl
     for (const DeviceBlock& b : stages[s]) hidden = std::max(hidden, b.fc1.w.size(0));
     tokens = std::max(tokens, B * L * D);
     wide = std::max(wide, B * L * std::max(3 * D, hidden));
-    if (cfg.kind == ModelKind::swin) cat = std::max(cat, B * L * (s > 0 ? 2 * D : D));
+    if (cfg.is_swin()) cat = std::max(cat, B * L * (s > 0 ? 2 * D : D));
     last_dim = D;
   }
   arena32.reserve(&buf.images32, B * C * H * W);
   arena32.reserve(&buf.logits32, B * cfg.classes);
   if (dtype != DType::f32) arena.reserve(&buf.images, B * C * H * W);
-  arena.reserve(&buf.patches, B * Np * cfg.dim);
+  arena.reserve(&buf.patches, B * Np * cfg.embed_dim());
   for (Tensor* t : {&buf.x, &buf.n, &buf.q, &buf.k, &buf.v, &buf.o}) arena.reserve(t, tokens);
   arena.reserve(&buf.wide, wide);
   arena.reserve(&buf.cat, cat);
@@ -460,9 +442,9 @@ const Tensor& CudaModel::Impl::forward(const Tensor& images) {
     x = shaped(buf.images, ishape);
     cuda::convert(x, x32);
   }
-  Tensor patches = shaped(buf.patches, {B, p.grid.count(), cfg.dim});
+  Tensor patches = shaped(buf.patches, {B, p.grid.count(), cfg.embed_dim()});
   cuda::patch_embed_forward(patches, x, patch.w, patch.b);  // [B, Np, D]
-  if (cfg.kind == ModelKind::vit)
+  if (cfg.is_vit())
     forward_vit(p);
   else
     forward_swin(p);
@@ -478,7 +460,8 @@ const Tensor& CudaModel::Impl::forward(const Tensor& images) {
 
 // VisionTransformer::forward: prefix tokens + patches + table, pre-norm blocks, pool, norm, head.
 void CudaModel::Impl::forward_vit(const GridPlan& p) {
-  const int64_t B = buf.B, D = cfg.dim, P = cfg.prefix_tokens(), Np = p.grid.count(), N = P + Np;
+  const int64_t B = buf.B, D = cfg.vit().dim, P = cfg.prefix_tokens(), Np = p.grid.count(),
+                N = P + Np;
   const Tensor patches = shaped(buf.patches, {B, Np, D});
   Tensor x = shaped(buf.x, {B, N, D});
   cuda::assemble_tokens_forward(x, prefix, patches, p.table);  // [B, N, D]
@@ -486,39 +469,39 @@ void CudaModel::Impl::forward_vit(const GridPlan& p) {
 
   Tensor logits = shaped(buf.logits, {B, cfg.classes});
   Tensor normed = shaped(buf.normed, {B, D});
-  if (cfg.dist_token) {
+  if (cfg.vit().dist_token) {
     // The class and distillation tokens, each normalised and through its head; the halves are
     // in the weights, so the second head adds onto the first.
     Tensor t0 = shaped(buf.tok0, {B, 1, D}), t1 = shaped(buf.tok1, {B, 1, D});
     cuda::select_tokens_forward(t0, x, 0);
     cuda::select_tokens_forward(t1, x, 1);
     Tensor n0 = shaped(buf.normed0, {B, D});
-    cuda::layernorm_forward(n0, t0.reshape({B, D}), norm.w, norm.b, cfg.eps);
-    cuda::layernorm_forward(normed, t1.reshape({B, D}), norm.w, norm.b, cfg.eps);
+    cuda::layernorm_forward(n0, t0.reshape({B, D}), norm.w, norm.b, eps);
+    cuda::layernorm_forward(normed, t1.reshape({B, D}), norm.w, norm.b, eps);
     cuda::linear_forward(logits, n0, head.w, head.b);
     cuda::linear_forward(logits, normed, head_dist.w, head_dist.b, Act::none, logits);
     return;
   }
   Tensor pooled = shaped(buf.pooled, {B, D});
-  if (cfg.pool == Pool::cls) {
+  if (cfg.vit().pool == Pool::cls) {
     Tensor t0 = pooled.reshape({B, 1, D});
     cuda::select_tokens_forward(t0, x, 0);  // LayerNorm is per token: norm-then-pool
   } else {
     cuda::mean_tokens_forward(pooled, x, P);
   }
-  cuda::layernorm_forward(normed, pooled, norm.w, norm.b, cfg.eps);
+  cuda::layernorm_forward(normed, pooled, norm.w, norm.b, eps);
   cuda::linear_forward(logits, normed, head.w, head.b);  // [B, classes]
 }
 
 // TransformerBlock::forward, pre-norm, attention over all N tokens; x is updated in place.
 void CudaModel::Impl::vit_block(const DeviceBlock& w, const cuda::AttentionParams& attn,
                                 int64_t N) {
-  const int64_t B = buf.B, D = cfg.dim;
+  const int64_t B = buf.B, D = cfg.vit().dim;
   Tensor x = shaped(buf.x, {B, N, D});
   Tensor n = shaped(buf.n, {B, N, D});
-  cuda::layernorm_forward(n, x, w.norm1.w, w.norm1.b, cfg.eps);
+  cuda::layernorm_forward(n, x, w.norm1.w, w.norm1.b, eps);
   attention(x, n, w, attn);  // x += attn(norm1(x))
-  cuda::layernorm_forward(n, x, w.norm2.w, w.norm2.b, cfg.eps);
+  cuda::layernorm_forward(n, x, w.norm2.w, w.norm2.b, eps);
   Tensor h = shaped(buf.wide, {B, N, w.fc1.w.size(0)});
   cuda::linear_forward(h, n, w.fc1.w, w.fc1.b, Act::gelu);
   cuda::linear_forward(x, h, w.fc2.w, w.fc2.b, Act::none, x);  // x += mlp(norm2(x))
@@ -542,9 +525,9 @@ void CudaModel::Impl::attention(Tensor& y, Tensor& n, const DeviceBlock& w,
 void CudaModel::Impl::forward_swin(const GridPlan& p) {
   const int64_t B = buf.B;
   const int64_t L0 = p.grid.count();
-  Tensor x = shaped(buf.x, {B, L0, cfg.dim});
-  cuda::layernorm_forward(x, shaped(buf.patches, {B, L0, cfg.dim}), patch_norm.w, patch_norm.b,
-                          cfg.eps);
+  const int64_t C0 = cfg.swin().dim;
+  Tensor x = shaped(buf.x, {B, L0, C0});
+  cuda::layernorm_forward(x, shaped(buf.patches, {B, L0, C0}), patch_norm.w, patch_norm.b, eps);
   if (p.table.defined()) cuda::assemble_tokens_forward(x, Tensor(), x, p.table);  // x += table
   for (size_t s = 0; s < stages.size(); ++s) {
     const StagePlan& sp = p.stages[s];
@@ -556,7 +539,7 @@ void CudaModel::Impl::forward_swin(const GridPlan& p) {
       Tensor xin = shaped(buf.x, {B, prev.res.count(), prev.dim});
       Tensor cat = shaped(buf.cat, {B, L, 2 * C});
       cuda::patch_merge_forward(cat, xin, prev.res.rows, prev.res.cols);
-      cuda::layernorm_forward(cat, cat, merges[s - 1].norm.w, merges[s - 1].norm.b, cfg.eps);
+      cuda::layernorm_forward(cat, cat, merges[s - 1].norm.w, merges[s - 1].norm.b, eps);
       Tensor xs = shaped(buf.x, {B, L, C});
       cuda::linear_forward(xs, cat, merges[s - 1].reduction.w, Tensor());
     }
@@ -566,7 +549,7 @@ void CudaModel::Impl::forward_swin(const GridPlan& p) {
   const int64_t L = last.res.count(), C = last.dim;
   Tensor xl = shaped(buf.x, {B, L, C});
   Tensor n = shaped(buf.n, {B, L, C});
-  cuda::layernorm_forward(n, xl, norm.w, norm.b, cfg.eps);
+  cuda::layernorm_forward(n, xl, norm.w, norm.b, eps);
   Tensor pooled = shaped(buf.pooled, {B, C});
   cuda::mean_tokens_forward(pooled, n, 0);
   Tensor logits = shaped(buf.logits, {B, cfg.classes});
@@ -585,11 +568,11 @@ void CudaModel::Impl::swin_block(const DeviceBlock& w, const StagePlan& s, size_
   Tensor xw = shaped(buf.cat, {B * nW, N, C});  // free between patch mergings
   Tensor n = shaped(buf.n, {B * nW, N, C});
   cuda::window_partition_forward(xw, x, R, Cc, win.rows, win.cols, s.shift_r[j], s.shift_c[j]);
-  cuda::layernorm_forward(n, xw, w.norm1.w, w.norm1.b, cfg.eps);
+  cuda::layernorm_forward(n, xw, w.norm1.w, w.norm1.b, eps);
   attention(xw, n, w, s.attn[j]);  // xw += attn(norm1(xw)), shift mask in the kernel
   cuda::window_merge_forward(x, xw, R, Cc, win.rows, win.cols, s.shift_r[j], s.shift_c[j]);
   Tensor n2 = shaped(buf.n, {B, L, C});
-  cuda::layernorm_forward(n2, x, w.norm2.w, w.norm2.b, cfg.eps);
+  cuda::layernorm_forward(n2, x, w.norm2.w, w.norm2.b, eps);
   Tensor h = shaped(buf.wide, {B, L, w.fc1.w.size(0)});
   cuda::linear_forward(h, n2, w.fc1.w, w.fc1.b, Act::gelu);
   cuda::linear_forward(x, h, w.fc2.w, w.fc2.b, Act::none, x);  // x += mlp(norm2(x))
@@ -599,7 +582,7 @@ void CudaModel::Impl::swin_block(const DeviceBlock& w, const StagePlan& s, size_
 
 CudaModel::CudaModel(Model& model, DType dtype) {
   const ModelConfig& c = model.config();
-  const std::string what = "model " + c.name + " (" + model_family(c) + ")";
+  const std::string what = "model " + c.name + " (" + c.family_label() + ")";
   const std::string feature = unsupported_feature(model);
   if (!feature.empty()) {
     throw std::invalid_argument("the CUDA path does not run " + feature + ", which " + what +

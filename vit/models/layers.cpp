@@ -204,8 +204,8 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
   geom_ = geom;
   qkv_.forward(qkv_out_, x, training);  // [B, N, 3D]
   const bool rotation = encoding_ && encoding_->has_rotation();
-  tokens_ = !rotation && !logit_scale_.value.defined();
-  if (tokens_) {
+  tokens_layout_ = !rotation && !logit_scale_.value.defined();
+  if (tokens_layout_) {
     // q and k as the projection made them: attention reads the heads straight from qkv's rows
     // and writes the tokens' rows, with no copies between the layouts (and the backward the
     // same way back).
@@ -281,7 +281,7 @@ void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
     dbias_.zero();
     dbias = dbias_;
   }
-  if (tokens_) {
+  if (tokens_layout_) {
     ensure_shape(d_qkv_, qkv_out_.shape());
     // The qkv projection's bias gradient is summed by the attention backward, pair by pair.
     Param& qkv_bias = qkv_.bias();

@@ -127,7 +127,7 @@ class AttentionLayer {
   AttnGeometry geom_;
   // The last training forward ran in the tokens' layout (no rotation, no cosine): the backward
   // reads qkv_out_ and writes d_qkv_ directly, with no q_, k_, v_, o_ or their gradients.
-  bool tokens_ = false;
+  bool tokens_layout_ = false;
   // activations
   Tensor qkv_out_, q_, k_, v_, q_rot_, k_rot_, qn_, kn_, bias_, probs_, o_, merged_;
   // gradients

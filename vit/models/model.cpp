@@ -1,11 +1,10 @@
-// Model helpers shared by ViT and Swin, and the factory.
+// Model helpers every family shares, and the factory (through the config's family).
 #include "vit/models/model.h"
 
 #include <stdexcept>
 
+#include "vit/models/family.h"
 #include "vit/models/layers.h"
-#include "vit/models/swin.h"
-#include "vit/models/vit.h"
 
 namespace vitpe {
 
@@ -125,8 +124,7 @@ int64_t Model::num_encoding_params() { return count(encoding_params()); }
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
   config.validate();
-  if (config.kind == ModelKind::vit) return std::make_unique<VisionTransformer>(config, seed);
-  return std::make_unique<SwinTransformer>(config, seed);
+  return family_of(config).build(config, seed);
 }
 
 }  // namespace vitpe

@@ -1,4 +1,5 @@
-// The model interface shared by ViT and Swin, their configuration, and the preset registry.
+// The model interface every family implements (vit/models/family.h); the configuration is in
+// vit/models/config.h.
 //
 // A Model owns its parameters (Param: value, gradient, checkpoint name, weight-decay flag) and
 // the activations of the last forward pass. forward(images, training=true) keeps what
@@ -14,11 +15,9 @@
 
 #include "vitpe/encodings/encoding.h"
 #include "vitpe/ops/tensor.h"
+#include "vitpe/vit/models/config.h"
 
 namespace vitpe {
-
-enum class ModelKind : uint8_t { vit, swin };
-enum class Pool : uint8_t { cls, avg };
 
 // Inference precision of the linear layers (qkv, proj, fc1, fc2, patch merging, head):
 //   f32            everything in f32 (the default; training always runs in f32)
@@ -43,101 +42,6 @@ Precision parse_precision(const std::string& name);
 bool bf16_supported();
 
 class LinearLayer;
-
-// Normalisation statistics (in [0, 1] pixel units) written once: ImageNet's (timm's and
-// torchvision's default) and Fashion-MNIST's training pixels (its presets and dataset).
-inline const std::vector<float> kImageNetMean = {0.485f, 0.456f, 0.406f};
-inline const std::vector<float> kImageNetStd = {0.229f, 0.224f, 0.225f};
-constexpr float kFashionMnistMean = 0.2860f;
-constexpr float kFashionMnistStd = 0.3530f;
-// The 1000 ImageNet-1k class names in the order timm and torchvision index them (short forms,
-// torchvision's list): the names of the 1000-class presets and of foreign 1000-class files.
-const std::vector<std::string>& imagenet_labels();
-inline const std::vector<std::string> kFashionMnistLabels = {
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-
-struct ModelConfig {
-  ModelKind kind = ModelKind::vit;
-  std::string name;  // preset name it came from, or "custom"
-  int64_t img_rows = 224, img_cols = 224;
-  int64_t channels = 3;
-  int64_t patch = 16;
-  int64_t classes = 1000;
-  std::string encoding = "learned1d";
-  // ViT
-  int64_t dim = 384;
-  int64_t depth = 12;
-  int64_t heads = 6;
-  int64_t mlp_dim = 1536;
-  Pool pool = Pool::cls;
-  bool class_token = true;  // ViT: a learned class token first (timm default)
-  // ViT variants, timm's VisionTransformer arguments: layer_scale > 0 scales each residual
-  // branch by a learned per-channel gamma initialised to it (init_values; DeiT-III: 1e-6);
-  // no_embed_class: the token encoding covers the patch tokens only, added before the class
-  // token is prepended (DeiT-III: pos_embed has no class row).
-  // reg_tokens: learned register tokens ("reg_token" [1, R, D], Darcet et al.) after the class
-  // token; like the class token they get no 2D position, and mean pooling skips them.
-  // dist_token: DeiT's distillation token ("dist_token" [1, 1, D]) after the class token, with
-  // its own head ("head_dist"); the logits are the mean of the two heads (timm at inference,
-  // and here in training too).
-  // mlp: "gelu" (fc1 -> GELU -> fc2) or "swiglu" (EVA-02: fc1 makes 2 x mlp_dim, the first half
-  // gates the second through SiLU, then fc2 from mlp_dim); mlp_norm: a LayerNorm over the
-  // hidden mlp_dim before fc2 ("mlp.norm", EVA-02 base and large).
-  std::string mlp = "gelu";
-  bool mlp_norm = false;
-  double layer_scale = 0;
-  bool no_embed_class = false;
-  int64_t reg_tokens = 0;
-  bool dist_token = false;
-  float eps = 1e-6f;
-  // Swin (dim = embed dim of stage 0; stage i has dim * 2^i channels)
-  std::vector<int64_t> depths;       // blocks per stage
-  std::vector<int64_t> stage_heads;  // heads per stage
-  int64_t window = 7;
-  float mlp_ratio = 4.0f;
-  // Swin V2 (Liu et al. 2022; timm's swinv2_*): residual post-norm blocks (x + norm(attn(x)),
-  // then x + norm(mlp(x))), scaled cosine attention with a learned per-head temperature
-  // ("attn.logit_scale" [H, 1, 1], init log 10, at most log 100), q and v biases, and patch
-  // merging that normalises after the reduction. Its position bias is the `cpb` encoding.
-  bool swin_v2 = false;
-  // Preprocessing for classification: timm's pretrained_cfg fields for its eval transform
-  // (vit/io/preprocess.h). crop_mode "center" (resize the shorter side to size / crop_pct, then
-  // crop) or "squash" (resize both sides to size / crop_pct, then crop); interpolation
-  // "bicubic" or "bilinear".
-  double crop_pct = 0.875;
-  std::string crop_mode = "center";
-  std::string interpolation = "bicubic";
-  std::vector<float> mean = kImageNetMean;
-  std::vector<float> std_dev = kImageNetStd;  // "std" in the JSON, as timm's pretrained_cfg
-  // Class names (optional; empty = print indices).
-  std::vector<std::string> labels;
-
-  Grid patch_grid() const { return {img_rows / patch, img_cols / patch}; }
-  // ViT: the tokens before the patch tokens (class token, distillation token, registers).
-  int64_t prefix_tokens() const {
-    return (class_token ? 1 : 0) + (dist_token ? 1 : 0) + reg_tokens;
-  }
-  // Serialised as JSON (checkpoint __metadata__ "vitpe.config") and back.
-  std::string to_json() const;
-  static ModelConfig from_json(const std::string& json);
-  // Throws std::invalid_argument describing the first inconsistency (dim % heads, ...).
-  void validate() const;
-};
-
-// The family a config belongs to, in timm's terms: "ViT", "DeiT-III" (layer scale and a
-// position table without a class row), "ViT with layer scale", "ViT (no class row in
-// pos_embed)", "Swin".
-std::string model_family(const ModelConfig& c);
-
-// Presets by name: timm's model names (vit_small_patch16_224, ...; also spelt with dashes, as
-// vitpe did first) with the preprocessing of timm's default weights, and our small models.
-// Throws listing the known names and the closest ones.
-ModelConfig preset(const std::string& name);
-std::vector<std::string> preset_names();  // the primary names
-bool is_preset(const std::string& name);  // a name or an alias
-// Up to `most` preset names close to `name` (a misspelling), closest first; maybe none.
-std::vector<std::string> closest_presets(const std::string& name, size_t most = 3);
 
 class Model {
  public:

@@ -209,9 +209,19 @@ EpochRecord epoch_record_from_json(const json& j) {
 
 // ---- configuration ------------------------------------------------------------------------------
 
+namespace {
+bool overridden(const std::vector<std::string>& overrides, const std::string& key) {
+  for (const std::string& o : overrides) {
+    if (o.rfind(key + "=", 0) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
 ModelConfig apply_overrides(const ModelConfig& config, const std::vector<std::string>& overrides) {
   if (overrides.empty()) return config;
   json j = json::parse(config.to_json());
+  bool label_stale = false;
   for (const std::string& o : overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -225,8 +235,12 @@ ModelConfig apply_overrides(const ModelConfig& config, const std::vector<std::st
                                   "' (keys: " + keys + ")");
     }
     json v = json::parse(value, nullptr, false);
-    j[key] = v.is_discarded() ? json(value) : v;
+    if (v.is_discarded()) v = json(value);
+    // The preset's label says what the preset is: another architecture is described anew.
+    if (j[key] != v && key != "name" && key != "label" && key != "labels") label_stale = true;
+    j[key] = v;
   }
+  if (label_stale && !overridden(overrides, "label")) j["label"] = "";
   ModelConfig c = ModelConfig::from_json(j.dump());
   return c;
 }
@@ -240,8 +254,8 @@ ModelConfig make_train_config(const TrainOptions& o, const Dataset& d) {
   c.channels = d.channels();
   c.classes = d.classes();
   c.labels = d.labels();
-  c.mean = d.mean();
-  c.std_dev = d.std_dev();
+  c.preprocess.mean = d.mean();
+  c.preprocess.std_dev = d.std_dev();
   c.validate();
   return c;
 }

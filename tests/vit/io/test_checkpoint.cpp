@@ -12,6 +12,7 @@
 #include "tests/testing.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
+#include "vit/models/family.h"
 
 namespace vitpe {
 namespace {
@@ -43,7 +44,7 @@ LoadOptions vit_options(int64_t heads) {
 
 TEST(Parity, TimmVitClassToken) {
   LoadedModel m = load_model(data("vit_timm.safetensors"), vit_options(4));
-  EXPECT_EQ(m.format, CheckpointFormat::timm_vit);
+  EXPECT_EQ(m.format, "timm ViT");
   EXPECT_EQ(m.model->config().img_rows, 32);
   EXPECT_EQ(m.model->config().encoding, "learned1d");
   expect_logits(*m.model, "vit_timm_io.safetensors", "input", "logits");
@@ -57,21 +58,21 @@ TEST(Parity, TimmVitNewResolutions) {
 
 TEST(Parity, TimmVitMeanPoolNoClassToken) {
   LoadedModel m = load_model(data("vit_timm_avg.safetensors"), vit_options(4));
-  EXPECT_EQ(m.model->config().pool, Pool::avg);
-  EXPECT_FALSE(m.model->config().class_token);
+  EXPECT_EQ(m.model->config().vit().pool, Pool::avg);
+  EXPECT_FALSE(m.model->config().vit().class_token);
   expect_logits(*m.model, "vit_timm_avg_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TorchvisionVit) {
   LoadedModel m = load_model(data("vit_tv.safetensors"), vit_options(4));
-  EXPECT_EQ(m.format, CheckpointFormat::torchvision_vit);
+  EXPECT_EQ(m.format, "torchvision ViT");
   expect_logits(*m.model, "vit_tv_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TimmVitSmall224Synthetic) {
   SafeTensorsFile io = SafeTensorsFile::open(data("vit_s16_synth_io.safetensors"));
   ModelConfig c = preset("vit-small-patch16-224");
-  c.depth = 2;
+  c.vit().depth = 2;
   c.classes = 10;
   c.labels.clear();  // the preset's are ImageNet's 1000
   auto model = make_model(c, 0);
@@ -90,11 +91,11 @@ TEST(Parity, TimmVitSmall224Synthetic) {
 
 TEST(Parity, TimmSwin) {
   LoadedModel m = load_model(data("swin_timm.safetensors"), swin56());
-  EXPECT_EQ(m.format, CheckpointFormat::timm_swin);
+  EXPECT_EQ(m.format, "timm Swin (>= 0.9)");
   const ModelConfig& c = m.model->config();
-  EXPECT_EQ(c.window, 7);
-  EXPECT_EQ(c.depths, (std::vector<int64_t>{2, 2}));
-  EXPECT_EQ(c.stage_heads, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(c.swin().window, 7);
+  EXPECT_EQ(c.swin().depths, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c.swin().stage_heads, (std::vector<int64_t>{2, 4}));
   expect_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
 }
 
@@ -106,39 +107,39 @@ TEST(Parity, TimmSwinOtherSizes) {
 
 TEST(Parity, TimmSwinOldLayout) {
   LoadedModel m = load_model(data("swin_timm_old.safetensors"), swin56());
-  EXPECT_EQ(m.format, CheckpointFormat::timm_swin_old);
+  EXPECT_EQ(m.format, "timm Swin (< 0.9 / Microsoft)");
   expect_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TorchvisionSwin) {
   LoadedModel m = load_model(data("swin_tv.safetensors"), swin56());
-  EXPECT_EQ(m.format, CheckpointFormat::torchvision_swin);
+  EXPECT_EQ(m.format, "torchvision Swin");
   expect_logits(*m.model, "swin_tv_io.safetensors", "input", "logits");
 }
 
 TEST(Checkpoint, NameMapping) {
-  using F = CheckpointFormat;
-  EXPECT_EQ(map_checkpoint_name("encoder.layers.encoder_layer_11.self_attention.in_proj_weight",
-                                F::torchvision_vit),
+  auto map = [](const std::string& name, const std::string& layout) {
+    return map_checkpoint_name(name, *dialect(layout).dialect);
+  };
+  EXPECT_EQ(map("encoder.layers.encoder_layer_11.self_attention.in_proj_weight", "torchvision ViT"),
             "blocks.11.attn.qkv.weight");
-  EXPECT_EQ(map_checkpoint_name("encoder.layers.encoder_layer_0.mlp.3.bias", F::torchvision_vit),
+  EXPECT_EQ(map("encoder.layers.encoder_layer_0.mlp.3.bias", "torchvision ViT"),
             "blocks.0.mlp.fc2.bias");
-  EXPECT_EQ(map_checkpoint_name("heads.head.weight", F::torchvision_vit), "head.weight");
-  EXPECT_EQ(map_checkpoint_name("features.5.3.mlp.0.weight", F::torchvision_swin),
+  EXPECT_EQ(map("heads.head.weight", "torchvision ViT"), "head.weight");
+  EXPECT_EQ(map("features.5.3.mlp.0.weight", "torchvision Swin"),
             "layers.2.blocks.3.mlp.fc1.weight");
-  EXPECT_EQ(map_checkpoint_name("features.6.reduction.weight", F::torchvision_swin),
+  EXPECT_EQ(map("features.6.reduction.weight", "torchvision Swin"),
             "layers.3.downsample.reduction.weight");
-  EXPECT_EQ(map_checkpoint_name("layers.2.downsample.norm.bias", F::timm_swin_old),
+  EXPECT_EQ(map("layers.2.downsample.norm.bias", "timm Swin (< 0.9 / Microsoft)"),
             "layers.3.downsample.norm.bias");
-  EXPECT_EQ(map_checkpoint_name("head.weight", F::timm_swin_old), "head.fc.weight");
-  EXPECT_EQ(map_checkpoint_name("layers.0.blocks.1.attn_mask", F::timm_swin_old), "");
-  EXPECT_EQ(map_checkpoint_name("layers.0.blocks.1.attn.relative_position_index", F::timm_swin),
-            "");
+  EXPECT_EQ(map("head.weight", "timm Swin (< 0.9 / Microsoft)"), "head.fc.weight");
+  EXPECT_EQ(map("layers.0.blocks.1.attn_mask", "timm Swin (< 0.9 / Microsoft)"), "");
+  EXPECT_EQ(map("layers.0.blocks.1.attn.relative_position_index", "timm Swin (>= 0.9)"), "");
 }
 
 TEST(Checkpoint, StrictLoadingListsEveryProblem) {
   ModelConfig c = preset("vit-fmnist");
-  c.depth = 1;
+  c.vit().depth = 1;
   auto model = make_model(c, 0);
   std::map<std::string, Tensor> tensors;
   for (Param* p : model->params()) tensors[p->name] = p->value.clone();
@@ -176,7 +177,7 @@ TEST(Checkpoint, OurFormatRoundTripRebuildsTheModel) {
   const std::string path = std::string(VITPE_BINARY_DIR) + "/roundtrip_test.safetensors";
   save_model(*model, path);
   LoadedModel loaded = load_model(path);
-  EXPECT_EQ(loaded.format, CheckpointFormat::vitpe);
+  EXPECT_EQ(loaded.format, "vitpe");
   EXPECT_EQ(loaded.model->config().to_json(), c.to_json());
   Tensor x = testing::random_tensor({2, 1, 28, 28}, 1);
   Tensor a = model->forward(x).clone();
@@ -240,8 +241,8 @@ TEST(Checkpoint, ConfigMustFitTheTensorsBeforeAnythingIsAllocated) {
   std::filesystem::remove(p);
 
   ModelConfig swin = preset("swin-fmnist");
-  swin.depths.assign(66, 1);
-  swin.stage_heads.assign(66, 2);
+  swin.swin().depths.assign(66, 1);
+  swin.swin().stage_heads.assign(66, 2);
   m = testing::message_of([&] { swin.validate(); });
   EXPECT_NE(m.find("1 to 8 stages"), std::string::npos) << m;
 }
@@ -257,9 +258,9 @@ TEST(Checkpoint, SwinImageSizeFromTheLastStagesWindow) {
   const std::string path = std::string(VITPE_BINARY_DIR) + "/swin_size.safetensors";
   save_safetensors(path, tensors);
   LoadedModel m = load_model(path);
-  EXPECT_EQ(m.format, CheckpointFormat::timm_swin);
+  EXPECT_EQ(m.format, "timm Swin (>= 0.9)");
   EXPECT_EQ(m.model->config().img_rows, 28);
-  EXPECT_EQ(m.model->config().window, 7);
+  EXPECT_EQ(m.model->config().swin().window, 7);
   bool noted = false;
   for (const auto& n : m.notes) noted |= n.find("28x28 assumed") != std::string::npos;
   EXPECT_TRUE(noted);

@@ -56,7 +56,7 @@ TEST(Preprocess, FromTheModelConfig) {
   EXPECT_EQ(p.rows, 28);
   EXPECT_EQ(p.cols, 28);
   EXPECT_EQ(p.channels, 1);
-  EXPECT_EQ(p.crop_pct, c.crop_pct);
+  EXPECT_EQ(p.crop_pct, c.preprocess.crop_pct);
   EXPECT_EQ(p.mean, std::vector<float>{kFashionMnistMean});
   EXPECT_EQ(p.std_dev, std::vector<float>{kFashionMnistStd});
   Tensor x = preprocess_file(image_path("rgb_67x45"), p);

@@ -89,8 +89,8 @@ TEST(Transforms, TimmPresetsEqualTimmsTransformBitwise) {
       {"timm_swin", preset("swin_tiny_patch4_window7_224")},
       {"timm_squash", [] {
          ModelConfig c = preset("vit_small_patch16_224");
-         c.crop_mode = "squash";
-         c.crop_pct = 0.95;
+         c.preprocess.crop_mode = CropMode::squash;
+         c.preprocess.crop_pct = 0.95;
          return c;
        }()}};
   for (const auto& [fam, config] : families) {
@@ -166,10 +166,10 @@ TEST_F(ConfigJson, PretrainedCfgAndLabelNamesTravelWithTheWeights) {
   const ModelConfig& c = m.model->config();
   EXPECT_EQ(c.name, "vit_tiny_test");
   EXPECT_EQ(c.img_rows, 32);
-  EXPECT_EQ(c.interpolation, "bilinear");
-  EXPECT_EQ(c.crop_mode, "squash");
-  EXPECT_DOUBLE_EQ(c.crop_pct, 0.95);
-  EXPECT_EQ(c.std_dev, (std::vector<float>{0.5f, 0.25f, 0.5f}));
+  EXPECT_EQ(c.preprocess.interpolation, Interpolation::bilinear);
+  EXPECT_EQ(c.preprocess.crop_mode, CropMode::squash);
+  EXPECT_DOUBLE_EQ(c.preprocess.crop_pct, 0.95);
+  EXPECT_EQ(c.preprocess.std_dev, (std::vector<float>{0.5f, 0.25f, 0.5f}));
   ASSERT_EQ(c.labels.size(), 10u);
   EXPECT_EQ(c.labels[3], "class_3");
   bool noted = false;
@@ -179,12 +179,13 @@ TEST_F(ConfigJson, PretrainedCfgAndLabelNamesTravelWithTheWeights) {
   // Flags win over the file; without reading config.json the file's defaults apply.
   LoadOptions o;
   o.preprocess.crop_pct = 1.0;
-  o.preprocess.interpolation = "bicubic";
-  EXPECT_DOUBLE_EQ(load_model(weights(), o).model->config().crop_pct, 1.0);
-  EXPECT_EQ(load_model(weights(), o).model->config().interpolation, "bicubic");
+  o.preprocess.interpolation = Interpolation::bicubic;
+  EXPECT_DOUBLE_EQ(load_model(weights(), o).model->config().preprocess.crop_pct, 1.0);
+  EXPECT_EQ(load_model(weights(), o).model->config().preprocess.interpolation,
+            Interpolation::bicubic);
   o = LoadOptions{};
   o.read_config_json = false;
-  EXPECT_EQ(load_model(weights(), o).model->config().mean, kImageNetMean);
+  EXPECT_EQ(load_model(weights(), o).model->config().preprocess.mean, kImageNetMean);
 }
 
 TEST_F(ConfigJson, ABadConfigJsonIsAnErrorNamingIt) {

@@ -58,10 +58,10 @@ ModelConfig small_vit() {
   ModelConfig c;
   c.img_rows = c.img_cols = 32;
   c.patch = 8;
-  c.dim = 64;
-  c.depth = 2;
-  c.heads = 4;
-  c.mlp_dim = 256;
+  c.vit().dim = 64;
+  c.vit().depth = 2;
+  c.vit().heads = 4;
+  c.vit().mlp_dim = 256;
   c.classes = 10;
   c.labels.clear();
   return c;
@@ -84,7 +84,7 @@ void expect_two_sizes_and_round_trip(const LoadedModel& m, SafeTensorsFile& io,
   const std::string ours = path + ".vitpe.safetensors";
   save_model(*m.model, ours);
   LoadedModel back = load_model(ours);
-  EXPECT_EQ(back.format, CheckpointFormat::vitpe) << golden;
+  EXPECT_EQ(back.format, "vitpe") << golden;
   EXPECT_EQ(back.model->config().to_json(), m.model->config().to_json()) << golden;
   expect_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
                 golden + " converted");
@@ -103,10 +103,10 @@ void check_family(const std::string& golden, const ModelConfig& c,
   const std::string path =
       write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden, rename);
   LoadOptions o;
-  o.heads = c.heads;
+  o.heads = c.vit().heads;
   if (options) o = *options;
   LoadedModel m = load_model(path, o);
-  EXPECT_EQ(m.format, CheckpointFormat::timm_vit) << golden;
+  EXPECT_EQ(m.format, "timm ViT") << golden;
   EXPECT_EQ(m.model->config().img_rows, 32) << golden;  // a 4 x 4 grid in pos_embed
   check(m);
   expect_two_sizes_and_round_trip(m, io, golden, path);
@@ -114,13 +114,13 @@ void check_family(const std::string& golden, const ModelConfig& c,
 
 TEST(Zoo, Deit3LayerScaleAndNoEmbedClass) {
   ModelConfig c = small_vit();
-  c.layer_scale = 1e-6;
-  c.no_embed_class = true;
+  c.vit().layer_scale = 1e-6;
+  c.vit().no_embed_class = true;
   check_family("deit3_synth_io.safetensors", c, [](const LoadedModel& m) {
     const ModelConfig& got = m.model->config();
-    EXPECT_GT(got.layer_scale, 0);
-    EXPECT_TRUE(got.no_embed_class);
-    EXPECT_EQ(model_family(got), "DeiT-III");
+    EXPECT_GT(got.vit().layer_scale, 0);
+    EXPECT_TRUE(got.vit().no_embed_class);
+    EXPECT_EQ(got.family_label(), "DeiT-III");
   });
 }
 
@@ -128,12 +128,12 @@ TEST(Zoo, Deit3LayerScaleAndNoEmbedClass) {
 // is the output (timm's VisionTransformerDistilled at inference).
 TEST(Zoo, DeitDistilledTokenAndHead) {
   ModelConfig c = small_vit();
-  c.dist_token = true;
+  c.vit().dist_token = true;
   check_family("deit_dist_synth_io.safetensors", c, [](const LoadedModel& m) {
     const ModelConfig& got = m.model->config();
-    EXPECT_TRUE(got.dist_token);
+    EXPECT_TRUE(got.vit().dist_token);
     EXPECT_EQ(got.prefix_tokens(), 2);
-    EXPECT_EQ(model_family(got), "DeiT distilled");
+    EXPECT_EQ(got.family_label(), "DeiT distilled");
   });
 }
 
@@ -165,8 +165,8 @@ TEST(Zoo, BeitQvBiasRelativeBiasWithClassEntries) {
     c.img_rows = rows;
     c.img_cols = cols;
     c.encoding = "relbias";
-    c.pool = Pool::avg;
-    c.layer_scale = 0.1;
+    c.vit().pool = Pool::avg;
+    c.vit().layer_scale = 0.1;
     const std::string path =
         write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden, beit_names);
     LoadOptions o;
@@ -178,9 +178,9 @@ TEST(Zoo, BeitQvBiasRelativeBiasWithClassEntries) {
     LoadedModel m = load_model(path, o);
     EXPECT_EQ(m.model->config().img_rows, rows);
     EXPECT_EQ(m.model->config().img_cols, cols);
-    EXPECT_EQ(m.format, CheckpointFormat::timm_vit);
+    EXPECT_EQ(m.format, "timm ViT");
     EXPECT_EQ(m.model->config().encoding, "relbias:resize=beit");
-    EXPECT_EQ(model_family(m.model->config()), "BEiT");
+    EXPECT_EQ(m.model->config().family_label(), "BEiT");
     const int64_t batch = rows == 32 ? 2 : 1;
     expect_logits(
         *m.model,
@@ -199,8 +199,8 @@ TEST(Zoo, BeitQvBiasRelativeBiasWithClassEntries) {
 TEST(Zoo, BeitHalfAQkvBiasIsAnError) {
   ModelConfig c = small_vit();
   c.encoding = "relbias";
-  c.pool = Pool::avg;
-  c.layer_scale = 0.1;
+  c.vit().pool = Pool::avg;
+  c.vit().layer_scale = 0.1;
   auto model = make_model(c, 0);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (Param* p : model->params()) {
@@ -220,11 +220,11 @@ TEST(Zoo, BeitHalfAQkvBiasIsAnError) {
 // pos_embed, class-token pooling.
 TEST(Zoo, RegisterTokensWithClassToken) {
   ModelConfig c = small_vit();
-  c.reg_tokens = 4;
+  c.vit().reg_tokens = 4;
   check_family("reg_cls_synth_io.safetensors", c, [](const LoadedModel& m) {
     const ModelConfig& got = m.model->config();
-    EXPECT_EQ(got.reg_tokens, 4);
-    EXPECT_FALSE(got.no_embed_class);
+    EXPECT_EQ(got.vit().reg_tokens, 4);
+    EXPECT_FALSE(got.vit().no_embed_class);
     EXPECT_EQ(got.prefix_tokens(), 5);
   });
 }
@@ -233,18 +233,19 @@ TEST(Zoo, RegisterTokensWithClassToken) {
 // the patch tokens (registers excluded) with fc_norm, layer scale.
 TEST(Zoo, RegisterTokensMeanPoolingNoEmbedClass) {
   ModelConfig c = small_vit();
-  c.class_token = false;
-  c.pool = Pool::avg;
-  c.reg_tokens = 4;
-  c.no_embed_class = true;
-  c.layer_scale = 1e-5;
+  c.vit().class_token = false;
+  c.vit().pool = Pool::avg;
+  c.vit().reg_tokens = 4;
+  c.vit().no_embed_class = true;
+  c.vit().layer_scale = 1e-5;
   check_family("reg_gap_synth_io.safetensors", c, [](const LoadedModel& m) {
     const ModelConfig& got = m.model->config();
-    EXPECT_EQ(got.reg_tokens, 4);
-    EXPECT_FALSE(got.class_token);
-    EXPECT_TRUE(got.no_embed_class);
-    EXPECT_EQ(got.pool, Pool::avg);
-    EXPECT_NE(model_family(got).find("4 register tokens"), std::string::npos) << model_family(got);
+    EXPECT_EQ(got.vit().reg_tokens, 4);
+    EXPECT_FALSE(got.vit().class_token);
+    EXPECT_TRUE(got.vit().no_embed_class);
+    EXPECT_EQ(got.vit().pool, Pool::avg);
+    EXPECT_NE(got.family_label().find("4 register tokens"), std::string::npos)
+        << got.family_label();
   });
 }
 
@@ -265,7 +266,7 @@ Renamer eva_names(int64_t depth, bool qv_bias) {
 
 ModelConfig small_eva(const std::string& encoding) {
   ModelConfig c = small_vit();
-  c.layer_scale = 1e-5;
+  c.vit().layer_scale = 1e-5;
   c.encoding = encoding;
   return c;
 }
@@ -282,7 +283,7 @@ TEST(Zoo, EvaRopeAxialNeedsTheEncodingNamed) {
       "eva_rope_synth_io.safetensors", c,
       [](const LoadedModel& m) {
         EXPECT_EQ(m.model->config().encoding, "rope-axial");
-        EXPECT_EQ(model_family(m.model->config()), "RoPE-ViT (Eva) axial");
+        EXPECT_EQ(m.model->config().family_label(), "RoPE-ViT (Eva) axial");
       },
       eva_names(2, false), o);
   // Without --encoding the file loads as 'none' and the note names the way out.
@@ -302,16 +303,16 @@ TEST(Zoo, EvaRopeAxialNeedsTheEncodingNamed) {
 // position table without a class row; both read off the file.
 TEST(Zoo, EvaRopeMixedWithApeIsReadOffTheFile) {
   ModelConfig c = small_eva("learned1d+rope-mixed");
-  c.no_embed_class = true;
+  c.vit().no_embed_class = true;
   LoadOptions o;  // no heads: rope.freqs has them
   check_family(
       "eva_rope_mixed_ape_synth_io.safetensors", c,
       [](const LoadedModel& m) {
         const ModelConfig& got = m.model->config();
         EXPECT_EQ(got.encoding, "learned1d+rope-mixed");
-        EXPECT_EQ(got.heads, 4);
-        EXPECT_TRUE(got.no_embed_class);
-        EXPECT_EQ(model_family(got), "RoPE-ViT (Eva) mixed + APE");
+        EXPECT_EQ(got.vit().heads, 4);
+        EXPECT_TRUE(got.vit().no_embed_class);
+        EXPECT_EQ(got.family_label(), "RoPE-ViT (Eva) mixed + APE");
       },
       eva_names(2, false), o);
 }
@@ -321,9 +322,9 @@ TEST(Zoo, EvaRopeMixedWithApeIsReadOffTheFile) {
 TEST(Zoo, EvaRegisterGapRopeWithReferenceGrid) {
   const std::string spec = "rope-axial:theta=10000,indexing=ij,ref=4x4";
   ModelConfig c = small_eva(spec);
-  c.class_token = false;
-  c.reg_tokens = 1;
-  c.pool = Pool::avg;
+  c.vit().class_token = false;
+  c.vit().reg_tokens = 1;
+  c.vit().pool = Pool::avg;
   LoadOptions o;
   o.heads = 4;
   o.img_rows = o.img_cols = 32;
@@ -332,7 +333,7 @@ TEST(Zoo, EvaRegisterGapRopeWithReferenceGrid) {
       "eva_reg_gap_synth_io.safetensors", c,
       [&](const LoadedModel& m) {
         EXPECT_EQ(m.model->config().encoding, spec);
-        EXPECT_EQ(m.model->config().reg_tokens, 1);
+        EXPECT_EQ(m.model->config().vit().reg_tokens, 1);
       },
       eva_names(2, true), o);
 }
@@ -341,7 +342,7 @@ TEST(Zoo, EvaRegisterGapRopeWithReferenceGrid) {
 // way a timm hub download of an Eva RoPE-ViT loads with no flag); a bad rope.freqs is an error.
 TEST(Zoo, EvaConfigJsonArchitectureNamesThePreset) {
   ModelConfig c = preset("vit_small_patch16_rope_224");
-  c.depth = 12;
+  c.vit().depth = 12;
   auto model = make_model(c, 0);
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (Param* p : model->params()) {
@@ -360,7 +361,7 @@ TEST(Zoo, EvaConfigJsonArchitectureNamesThePreset) {
   LoadedModel m = load_model((dir / "model.safetensors").string());
   EXPECT_EQ(m.model->config().encoding, "rope-axial");
   EXPECT_EQ(m.model->config().name, "vit_small_patch16_rope_224");
-  EXPECT_EQ(m.model->config().heads, 6);
+  EXPECT_EQ(m.model->config().vit().heads, 6);
   // --encoding on our own format is refused: the file records its encoding.
   save_model(*m.model, (dir / "ours.safetensors").string());
   LoadOptions o;
@@ -419,10 +420,10 @@ TEST(Zoo, Eva02SwigluMlpAndRope) {
   for (const bool split : {false, true}) {
     ModelConfig c = small_vit();
     c.encoding = spec;
-    c.pool = Pool::avg;
-    c.mlp = "swiglu";
-    c.mlp_dim = 64 * 8 / 3;
-    c.mlp_norm = split;
+    c.vit().pool = Pool::avg;
+    c.vit().mlp = Mlp::swiglu;
+    c.vit().mlp_dim = 64 * 8 / 3;
+    c.vit().mlp_norm = split;
     LoadOptions o;
     o.heads = 4;
     o.encoding = spec;
@@ -430,10 +431,10 @@ TEST(Zoo, Eva02SwigluMlpAndRope) {
         split ? "eva02_swiglu_synth_io.safetensors" : "eva02_glu_synth_io.safetensors", c,
         [&](const LoadedModel& m) {
           const ModelConfig& got = m.model->config();
-          EXPECT_EQ(got.mlp, "swiglu");
-          EXPECT_EQ(got.mlp_dim, 170);
-          EXPECT_EQ(got.mlp_norm, split);
-          EXPECT_EQ(model_family(got).substr(0, 6), "EVA-02");
+          EXPECT_EQ(got.vit().mlp, Mlp::swiglu);
+          EXPECT_EQ(got.vit().mlp_dim, 170);
+          EXPECT_EQ(got.vit().mlp_norm, split);
+          EXPECT_EQ(got.family_label().substr(0, 6), "EVA-02");
         },
         split ? Renamer(eva02_split_names) : Renamer(beit_names), o);
   }
@@ -442,10 +443,10 @@ TEST(Zoo, Eva02SwigluMlpAndRope) {
 // Split projections with a part missing or mis-shaped are errors naming the tensors.
 TEST(Zoo, Eva02SplitProjectionsMustBeComplete) {
   ModelConfig c = small_vit();
-  c.pool = Pool::avg;
-  c.mlp = "swiglu";
-  c.mlp_dim = 170;
-  c.mlp_norm = true;
+  c.vit().pool = Pool::avg;
+  c.vit().mlp = Mlp::swiglu;
+  c.vit().mlp_dim = 170;
+  c.vit().mlp_norm = true;
   auto model = make_model(c, 0);
   auto write = [&](const std::string& drop, const std::string& reshape) {
     std::vector<std::pair<std::string, Tensor>> tensors;
@@ -489,12 +490,10 @@ ModelConfig small_swinv2() {
   ModelConfig c = preset("swinv2_tiny_window8_256");
   c.img_rows = c.img_cols = 32;
   c.patch = 4;
-  c.window = 4;
-  c.dim = 32;
-  c.depths = {2, 2};
-  c.stage_heads = {2, 4};
-  c.heads = 2;
-  c.mlp_dim = 128;
+  c.swin().window = 4;
+  c.swin().dim = 32;
+  c.swin().depths = {2, 2};
+  c.swin().stage_heads = {2, 4};
   c.classes = 10;
   c.labels.clear();
   return c;
@@ -513,15 +512,15 @@ TEST(Zoo, SwinV2CosineAttentionPostNormCpb) {
   o.window = 4;
   LoadedModel m = load_model(path, o);
   const ModelConfig& got = m.model->config();
-  EXPECT_EQ(m.format, CheckpointFormat::timm_swin);
-  EXPECT_TRUE(got.swin_v2);
+  EXPECT_EQ(m.format, "timm Swin (>= 0.9)");
+  EXPECT_TRUE(got.swin().v2);
   EXPECT_EQ(got.encoding, "cpb");
-  EXPECT_EQ(got.stage_heads, (std::vector<int64_t>{2, 4}));
-  EXPECT_EQ(got.window, 4);
-  EXPECT_EQ(model_family(got), "Swin V2");
+  EXPECT_EQ(got.swin().stage_heads, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(got.swin().window, 4);
+  EXPECT_EQ(got.family_label(), "Swin V2");
   // Without --window the load says what it assumed.
   LoadedModel guessed = load_model(path);
-  EXPECT_EQ(guessed.model->config().window, 8);
+  EXPECT_EQ(guessed.model->config().swin().window, 8);
   bool said = false;
   for (const std::string& n : guessed.notes) said |= n.find("--window") != std::string::npos;
   EXPECT_TRUE(said);
@@ -561,8 +560,8 @@ TEST(Zoo, SwinV2Torchvision) {
   LoadOptions o;
   o.window = 4;
   LoadedModel m = load_model(path, o);
-  EXPECT_EQ(m.format, CheckpointFormat::torchvision_swin);
-  EXPECT_TRUE(m.model->config().swin_v2);
+  EXPECT_EQ(m.format, "torchvision Swin");
+  EXPECT_TRUE(m.model->config().swin().v2);
   expect_two_sizes_and_round_trip(m, io, golden, path);
 }
 
@@ -570,8 +569,8 @@ TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
   for (const char* name :
        {"deit3_small_patch16_224", "deit3_base_patch16_384", "deit3_huge_patch14_224"}) {
     const ModelConfig c = preset(name);
-    EXPECT_TRUE(c.no_embed_class) << name;
-    EXPECT_DOUBLE_EQ(c.layer_scale, 1e-6) << name;
+    EXPECT_TRUE(c.vit().no_embed_class) << name;
+    EXPECT_DOUBLE_EQ(c.vit().layer_scale, 1e-6) << name;
     EXPECT_EQ(c.labels.size(), 1000u);
   }
   auto m = make_model(preset("deit3_small_patch16_224"), 0);
@@ -584,8 +583,8 @@ TEST(Zoo, Deit3PresetsHaveTimmsShapes) {
   }
   EXPECT_TRUE(ls);
   // timm's fb_in1k preprocessing: ImageNet statistics, crop 0.9 at 224, 1.0 at 384.
-  EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_224").crop_pct, 0.9);
-  EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_384").crop_pct, 1.0);
+  EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_224").preprocess.crop_pct, 0.9);
+  EXPECT_DOUBLE_EQ(preset("deit3_small_patch16_384").preprocess.crop_pct, 1.0);
   EXPECT_EQ(preset("deit3_small_patch16_384").img_rows, 384);
 }
 

@@ -16,7 +16,7 @@ inline std::vector<std::string> every_encoding_spec(
     AttentionLayout layout = AttentionLayout::global) {
   std::vector<std::string> specs;
   for (const auto& k : encoding_kinds()) {
-    if (layout == AttentionLayout::windowed && k.site == "conditional") continue;
+    if (layout == AttentionLayout::windowed && k.site == EncodingSite::conditional) continue;
     specs.push_back(k.name);
   }
   specs.push_back("learned1d+relbias");

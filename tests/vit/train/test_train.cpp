@@ -176,8 +176,8 @@ TEST(Train, EvaluateCountsEverySampleAndOverridesApply) {
   d.limit = 70;  // not a multiple of the batch
   auto data = make_dataset(d);
   ModelConfig c = make_train_config(o, *data);
-  EXPECT_EQ(c.depth, 1);
-  EXPECT_EQ(c.dim, 32);
+  EXPECT_EQ(c.vit().depth, 1);
+  EXPECT_EQ(c.vit().dim, 32);
   EXPECT_EQ(c.classes, 4);
   EXPECT_EQ(c.channels, 1);
   auto model = make_model(c, 1);
@@ -188,6 +188,39 @@ TEST(Train, EvaluateCountsEverySampleAndOverridesApply) {
   EXPECT_GT(r.loss, 0.0);
   EXPECT_THROW(apply_overrides(c, {"depht=2"}), std::invalid_argument);
   EXPECT_THROW(apply_overrides(c, {"depth"}), std::invalid_argument);
+}
+
+// --set takes every field a config has, of every family: each set to its own value leaves the
+// config as it was, and the architecture's fields take new values (the MLP variant too, which
+// files once left out at its default).
+TEST(Train, OverridesAcceptEveryArchitectureField) {
+  for (const char* name : {"vit-fmnist", "swin-fmnist"}) {
+    const ModelConfig c = preset(name);
+    const nlohmann::json j = nlohmann::json::parse(c.to_json());
+    for (const auto& [key, value] : j.items()) {
+      SCOPED_TRACE(std::string(name) + " " + key);
+      EXPECT_EQ(apply_overrides(c, {key + "=" + value.dump()}), c);
+    }
+  }
+  ModelConfig v =
+      apply_overrides(preset("vit-fmnist"), {"mlp=swiglu", "mlp_norm=true", "layer_scale=1e-5",
+                                             "reg_tokens=2", "depth=3", "heads=8", "mlp_dim=64"});
+  EXPECT_EQ(v.vit().mlp, Mlp::swiglu);
+  EXPECT_TRUE(v.vit().mlp_norm);
+  EXPECT_EQ(v.vit().reg_tokens, 2);
+  EXPECT_EQ(v.vit().depth, 3);
+  EXPECT_EQ(v.vit().heads, 8);
+  // The preset's label named the preset's architecture: the new one is described anew.
+  EXPECT_EQ(v.family_label(), "EVA-02 (SwiGLU with norm)");
+  ModelConfig s = apply_overrides(preset("swin-fmnist"),
+                                  {"swin_v2=true", "window=4", "depths=[1,1]", "encoding=cpb"});
+  EXPECT_TRUE(s.swin().v2);
+  EXPECT_EQ(s.swin().window, 4);
+  EXPECT_EQ(s.family_label(), "Swin V2");
+  // A ViT field is not a Swin one.
+  const std::string m =
+      testing::message_of([] { apply_overrides(preset("swin-fmnist"), {"mlp=swiglu"}); });
+  EXPECT_NE(m.find("unknown key 'mlp'"), std::string::npos) << m;
 }
 
 // A run directory cannot lie: a run already there is not silently replaced (--resume or --force
@@ -351,7 +384,7 @@ TEST(Train, EvaluationRefusesNonFiniteLogitsAndEmptySets) {
   EXPECT_NE(m.find("has no samples"), std::string::npos) << m;
 
   ModelConfig bad = model->config();
-  bad.eps = -1;
+  bad.vit().eps = -1;
   m = testing::message_of([&] { bad.validate(); });
   EXPECT_NE(m.find("eps must be in (0, 1)"), std::string::npos) << m;
 }

@@ -11,7 +11,7 @@
 #include "tests/vit/models/every_encoding.h"
 #include "tests/vit/models/model_gradients.h"
 #include "vit/models/model.h"
-#include "vit/models/vit.h"
+#include "vit/models/vit/vit.h"
 
 namespace vitpe {
 namespace {
@@ -20,20 +20,19 @@ using testing::random_tensor;
 
 ModelConfig tiny_vit(const std::string& encoding) {
   ModelConfig c;
-  c.kind = ModelKind::vit;
   c.name = "tiny";
   c.img_rows = 12;
   c.img_cols = 8;  // non-square: a 3 x 2 grid of 4x4 patches
   c.channels = 2;
   c.patch = 4;
-  c.dim = 16;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 24;
+  c.vit().dim = 16;
+  c.vit().depth = 2;
+  c.vit().heads = 2;
+  c.vit().mlp_dim = 24;
   c.classes = 3;
   c.encoding = encoding;
-  c.mean = {0.5f, 0.5f};
-  c.std_dev = {0.5f, 0.5f};
+  c.preprocess.mean = {0.5f, 0.5f};
+  c.preprocess.std_dev = {0.5f, 0.5f};
   return c;
 }
 
@@ -42,7 +41,7 @@ class VitEveryEncoding : public ::testing::TestWithParam<std::string> {};
 TEST_P(VitEveryEncoding, ForwardShapeAndFinite) {
   for (Pool pool : {Pool::cls, Pool::avg}) {
     ModelConfig c = tiny_vit(GetParam());
-    c.pool = pool;
+    c.vit().pool = pool;
     auto model = make_model(c, 1);
     EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(c)) << GetParam();
     Tensor x = random_tensor({3, 2, 12, 8}, 2);
@@ -61,19 +60,19 @@ TEST_P(VitEveryEncoding, ForwardShapeAndFinite) {
 // token), DeiT distilled (two prefix tokens), registers without a class token, at two sizes.
 TEST_P(VitEveryEncoding, ZooVariantsRunWithEveryEncoding) {
   ModelConfig deit3 = tiny_vit(GetParam());
-  deit3.layer_scale = 0.1;
-  deit3.no_embed_class = true;
+  deit3.vit().layer_scale = 0.1;
+  deit3.vit().no_embed_class = true;
   ModelConfig dist = tiny_vit(GetParam());
-  dist.dist_token = true;
+  dist.vit().dist_token = true;
   ModelConfig reg = tiny_vit(GetParam());
-  reg.class_token = false;
-  reg.pool = Pool::avg;
-  reg.reg_tokens = 3;
-  reg.no_embed_class = true;
+  reg.vit().class_token = false;
+  reg.vit().pool = Pool::avg;
+  reg.vit().reg_tokens = 3;
+  reg.vit().no_embed_class = true;
   ModelConfig eva02 = tiny_vit(GetParam());  // SwiGLU with the norm, mean pooling
-  eva02.pool = Pool::avg;
-  eva02.mlp = "swiglu";
-  eva02.mlp_norm = true;
+  eva02.vit().pool = Pool::avg;
+  eva02.vit().mlp = Mlp::swiglu;
+  eva02.vit().mlp_norm = true;
   for (const ModelConfig& c : {deit3, dist, reg, eva02}) {
     auto model = make_model(c, 1);
     EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(c)) << GetParam();
@@ -81,7 +80,7 @@ TEST_P(VitEveryEncoding, ZooVariantsRunWithEveryEncoding) {
       const Tensor& y = model->forward(random_tensor(s, 2));
       ASSERT_EQ(y.shape(), Shape({s[0], 3}));
       for (int64_t i = 0; i < y.numel(); ++i) {
-        EXPECT_TRUE(std::isfinite(y.at(i))) << GetParam() << " " << model_family(c);
+        EXPECT_TRUE(std::isfinite(y.at(i))) << GetParam() << " " << c.family_label();
       }
     }
   }
@@ -102,8 +101,8 @@ TEST(Vit, BatchEntriesIndependent) {
 // d(sum(w * logits)) / d(param) by the model's backward vs central differences.
 void check_model_gradients(const std::string& encoding, Pool pool) {
   ModelConfig c = tiny_vit(encoding);
-  c.pool = pool;
-  c.depth = 1;
+  c.vit().pool = pool;
+  c.vit().depth = 1;
   auto model = make_model(c, 7);
   testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, encoding);
 }
@@ -120,12 +119,12 @@ TEST(VitGradients, CpbWithClassEntries) { check_model_gradients("cpb:hidden=16",
 // through the convolution into the blocks before it and the patch embedding.
 TEST(VitGradients, Peg) {
   ModelConfig c = tiny_vit("peg");
-  c.depth = 2;
+  c.vit().depth = 2;
   auto after_first = make_model(c, 7);
   testing::check_model_gradients(*after_first, random_tensor({2, 2, 12, 8}, 8), 12, "peg");
   c = tiny_vit("peg:after=0+relbias");
-  c.depth = 1;
-  c.pool = Pool::avg;
+  c.vit().depth = 1;
+  c.vit().pool = Pool::avg;
   auto before_first = make_model(c, 7);
   testing::check_model_gradients(*before_first, random_tensor({2, 2, 12, 8}, 8), 12,
                                  "peg:after=0+relbias");
@@ -158,10 +157,10 @@ TEST(Vit, PegPlacement) {
 TEST(VitGradients, LayerScaleNoEmbedClass) {
   for (Pool pool : {Pool::cls, Pool::avg}) {
     ModelConfig c = tiny_vit("learned1d");
-    c.pool = pool;
-    c.depth = 2;
-    c.layer_scale = 1e-6;  // moved away from by check_model_gradients
-    c.no_embed_class = true;
+    c.vit().pool = pool;
+    c.vit().depth = 2;
+    c.vit().layer_scale = 1e-6;  // moved away from by check_model_gradients
+    c.vit().no_embed_class = true;
     auto model = make_model(c, 7);
     testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, "deit3");
   }
@@ -169,8 +168,8 @@ TEST(VitGradients, LayerScaleNoEmbedClass) {
 // DeiT distilled: the distillation token and head_dist, the logits the mean of the two heads.
 TEST(VitGradients, DistillationToken) {
   ModelConfig c = tiny_vit("learned1d");
-  c.depth = 1;
-  c.dist_token = true;
+  c.vit().depth = 1;
+  c.vit().dist_token = true;
   auto model = make_model(c, 7);
   testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, "dist");
 }
@@ -178,13 +177,13 @@ TEST(VitGradients, DistillationToken) {
 // token, mean pooling over the patches only, no position rows for the registers.
 TEST(VitGradients, RegisterTokens) {
   ModelConfig c = tiny_vit("learned1d+relbias");
-  c.depth = 1;
-  c.reg_tokens = 2;
+  c.vit().depth = 1;
+  c.vit().reg_tokens = 2;
   auto with_cls = make_model(c, 7);
   testing::check_model_gradients(*with_cls, random_tensor({2, 2, 12, 8}, 8), 12, "reg+cls");
-  c.class_token = false;
-  c.pool = Pool::avg;
-  c.no_embed_class = true;
+  c.vit().class_token = false;
+  c.vit().pool = Pool::avg;
+  c.vit().no_embed_class = true;
   auto gap = make_model(c, 7);
   testing::check_model_gradients(*gap, random_tensor({2, 2, 12, 8}, 8), 12, "reg gap");
 }
@@ -194,10 +193,10 @@ TEST(VitGradients, RegisterTokens) {
 TEST(VitGradients, SwigluMlp) {
   for (const bool norm : {false, true}) {
     ModelConfig c = tiny_vit("learned1d+rope-axial:indexing=ij,ref=3x3");
-    c.depth = 1;
-    c.pool = Pool::avg;
-    c.mlp = "swiglu";
-    c.mlp_norm = norm;
+    c.vit().depth = 1;
+    c.vit().pool = Pool::avg;
+    c.vit().mlp = Mlp::swiglu;
+    c.vit().mlp_norm = norm;
     auto model = make_model(c, 7);
     testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12,
                                    norm ? "swiglu+norm" : "swiglu");
@@ -243,9 +242,9 @@ constexpr double kInt8LogitTolerance = 5e-2;
 
 TEST(Vit, Bf16EmulatedLinearsAreCloseButNotEqual) {
   ModelConfig c = tiny_vit("learned1d+relbias");
-  c.dim = 64;  // long enough dot products for bf16 rounding to show
-  c.mlp_dim = 128;
-  c.heads = 4;
+  c.vit().dim = 64;  // long enough dot products for bf16 rounding to show
+  c.vit().mlp_dim = 128;
+  c.vit().heads = 4;
   auto model = make_model(c, 3);
   Tensor x = random_tensor({3, 2, 12, 8}, 4);
   const Tensor f32 = model->forward(x).clone();
@@ -286,9 +285,9 @@ TEST(Vit, Bf16NeedsTheCpuOrSaysSo) {
 
 TEST(Vit, Int8LinearsAreCloseAndTrainingIsRefused) {
   ModelConfig c = tiny_vit("learned1d+relbias");
-  c.dim = 64;
-  c.mlp_dim = 128;
-  c.heads = 4;
+  c.vit().dim = 64;
+  c.vit().mlp_dim = 128;
+  c.vit().heads = 4;
   auto model = make_model(c, 3);
   Tensor x = random_tensor({3, 2, 12, 8}, 4);
   const Tensor f32 = model->forward(x).clone();
@@ -361,7 +360,7 @@ TEST(Vit, PresetsValidateAndCountParameters) {
   EXPECT_EQ(model->num_params(), 22050664);
   EXPECT_THROW(preset("vit-huge-unknown"), std::invalid_argument);
   ModelConfig bad = tiny_vit("sincos2d");
-  bad.heads = 3;
+  bad.vit().heads = 3;
   EXPECT_THROW(make_model(bad), std::invalid_argument);
 }
 
@@ -376,18 +375,18 @@ TEST(Vit, ConfigJsonRoundTrip) {
     const ModelConfig z = preset(name);
     const ModelConfig back = ModelConfig::from_json(z.to_json());
     EXPECT_EQ(back.to_json(), z.to_json()) << name;
-    EXPECT_EQ(back.layer_scale, z.layer_scale) << name;
-    EXPECT_EQ(back.no_embed_class, z.no_embed_class) << name;
-    EXPECT_EQ(back.reg_tokens, z.reg_tokens) << name;
-    EXPECT_EQ(back.dist_token, z.dist_token) << name;
+    EXPECT_EQ(back.vit().layer_scale, z.vit().layer_scale) << name;
+    EXPECT_EQ(back.vit().no_embed_class, z.vit().no_embed_class) << name;
+    EXPECT_EQ(back.vit().reg_tokens, z.vit().reg_tokens) << name;
+    EXPECT_EQ(back.vit().dist_token, z.vit().dist_token) << name;
   }
   // Inconsistent variants are refused with the reason.
   ModelConfig bad = preset("deit_small_distilled_patch16_224");
-  bad.pool = Pool::avg;
+  bad.vit().pool = Pool::avg;
   EXPECT_NE(testing::message_of([&] { bad.validate(); }).find("dist_token needs a class token"),
             std::string::npos);
   bad = preset("vit-fmnist");
-  bad.reg_tokens = 65;
+  bad.vit().reg_tokens = 65;
   EXPECT_NE(testing::message_of([&] { bad.validate(); }).find("reg_tokens must be in 0..64"),
             std::string::npos);
   EXPECT_THROW(ModelConfig::from_json("{\"kind\": \"vit\"}"), std::invalid_argument);

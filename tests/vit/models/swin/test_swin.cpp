@@ -8,7 +8,7 @@
 #include "tests/testing.h"
 #include "tests/vit/models/every_encoding.h"
 #include "tests/vit/models/model_gradients.h"
-#include "vit/models/swin.h"
+#include "vit/models/swin/swin.h"
 
 namespace vitpe {
 namespace {
@@ -21,11 +21,11 @@ ModelConfig tiny_swin(const std::string& encoding) {
   c.name = "tiny-swin";
   c.img_rows = 16;
   c.img_cols = 24;  // 8 x 12 patches of 2: two windows of 4 across the rows, three across cols
-  c.window = 4;
-  c.dim = 8;
-  c.depths = {2, 1};
-  c.stage_heads = {2, 2};
-  c.mlp_ratio = 2.0f;
+  c.swin().window = 4;
+  c.swin().dim = 8;
+  c.swin().depths = {2, 1};
+  c.swin().stage_heads = {2, 2};
+  c.swin().mlp_ratio = 2.0f;
   c.classes = 3;
   c.encoding = encoding;
   c.labels.clear();
@@ -47,7 +47,7 @@ TEST_P(SwinEveryEncoding, ForwardShapeAndFinite) {
 // Swin V2's blocks (post-norm, cosine attention) with every kind in place of cpb.
 TEST_P(SwinEveryEncoding, V2ForwardShapeAndFinite) {
   ModelConfig c = tiny_swin(GetParam());
-  c.swin_v2 = true;
+  c.swin().v2 = true;
   auto model = make_model(c, 1);
   EXPECT_EQ(model->num_encoding_params(), testing::params_added_by_encoding(c)) << GetParam();
   const Tensor& y = model->forward(random_tensor({3, 1, 16, 24}, 2));
@@ -74,7 +74,7 @@ TEST(Swin, RefusesConditionalEncodings) {
 
 void check_swin_gradients(const std::string& encoding) {
   ModelConfig c = tiny_swin(encoding);
-  c.depths = {2, 1};
+  c.swin().depths = {2, 1};
   auto model = make_model(c, 3);
   testing::check_model_gradients(*model, random_tensor({1, 1, 16, 24}, 4), 6, encoding);
 }
@@ -89,7 +89,7 @@ TEST(SwinGradients, Cpb) { check_swin_gradients("cpb:hidden=16,ref=8x8"); }
 // gradient is checked with V1 blocks above: its ReLU kinks need the larger step.)
 void check_swinv2_gradients(const std::string& encoding) {
   ModelConfig c = tiny_swin(encoding);
-  c.swin_v2 = true;
+  c.swin().v2 = true;
   auto model = make_model(c, 5);
   testing::check_model_gradients(*model, random_tensor({1, 1, 16, 24}, 6), 6, "swin v2 " + encoding,
                                  2e-3);

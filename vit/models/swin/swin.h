@@ -80,6 +80,7 @@ class SwinTransformer : public Model {
 
  private:
   ModelConfig cfg_;
+  const SwinArch& arch_;  // cfg_'s
   Param patch_w_, patch_b_;
   LayerNormLayer patch_norm_;
   std::unique_ptr<TokenEncoding> token_enc_;

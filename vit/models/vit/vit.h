@@ -4,7 +4,7 @@
 // images [B, C, H, W] -> patch embed [B, Np, D] -> prepend class token -> token encoding
 // -> blocks x depth (a conditional encoding, CPVT's PEG, after the block it names) -> pool (class
 // token, or mean of patch tokens) -> norm (fc_norm for mean pooling, as timm) -> head -> logits [B,
-// classes]. Variants (ModelConfig): no_embed_class (the token encoding before the class token is
+// classes]. Variants (VitArch): no_embed_class (the token encoding before the class token is
 // prepended, on the patch tokens only), layer scale in every block (DeiT-III) and register
 // tokens after the class token (prefix tokens: class, registers, then the patches), or DeiT's
 // distillation token with its own head (class, distillation, patches; logits: the heads' mean).
@@ -36,17 +36,18 @@ class VisionTransformer : public Model {
   void collect_linears(std::vector<LinearLayer*>& out) override;
 
  private:
-  int64_t prefix() const { return cfg_.prefix_tokens(); }
+  int64_t prefix() const { return arch_.prefix_tokens(); }
   // The learned prefix tokens in token order (class [1, 1, D], distillation [1, 1, D], registers
   // [1, R, D]): what forward copies before the patches and backward accumulates into.
   std::vector<Param*> prefix_params();
   const Tensor& forward_distilled(const Tensor& tokens, bool training);
   // The conditional encoding's forward on the output of `blocks_run` blocks (0: their input),
   // and its backward on that output's gradient, when it sits there.
-  void condition(size_t blocks_run, Tensor& tokens);
-  void condition_backward(size_t blocks_run, Tensor& dtokens);
+  void apply_conditional(size_t blocks_run, Tensor& tokens);
+  void apply_conditional_backward(size_t blocks_run, Tensor& dtokens);
 
   ModelConfig cfg_;
+  const VitArch& arch_;  // cfg_'s
   Param patch_w_, patch_b_, cls_, dist_, reg_;
   std::unique_ptr<TokenEncoding> token_enc_;
   std::unique_ptr<ConditionalEncoding> cond_enc_;

@@ -1,4 +1,4 @@
-#include "vit/models/vit.h"
+#include "vit/models/vit/vit.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,63 +7,64 @@
 
 namespace vitpe {
 
-VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed) : cfg_(config) {
+VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed)
+    : cfg_(config), arch_(cfg_.vit()) {
   cfg_.validate();
   Rng rng(seed);
-  const int64_t D = cfg_.dim, C = cfg_.channels, p = cfg_.patch;
-  const EncodingSpec spec = parse_encoding(cfg_.encoding);
+  const int64_t D = arch_.dim, C = cfg_.channels, p = cfg_.patch;
+  const EncodingSpec& spec = cfg_.encoding;
 
   std::tie(patch_w_, patch_b_) = make_patch_embed_params(D, C, p, rng);
-  if (cfg_.class_token) {
+  if (arch_.class_token) {
     Tensor cls = Tensor::empty({1, 1, D});
     rng.fill_normal(cls, 1e-6);  // timm
     cls_ = make_param("cls_token", cls, true);
   }
-  if (cfg_.dist_token) {
+  if (arch_.dist_token) {
     Tensor dist = Tensor::empty({1, 1, D});
     rng.fill_normal(dist, 0.02);  // timm's trunc_normal_(std=.02), untruncated
     dist_ = make_param("dist_token", dist, true);
   }
-  if (cfg_.reg_tokens) {
-    Tensor reg = Tensor::empty({1, cfg_.reg_tokens, D});
+  if (arch_.reg_tokens) {
+    Tensor reg = Tensor::empty({1, arch_.reg_tokens, D});
     rng.fill_normal(reg, 1e-6);  // timm
     reg_ = make_param("reg_token", reg, true);
   }
   const Grid grid = cfg_.patch_grid();
   // no_embed_class: the token encoding sees the patch tokens only (timm adds pos_embed before
   // prepending the class token).
-  token_enc_ = make_token_encoding(spec, D, grid, cfg_.no_embed_class ? 0 : prefix(), rng);
+  token_enc_ = make_token_encoding(spec, D, grid, arch_.no_embed_class ? 0 : prefix(), rng);
   cond_enc_ = make_conditional_encoding(spec, D, grid, prefix(), rng);
-  if (cond_enc_ && cond_enc_->after_block() > cfg_.depth) {
+  if (cond_enc_ && cond_enc_->after_block() > arch_.depth) {
     throw std::invalid_argument(
         cond_enc_->kind() + ": option after=" + std::to_string(cond_enc_->after_block()) +
-        " is past the last block of this ViT (depth " + std::to_string(cfg_.depth) +
-        "); accepted: after=0.." + std::to_string(cfg_.depth));
+        " is past the last block of this ViT (depth " + std::to_string(arch_.depth) +
+        "); accepted: after=0.." + std::to_string(arch_.depth));
   }
-  const int64_t hd = D / cfg_.heads;
-  for (int64_t i = 0; i < cfg_.depth; ++i) {
-    blocks_.emplace_back("blocks." + std::to_string(i), D, cfg_.heads, cfg_.mlp_dim, cfg_.eps,
-                         make_attention_encoding(spec, cfg_.heads, hd, grid, prefix(), rng), rng,
-                         cfg_.layer_scale, BlockStyle::pre_norm,
-                         MlpStyle{cfg_.mlp == "swiglu", cfg_.mlp_norm, cfg_.eps});
+  const int64_t hd = D / arch_.heads;
+  for (int64_t i = 0; i < arch_.depth; ++i) {
+    blocks_.emplace_back("blocks." + std::to_string(i), D, arch_.heads, arch_.mlp_dim, arch_.eps,
+                         make_attention_encoding(spec, arch_.heads, hd, grid, prefix(), rng), rng,
+                         arch_.layer_scale, BlockStyle::pre_norm,
+                         MlpStyle{arch_.mlp == Mlp::swiglu, arch_.mlp_norm, arch_.eps});
   }
-  norm_ = LayerNormLayer(cfg_.pool == Pool::cls ? "norm" : "fc_norm", D, cfg_.eps);
+  norm_ = LayerNormLayer(arch_.pool == Pool::cls ? "norm" : "fc_norm", D, arch_.eps);
   head_ = LinearLayer("head", D, cfg_.classes, true, rng);
-  if (cfg_.dist_token) head_dist_ = LinearLayer("head_dist", D, cfg_.classes, true, rng);
+  if (arch_.dist_token) head_dist_ = LinearLayer("head_dist", D, cfg_.classes, true, rng);
   outs_.resize(blocks_.size());
 }
 
 void VisionTransformer::collect_linears(std::vector<LinearLayer*>& out) {
   for (auto& b : blocks_) b.collect_linears(out);
   out.push_back(&head_);
-  if (cfg_.dist_token) out.push_back(&head_dist_);
+  if (arch_.dist_token) out.push_back(&head_dist_);
 }
 
 std::vector<Param*> VisionTransformer::prefix_params() {
   std::vector<Param*> out;
-  if (cfg_.class_token) out.push_back(&cls_);
-  if (cfg_.dist_token) out.push_back(&dist_);
-  if (cfg_.reg_tokens) out.push_back(&reg_);
+  if (arch_.class_token) out.push_back(&cls_);
+  if (arch_.dist_token) out.push_back(&dist_);
+  if (arch_.reg_tokens) out.push_back(&reg_);
   return out;
 }
 
@@ -80,7 +81,7 @@ std::vector<Param*> VisionTransformer::params() {
   for (auto& b : blocks_) b.collect(out);
   norm_.collect(out);
   head_.collect(out);
-  if (cfg_.dist_token) head_dist_.collect(out);
+  if (arch_.dist_token) head_dist_.collect(out);
   return out;
 }
 
@@ -105,13 +106,13 @@ Model::AttentionMaps VisionTransformer::attention_maps() {
 
 const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   grid_ = check_images("VisionTransformer::forward", images, cfg_);
-  const int64_t B = images.size(0), D = cfg_.dim, P = prefix();
+  const int64_t B = images.size(0), D = arch_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
   if (training) images_ = images;
 
   ensure_shape(patches_, {B, Np, D});
   patch_embed_forward(patches_, images, patch_w_.value, patch_b_.value);  // [B, Np, D]
-  if (token_enc_ && cfg_.no_embed_class) token_enc_->forward(patches_, grid_);
+  if (token_enc_ && arch_.no_embed_class) token_enc_->forward(patches_, grid_);
   ensure_shape(tokens_, {B, N, D});
   const std::vector<Param*> prefix_tokens = prefix_params();
   for (int64_t b = 0; b < B; ++b) {
@@ -122,21 +123,21 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
     }
     std::memcpy(dst, patches_.f32() + b * Np * D, Np * D * sizeof(float));
   }
-  if (token_enc_ && !cfg_.no_embed_class) token_enc_->forward(tokens_, grid_);  // [B, N, D]
+  if (token_enc_ && !arch_.no_embed_class) token_enc_->forward(tokens_, grid_);  // [B, N, D]
 
   const AttnGeometry geom{grid_, P};
   const Tensor no_mask;
   Tensor* x = &tokens_;
-  condition(0, *x);
+  apply_conditional(0, *x);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     blocks_[i].forward(outs_[i], *x, geom, no_mask, training);
     x = &outs_[i];
-    condition(i + 1, *x);
+    apply_conditional(i + 1, *x);
   }
 
-  if (cfg_.dist_token) return forward_distilled(*x, training);
+  if (arch_.dist_token) return forward_distilled(*x, training);
   ensure_shape(pooled_, {B, D});
-  if (cfg_.pool == Pool::cls) {
+  if (arch_.pool == Pool::cls) {
     // LayerNorm is per token, so normalising only the class token equals timm's norm-then-pool.
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(pooled_.f32() + b * D, x->f32() + b * N * D, D * sizeof(float));
@@ -151,7 +152,7 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
 // DeiT distilled: the class and distillation tokens ([2, B, D]: token t of image b at t * B + b),
 // normalised, through head and head_dist; the logits are their mean.
 const Tensor& VisionTransformer::forward_distilled(const Tensor& x, bool training) {
-  const int64_t B = x.size(0), N = x.size(1), D = cfg_.dim;
+  const int64_t B = x.size(0), N = x.size(1), D = arch_.dim;
   ensure_shape(pooled_, {2, B, D});
   for (int64_t t = 0; t < 2; ++t) {
     for (int64_t b = 0; b < B; ++b) {
@@ -168,7 +169,7 @@ const Tensor& VisionTransformer::forward_distilled(const Tensor& x, bool trainin
 }
 
 void VisionTransformer::backward(const Tensor& dlogits) {
-  const int64_t B = logits_.size(0), D = cfg_.dim, P = prefix();
+  const int64_t B = logits_.size(0), D = arch_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
   check_shape("VisionTransformer::backward", "dlogits", dlogits, logits_.shape());
   ensure_grads();
@@ -176,7 +177,7 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   ensure_shape(d_a_, {B, N, D});
   ensure_shape(d_b_, {B, N, D});
   d_a_.zero();
-  if (cfg_.dist_token) {
+  if (arch_.dist_token) {
     // Each head got half of the logits' gradient.
     ensure_shape(d_half_, dlogits.shape());
     for (int64_t i = 0; i < dlogits.numel(); ++i) d_half_.f32()[i] = 0.5f * dlogits.f32()[i];
@@ -202,7 +203,7 @@ void VisionTransformer::backward(const Tensor& dlogits) {
     ensure_shape(d_pooled_, {B, D});
     d_pooled_.zero();
     norm_.backward(d_pooled_, d_normed_);
-    if (cfg_.pool == Pool::cls) {
+    if (arch_.pool == Pool::cls) {
       for (int64_t b = 0; b < B; ++b)
         std::memcpy(d_a_.f32() + b * N * D, d_pooled_.f32() + b * D, D * sizeof(float));
     } else {
@@ -211,14 +212,14 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   }
   Tensor* dy = &d_a_;
   Tensor* dx = &d_b_;
-  condition_backward(blocks_.size(), *dy);
+  apply_conditional_backward(blocks_.size(), *dy);
   for (size_t i = blocks_.size(); i-- > 0;) {
     blocks_[i].backward(*dx, *dy);  // overwrites dx
     std::swap(dx, dy);
-    condition_backward(i, *dy);
+    apply_conditional_backward(i, *dy);
   }
   // dy: gradient of the encoded tokens
-  if (token_enc_ && !cfg_.no_embed_class) token_enc_->backward(*dy, grid_);
+  if (token_enc_ && !arch_.no_embed_class) token_enc_->backward(*dy, grid_);
   ensure_shape(d_patches_, {B, Np, D});
   const std::vector<Param*> prefix_tokens = prefix_params();
   for (int64_t b = 0; b < B; ++b) {
@@ -231,29 +232,29 @@ void VisionTransformer::backward(const Tensor& dlogits) {
     }
     std::memcpy(d_patches_.f32() + b * Np * D, src + P * D, Np * D * sizeof(float));
   }
-  if (token_enc_ && cfg_.no_embed_class) token_enc_->backward(d_patches_, grid_);
+  if (token_enc_ && arch_.no_embed_class) token_enc_->backward(d_patches_, grid_);
   Tensor no_dx;
   patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_, patch_w_.value);
 }
 
-void VisionTransformer::condition(size_t blocks_run, Tensor& tokens) {
+void VisionTransformer::apply_conditional(size_t blocks_run, Tensor& tokens) {
   if (cond_enc_ && static_cast<size_t>(cond_enc_->after_block()) == blocks_run)
     cond_enc_->forward(tokens, grid_);  // [B, N, D], in place
 }
 
-void VisionTransformer::condition_backward(size_t blocks_run, Tensor& dtokens) {
+void VisionTransformer::apply_conditional_backward(size_t blocks_run, Tensor& dtokens) {
   if (cond_enc_ && static_cast<size_t>(cond_enc_->after_block()) == blocks_run)
     cond_enc_->backward(dtokens, grid_);  // [B, N, D], in place
 }
 
 double VisionTransformer::flops_per_image() const {
-  const double D = cfg_.dim, Np = cfg_.patch_grid().count(), N = Np + prefix();
+  const double D = arch_.dim, Np = cfg_.patch_grid().count(), N = Np + prefix();
   const double pe = 2.0 * Np * D * cfg_.channels * cfg_.patch * cfg_.patch;
   const double block = 2.0 * N * D * 3 * D + 4.0 * N * N * D + 2.0 * N * D * D +
-                       (cfg_.mlp == "swiglu" ? 6.0 : 4.0) * N * D * cfg_.mlp_dim +
-                       (cfg_.layer_scale > 0 ? 4.0 * N * D : 0.0);
+                       (arch_.mlp == Mlp::swiglu ? 6.0 : 4.0) * N * D * arch_.mlp_dim +
+                       (arch_.layer_scale > 0 ? 4.0 * N * D : 0.0);
   const double peg = cond_enc_ ? 2.0 * 9 * Np * D : 0.0;  // a depthwise 3x3 convolution
-  return pe + cfg_.depth * block + peg + (cfg_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
+  return pe + arch_.depth * block + peg + (arch_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
 }
 
 }  // namespace vitpe

@@ -1,4 +1,4 @@
-#include "vit/models/swin.h"
+#include "vit/models/swin/swin.h"
 
 #include <algorithm>
 #include <cmath>
@@ -127,55 +127,53 @@ namespace {
 // Swin has no conditional site: its stages change the grid and the channels, so where a PEG
 // would go (and at which width) is a design CPVT's ViT placement does not settle.
 void refuse_conditional(const EncodingSpec& spec) {
-  const std::vector<EncodingKindInfo> kinds = encoding_kinds();
+  const EncodingSpec::Part* part = spec.part(EncodingSite::conditional);
+  if (!part) return;
   std::string works;
-  for (const EncodingKindInfo& k : kinds) {
-    if (k.site == "token" || k.site == "attention") works += (works.empty() ? "" : ", ") + k.name;
-  }
-  for (const EncodingSpec::Part& part : spec.parts) {
-    for (const EncodingKindInfo& k : kinds) {
-      if (k.name != part.kind || k.site != "conditional") continue;
-      throw std::invalid_argument("encoding '" + spec.str() + "': '" + k.name +
-                                  "' is a conditional encoding, which only ViT models take; " +
-                                  "Swin models take token and attention kinds (" + works +
-                                  ") or none");
+  for (const EncodingKindInfo& k : encoding_kinds()) {
+    if (k.site == EncodingSite::token || k.site == EncodingSite::attention) {
+      works += (works.empty() ? "" : ", ") + k.name;
     }
   }
+  throw std::invalid_argument("encoding '" + spec.str() + "': '" + part->kind +
+                              "' is a conditional encoding, which only ViT models take; " +
+                              "Swin models take token and attention kinds (" + works + ") or none");
 }
 
 }  // namespace
 
-SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed) : cfg_(config) {
+SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed)
+    : cfg_(config), arch_(cfg_.swin()) {
   cfg_.validate();
   Rng rng(seed);
-  const int64_t C0 = cfg_.dim, Cin = cfg_.channels, p = cfg_.patch;
-  const EncodingSpec spec = parse_encoding(cfg_.encoding);
+  const int64_t C0 = arch_.dim, Cin = cfg_.channels, p = cfg_.patch;
+  const EncodingSpec& spec = cfg_.encoding;
   refuse_conditional(spec);
   std::tie(patch_w_, patch_b_) = make_patch_embed_params(C0, Cin, p, rng);
-  patch_norm_ = LayerNormLayer("patch_embed.norm", C0, cfg_.eps);
+  patch_norm_ = LayerNormLayer("patch_embed.norm", C0, arch_.eps);
   Grid res = cfg_.patch_grid();
   token_enc_ = make_token_encoding(spec, C0, res, 0, rng);
 
-  const Grid window{cfg_.window, cfg_.window};
-  const size_t S = cfg_.depths.size();
+  const Grid window{arch_.window, arch_.window};
+  const size_t S = arch_.depths.size();
   stages_.resize(S);
   for (size_t s = 0; s < S; ++s) {
     const int64_t dim = C0 << s;
     const std::string name = "layers." + std::to_string(s);
     if (s > 0) {
-      merges_.push_back(std::make_unique<PatchMerging>(name + ".downsample", dim / 2, cfg_.eps, rng,
-                                                       cfg_.swin_v2));
+      merges_.push_back(
+          std::make_unique<PatchMerging>(name + ".downsample", dim / 2, arch_.eps, rng, arch_.v2));
       res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
     }
-    const int64_t hidden = static_cast<int64_t>(dim * cfg_.mlp_ratio);
-    for (int64_t j = 0; j < cfg_.depths[s]; ++j) {
+    const int64_t hidden = static_cast<int64_t>(dim * arch_.mlp_ratio);
+    for (int64_t j = 0; j < arch_.depths[s]; ++j) {
       stages_[s].push_back(std::make_unique<SwinBlock>(
-          name + ".blocks." + std::to_string(j), dim, cfg_.stage_heads[s], hidden, cfg_.eps,
+          name + ".blocks." + std::to_string(j), dim, arch_.stage_heads[s], hidden, arch_.eps,
           clamp_window(window, res), j % 2 == 1, spec, rng,
-          cfg_.swin_v2 ? BlockStyle::swin_v2 : BlockStyle::pre_norm));
+          arch_.v2 ? BlockStyle::swin_v2 : BlockStyle::pre_norm));
     }
   }
-  norm_ = LayerNormLayer("norm", C0 << (S - 1), cfg_.eps);
+  norm_ = LayerNormLayer("norm", C0 << (S - 1), arch_.eps);
   head_ = LinearLayer("head.fc", C0 << (S - 1), cfg_.classes, true, rng);
   merged_.resize(S);
   outs_.resize(S);
@@ -219,7 +217,7 @@ const Tensor& SwinTransformer::forward(const Tensor& images, bool training) {
   Grid res = check_images("SwinTransformer::forward", images, cfg_);
   const int64_t B = images.size(0);
   if (training) images_ = images;
-  ensure_shape(patches_, {B, res.count(), cfg_.dim});
+  ensure_shape(patches_, {B, res.count(), arch_.dim});
   patch_embed_forward(patches_, images, patch_w_.value, patch_b_.value);
   patch_norm_.forward(embedded_, patches_, training);
   if (token_enc_) token_enc_->forward(embedded_, res);
@@ -267,7 +265,7 @@ void SwinTransformer::backward(const Tensor& dlogits) {
     }
     if (s > 0) {
       // Gradient of the previous stage's output: [B, L of stage s-1, C of stage s-1].
-      ensure_shape(*dx, {dy->size(0), res_[s - 1].count(), cfg_.dim << (s - 1)});
+      ensure_shape(*dx, {dy->size(0), res_[s - 1].count(), arch_.dim << (s - 1)});
       dx->zero();
       merges_[s - 1]->backward(*dx, *dy);
       std::swap(dx, dy);
@@ -286,21 +284,21 @@ void SwinTransformer::backward(const Tensor& dlogits) {
 double SwinTransformer::flops_per_image() const {
   const double p = cfg_.patch;
   Grid res = cfg_.patch_grid();
-  double flops = 2.0 * res.count() * cfg_.dim * cfg_.channels * p * p;
-  for (size_t s = 0; s < cfg_.depths.size(); ++s) {
-    const double C = static_cast<double>(cfg_.dim << s);
+  double flops = 2.0 * res.count() * arch_.dim * cfg_.channels * p * p;
+  for (size_t s = 0; s < arch_.depths.size(); ++s) {
+    const double C = static_cast<double>(arch_.dim << s);
     if (s > 0) {
       res = {ceil_div(res.rows, 2), ceil_div(res.cols, 2)};
       flops += 2.0 * res.count() * 4 * (C / 2) * C;
     }
-    const Grid w = clamp_window({cfg_.window, cfg_.window}, res);
+    const Grid w = clamp_window({arch_.window, arch_.window}, res);
     const double L = static_cast<double>(ceil_div(res.rows, w.rows) * w.rows *
                                          ceil_div(res.cols, w.cols) * w.cols);
     const double per_block = 2.0 * L * C * 3 * C + 4.0 * L * w.count() * C + 2.0 * L * C * C +
-                             4.0 * L * C * C * cfg_.mlp_ratio;
-    flops += cfg_.depths[s] * per_block;
+                             4.0 * L * C * C * arch_.mlp_ratio;
+    flops += arch_.depths[s] * per_block;
   }
-  const double Cl = static_cast<double>(cfg_.dim << (cfg_.depths.size() - 1));
+  const double Cl = static_cast<double>(arch_.dim << (arch_.depths.size() - 1));
   return flops + 2.0 * Cl * cfg_.classes;
 }
 
