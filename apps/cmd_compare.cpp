@@ -39,7 +39,7 @@ void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*
 
 namespace {
 
-// The published resolution studies (#17): every encoding of the ViT study set on a 7x7 patch
+// The published resolution studies: every encoding of the ViT study set on a 7x7 patch
 // grid at 28 px (patch 4), 5 seeds, evaluated at 44 and 56 px under both extension policies,
 // each within a 90-minute budget on 2 cores (checked before the sweep; a plan over it is refused
 // with what to cut). Only fields the user did not set change.
