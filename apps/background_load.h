@@ -1,5 +1,5 @@
 // `--background-load N` of the bench commands: N busy processes beside a measurement, for the
-// shared machine a user's application runs on (#15).
+// shared machine a user's application runs on.
 #pragma once
 
 #include <sys/types.h>

@@ -27,7 +27,8 @@ void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*
   // 10 epochs of 10,000 canvases (about 2 minutes for the five encodings): `relbias` only picks
   // up the relation after 3-4 epochs of such a schedule (test 42 % after epoch 3, 93 % after
   // 10); 4 epochs of 2,500 left it at chance, and the demo's table then said a relative bias
-  // cannot learn directions, the opposite of the full comparison in the README.
+  // cannot learn directions, the opposite of the full comparison
+  // (docs/results/resolution-studies.md).
   if (!given("--subset")) t.data.limit = 10000;
   if (!given("--test-subset")) t.test_limit = 500;
   if (!given("--epochs")) t.epochs = 10;
@@ -39,7 +40,7 @@ void apply_quick_compare(CompareOptions& o, const std::function<bool(const char*
 
 namespace {
 
-// The published resolution studies (#17): every encoding of the ViT study set on a 7x7 patch
+// The published resolution studies: every encoding of the ViT study set on a 7x7 patch
 // grid at 28 px (patch 4), 5 seeds, evaluated at 44 and 56 px under both extension policies,
 // each within a 90-minute budget on 2 cores (checked before the sweep; a plan over it is refused
 // with what to cut). Only fields the user did not set change.

@@ -134,9 +134,9 @@ namespace {
 // The commands that compute start again with OpenMP's short spin (ops/ops.h,
 // restart_with_short_openmp_spin): ViT-S batch 1 on 2 threads took 445 ms beside a nice-19
 // build and 194 beside a busy process with libgomp's default, 219 and 120 with the short one (55
-// alone either way; README, Benchmarks). The second start costs about 0.15 s, so the others
-// (help, info, encodings, convert, report) do not; a word of argv naming a command that computes
-// is enough (a false match only costs that time).
+// alone either way; docs/results/shared-machine.md). The second start costs about 0.15 s, so the
+// others (help, info, encodings, convert, report) do not; a word of argv naming a command that
+// computes is enough (a false match only costs that time).
 void restart_if_computing(char** argv) {
   for (char** a = argv + 1; *a != nullptr; ++a) {
     for (const char* c : {"classify", "eval", "bench", "train", "compare", "demo"}) {

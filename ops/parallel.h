@@ -1,6 +1,7 @@
 // A thread pool for the CPU ops: parallel_for over [0, n) in chunks that threads claim one at a
-// time. Not used by the ops yet: moving their loops and the linear layers onto it is #15's next
-// step (blocked linears are still slower than oneDNN's own threads on a quiet machine).
+// time. Not used by the ops yet: moving their loops and the linear layers onto it is the next
+// step for a shared machine (blocked linears are still slower than oneDNN's own threads on a
+// quiet machine).
 //
 // Why not OpenMP's `parallel for`: a static split gives each thread a fixed share, and the
 // region's end barrier waits for the slowest one. On a shared machine one of our threads shares

@@ -5,9 +5,9 @@ Answers "does vitpe's trainer learn as fast as PyTorch does with the same settin
 its per-epoch test accuracy with the `"type":"epoch"` lines of a vitpe run's metrics.jsonl.
 The model is timm's VisionTransformer in the vit-fmnist shape (28x28, 1 channel, patch 4,
 D 128, depth 6, 4 heads, MLP 512, pre-norm, timm's initialisation, as vitpe's; global average
-pooling without a class token, as the preset, or `--pool token` for the class-token model of the
-README's runs A-C) with a fixed 2D sin-cos position table (vitpe's `sincos2d`, MAE layout, class
-row zero).
+pooling without a class token, as the preset, or `--pool token` for the class-token model of
+runs A-C in docs/results/fashion-mnist-training.md) with a fixed 2D sin-cos position table
+(vitpe's `sincos2d`, MAE layout, class row zero).
 Recipe as `vitpe train`: AdamW (betas 0.9/0.999, eps 1e-8, no weight decay on norms, biases,
 class token and positions), per-step linear warmup then cosine to --min-lr, label smoothing,
 global gradient-norm clipping, shuffled batches with the last partial batch dropped, no

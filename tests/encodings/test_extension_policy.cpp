@@ -1,4 +1,4 @@
-// Extension policies (#17 item 1): every kind meets another grid by interpolation (coordinates
+// Extension policies: every kind meets another grid by interpolation (coordinates
 // rescaled into the built range) or extrapolation (integer coordinates past it; learned tables
 // hold their edges), chosen at evaluation time. Checked per kind against what the rule means,
 // written here independently of the kinds' code: at the built grid the policy changes nothing;

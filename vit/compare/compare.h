@@ -26,7 +26,7 @@ struct CompareOptions {
   std::vector<std::string> encodings;  // empty: default_encodings(the model)
   std::vector<uint64_t> seeds = {1};
   std::vector<int64_t> sizes;  // evaluation sizes; empty: train size, +8, +16 px
-  // How the encodings meet each size other than the training size (#17): every policy given is
+  // How the encodings meet each size other than the training size: every policy given is
   // evaluated on the same trained model, one column each (the training size once).
   std::vector<ExtensionPolicy> policies = {ExtensionPolicy::native};
   // How each size other than the training size is rendered (data.h protocol_names(): zoom,

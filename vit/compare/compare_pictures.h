@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "vit/compare/report.h"
+#include "vit/compare/results.h"
 #include "vit/models/model.h"
 
 namespace vitpe {

@@ -1,4 +1,4 @@
-// Attention diagnostics for the comparison report (#17 item 4): what a trained model's attention
+// Attention diagnostics for the comparison report: what a trained model's attention
 // does at a given image size, measured on test images.
 //   mean attention distance (the ViT paper's Fig. 7, right): for each block and head, the
 //     attention-weighted Euclidean distance in patches from a patch query to the patch keys,

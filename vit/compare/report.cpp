@@ -1,21 +1,14 @@
 // Terminal table, JSON, CSV and the HTML report of a comparison (see report.h).
 #include "vit/compare/report.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <stdexcept>
 
 namespace vitpe {
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -187,24 +180,6 @@ std::string line_chart(const std::string& title, const std::string& x_label,
   return o.str();
 }
 
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / static_cast<double>(v.size());
-}
-
-double std_of(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  double m = mean_of(v), s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size() - 1));
-}
-
-// The accuracy of one run at size index k (NaN when the run lacks it).
-double accuracy_at(const RunResult& run, size_t k) {
-  return k < run.accuracy.size() ? run.accuracy[k] : std::nan("");
-}
-
 // "+1.23 [-0.40, 2.86]" in percent, "*" when the interval excludes zero.
 std::string diff_cell(const Interval& d) {
   if (d.n == 0) return "-";
@@ -216,19 +191,14 @@ std::string diff_cell(const Interval& d) {
   return c;
 }
 
-// Per encoding and epoch: the mean over seeds of a history field.
-std::vector<Series> curves(const CompareResults& r, double EpochRecord::*field, double scale) {
+// Per encoding: the mean over seeds of a history field at each epoch, in `unit`s.
+std::vector<Series> curves(const CompareResults& r, double EpochRecord::*field, double unit) {
   std::vector<Series> out;
   for (size_t e = 0; e < r.encodings.size(); ++e) {
-    std::map<int64_t, std::vector<double>> by_epoch;
-    for (const RunResult& run : r.runs) {
-      if (run.encoding != r.encodings[e]) continue;
-      for (const EpochRecord& h : run.history) by_epoch[h.epoch].push_back(h.*field * scale);
-    }
     Series s{r.encodings[e], kColors[e % 10], {}, {}, {}};
-    for (auto& [ep, v] : by_epoch) {
-      s.x.push_back(static_cast<double>(ep));
-      s.y.push_back(mean_of(v));
+    for (const auto& [epoch, mean] : epoch_means(r, r.encodings[e], field, unit)) {
+      s.x.push_back(static_cast<double>(epoch));
+      s.y.push_back(mean);
     }
     out.push_back(std::move(s));
   }
@@ -236,80 +206,6 @@ std::vector<Series> curves(const CompareResults& r, double EpochRecord::*field, 
 }
 
 }  // namespace
-
-double t_quantile_975(int64_t df) {
-  if (df < 1)
-    throw std::invalid_argument("t_quantile_975: df must be >= 1, found " + std::to_string(df));
-  static const double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                                 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                                 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                                 2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-  if (df <= 30) return table[df - 1];
-  // Cornish-Fisher expansion of t around the normal quantile z (error < 1e-4 for df > 30).
-  const double z = 1.959963984540054, n = static_cast<double>(df);
-  const double z3 = z * z * z, z5 = z3 * z * z, z7 = z5 * z * z;
-  return z + (z3 + z) / (4 * n) + (5 * z5 + 16 * z3 + 3 * z) / (96 * n * n) +
-         (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * n * n * n);
-}
-
-Interval mean_interval(const std::vector<double>& v) {
-  Interval i;
-  i.n = static_cast<int64_t>(v.size());
-  i.mean = mean_of(v);
-  i.stddev = std_of(v);
-  if (i.n >= 2) i.half = t_quantile_975(i.n - 1) * i.stddev / std::sqrt(static_cast<double>(i.n));
-  return i;
-}
-
-std::string reference_encoding(const CompareResults& r) {
-  if (!r.reference.empty()) return r.reference;
-  return r.encodings.empty() ? "" : r.encodings.front();
-}
-
-std::vector<PairedRow> paired_differences(const CompareResults& r) {
-  const std::string ref = reference_encoding(r);
-  std::map<uint64_t, const RunResult*> ref_runs;
-  for (const RunResult& run : r.runs) {
-    if (run.encoding == ref) ref_runs[run.seed] = &run;
-  }
-  std::vector<PairedRow> rows;
-  if (ref_runs.empty()) return rows;
-  for (const std::string& enc : r.encodings) {
-    if (enc == ref) continue;
-    std::vector<std::vector<double>> d(r.sizes.size());
-    bool any = false;
-    for (const RunResult& run : r.runs) {
-      if (run.encoding != enc) continue;
-      auto it = ref_runs.find(run.seed);
-      if (it == ref_runs.end()) continue;
-      any = true;
-      for (size_t k = 0; k < r.sizes.size(); ++k) {
-        const double a = accuracy_at(run, k), b = accuracy_at(*it->second, k);
-        if (!std::isnan(a) && !std::isnan(b)) d[k].push_back(a - b);
-      }
-    }
-    if (!any) continue;
-    PairedRow row;
-    row.encoding = enc;
-    for (const auto& v : d) row.diff.push_back(mean_interval(v));
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
-std::string column_policy(const CompareResults& r, size_t k) {
-  return k < r.policies.size() && !r.policies[k].empty() ? r.policies[k] : "native";
-}
-
-bool compares_policies(const CompareResults& r) {
-  for (size_t k = 0; k < r.sizes.size(); ++k)
-    if (column_policy(r, k) != "native") return true;
-  return false;
-}
-
-std::string column_protocol(const CompareResults& r, size_t k) {
-  return k < r.protocols.size() ? r.protocols[k] : "";
-}
 
 namespace {
 // The protocols the columns name, in column order.
@@ -324,54 +220,6 @@ std::vector<std::string> used_protocols(const CompareResults& r) {
   return out;
 }
 }  // namespace
-
-bool compares_protocols(const CompareResults& r) {
-  for (size_t k = 0; k < r.sizes.size(); ++k)
-    if (!column_protocol(r, k).empty()) return true;
-  return false;
-}
-
-std::string column_label(const CompareResults& r, size_t k) {
-  std::string s = std::to_string(r.sizes[k]);
-  if (r.sizes[k] == r.train_size) return s;
-  if (compares_protocols(r) && !column_protocol(r, k).empty()) {
-    s += ' ';
-    s += column_protocol(r, k);
-  }
-  if (!compares_policies(r)) return s;
-  const std::string p = column_policy(r, k);
-  s += ' ';
-  s += p == "interpolate" ? std::string("interp") : p == "extrapolate" ? std::string("extrap") : p;
-  return s;
-}
-
-std::vector<SummaryRow> summarize(const CompareResults& r) {
-  std::vector<SummaryRow> rows;
-  for (const std::string& enc : r.encodings) {
-    SummaryRow row;
-    row.encoding = enc;
-    std::vector<std::vector<double>> acc(r.sizes.size());
-    std::vector<double> times;
-    for (const RunResult& run : r.runs) {
-      if (run.encoding != enc) continue;
-      ++row.runs;
-      row.params_added = run.params_added;
-      times.push_back(run.train_seconds);
-      for (size_t s = 0; s < r.sizes.size() && s < run.accuracy.size(); ++s)
-        acc[s].push_back(run.accuracy[s]);
-    }
-    if (row.runs == 0) continue;  // not finished yet: no row, rather than a row of zeros
-    row.train_seconds = mean_of(times);
-    for (const auto& a : acc) {
-      const Interval i = mean_interval(a);
-      row.mean.push_back(i.mean);
-      row.stddev.push_back(i.stddev);
-      row.ci95.push_back(i.half);
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
 
 std::string terminal_table(const CompareResults& r) {
   std::vector<SummaryRow> rows = summarize(r);
@@ -698,20 +546,11 @@ void html_paired(std::ostream& o, const CompareResults& r) {
 // Cost per encoding at each size: parameters added, GFLOPs and measured ms per image (means over
 // the encoding's runs), and the time relative to the reference encoding.
 void html_cost(std::ostream& o, const CompareResults& r, const std::vector<SummaryRow>& rows) {
-  std::map<std::string, std::vector<std::vector<double>>> gf, ms;
   bool any = false;
-  for (const RunResult& run : r.runs) {
-    auto& g = gf[run.encoding];
-    auto& m = ms[run.encoding];
-    g.resize(r.sizes.size());
-    m.resize(r.sizes.size());
-    for (size_t k = 0; k < r.sizes.size(); ++k) {
-      if (k < run.gflops.size()) g[k].push_back(run.gflops[k]);
-      if (k < run.ms_per_image.size()) m[k].push_back(run.ms_per_image[k]), any = true;
-    }
-  }
+  for (const RunResult& run : r.runs) any |= !run.ms_per_image.empty() && !r.sizes.empty();
   if (!any) return;
   const std::string ref = reference_encoding(r);
+  const std::vector<double> base = column_means(r, ref, &RunResult::ms_per_image);
   o << "<h2>Cost per encoding</h2>\n<table id=\"cost\">\n<thead><tr><th>encoding</th>"
        "<th>params added</th>";
   for (size_t k = 0; k < r.sizes.size(); ++k)
@@ -722,19 +561,16 @@ void html_cost(std::ostream& o, const CompareResults& r, const std::vector<Summa
   for (const SummaryRow& row : rows) {
     o << "<tr><td>" << html_escape(row.encoding) << "</td><td>" << with_commas(row.params_added)
       << "</td>";
+    const std::vector<double> gflops = column_means(r, row.encoding, &RunResult::gflops);
+    const std::vector<double> ms = column_means(r, row.encoding, &RunResult::ms_per_image);
+    for (size_t k = 0; k < r.sizes.size(); ++k)
+      o << "<td>" << (std::isnan(gflops[k]) ? "-" : fmt("%.4f", gflops[k])) << "</td>";
     for (size_t k = 0; k < r.sizes.size(); ++k) {
-      const auto& v = gf[row.encoding];
-      o << "<td>" << (k < v.size() && !v[k].empty() ? fmt("%.4f", mean_of(v[k])) : "-") << "</td>";
-    }
-    for (size_t k = 0; k < r.sizes.size(); ++k) {
-      const auto& v = ms[row.encoding];
-      const auto& base = ms[ref];
       o << "<td>";
-      if (k < v.size() && !v[k].empty()) {
-        o << fmt("%.3f", mean_of(v[k]));
-        if (row.encoding != ref && k < base.size() && !base[k].empty() && mean_of(base[k]) > 0) {
-          o << " (" << fmt("%.2f", mean_of(v[k]) / mean_of(base[k])) << "x)";
-        }
+      if (!std::isnan(ms[k])) {
+        o << fmt("%.3f", ms[k]);
+        if (row.encoding != ref && !std::isnan(base[k]) && base[k] > 0)
+          o << " (" << fmt("%.2f", ms[k] / base[k]) << "x)";
       } else {
         o << "-";
       }
@@ -834,25 +670,18 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
   size_t depth = 0;
   for (size_t e = 0; e < rows.size(); ++e) {
     Series s{rows[e].encoding, kColors[e % 10], {}, {}, {}};
-    std::vector<double> sum;
-    std::vector<int> n;
     for (const RunResult& run : r.runs) {
       if (run.encoding != rows[e].encoding || k0 >= run.attention_distance.size()) continue;
       const auto& blocks = run.attention_distance[k0];
-      depth = std::max(depth, blocks.size());
-      sum.resize(std::max(sum.size(), blocks.size()), 0.0);
-      n.resize(sum.size(), 0);
       for (size_t b = 0; b < blocks.size(); ++b)
-        for (double v : blocks[b]) {
-          s.points.emplace_back(static_cast<double>(b + 1), v);
-          sum[b] += v;
-          ++n[b];
-        }
+        for (double v : blocks[b]) s.points.emplace_back(static_cast<double>(b + 1), v);
     }
-    for (size_t b = 0; b < sum.size(); ++b) {
-      if (n[b] == 0) continue;
+    const std::vector<double> by_block = attention_distance_by_block(r, rows[e].encoding, k0);
+    depth = std::max(depth, by_block.size());
+    for (size_t b = 0; b < by_block.size(); ++b) {
+      if (std::isnan(by_block[b])) continue;
       s.x.push_back(static_cast<double>(b + 1));
-      s.y.push_back(sum[b] / n[b]);
+      s.y.push_back(by_block[b]);
     }
     if (!s.x.empty()) dist.push_back(std::move(s));
   }
@@ -877,15 +706,10 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
       Series s{rows[e].encoding, kColors[e % 10], {}, {}, {}};
       for (size_t k = 0; k < r.sizes.size(); ++k) {
         if (!in_chart(k)) continue;
-        double sum = 0;
-        int n = 0;
-        for (const RunResult& run : r.runs) {
-          if (run.encoding != rows[e].encoding || k >= run.attention_entropy.size()) continue;
-          for (double v : run.attention_entropy[k]) sum += v, ++n;
-        }
-        if (n == 0) continue;
+        const double entropy = attention_entropy_mean(r, rows[e].encoding, k);
+        if (std::isnan(entropy)) continue;
         s.x.push_back(static_cast<double>(r.sizes[k]));
-        s.y.push_back(sum / n);
+        s.y.push_back(entropy);
       }
       if (!s.x.empty()) ent.push_back(std::move(s));
     }

@@ -113,7 +113,7 @@ struct DatasetOptions {
   // of the bilinear resize to rows x cols with ImageNet's statistics.
   std::optional<Preprocess> transform;
   // How a size other than the training size base_rows x base_cols (0: the dataset's native
-  // size) is rendered, for evaluating a trained model at other resolutions (#17). Empty: the
+  // size) is rendered, for evaluating a trained model at other resolutions. Empty: the
   // dataset's own rule (other_size_rule: zoom for fashion-mnist and folder, canvas for
   // procedural and quadrant). See protocol_names() for the choices.
   std::string protocol;

@@ -1,4 +1,4 @@
-// The report's encoding pictures (#17 item 4, in part): the token part's position similarity and
+// The report's encoding pictures: the token part's position similarity and
 // block 0's attention terms drawn again at every other evaluation size under both extension
 // policies, every block's own attention part and, for rotation kinds, its phase picture, each
 // captioned with what it shows.

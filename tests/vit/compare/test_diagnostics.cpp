@@ -1,4 +1,4 @@
-// Attention diagnostics (#17 item 4): mean attention distance and entropy against values worked
+// Attention diagnostics: mean attention distance and entropy against values worked
 // out by hand for uniform and one-hot attention, the shape check, and a trained model's
 // statistics at two sizes.
 #include <gtest/gtest.h>

@@ -1,6 +1,7 @@
-// Tests of vit/compare/report.cpp: statistics of the summary, JSON round trip, CSV, base64, and the
-// HTML report rendered by headless Chromium (screenshot not blank, no console messages, table
-// and charts in the DOM). Chromium tests skip with a message when it is not installed.
+// Tests of vit/compare/report.cpp: the statistics of vit/compare/stats.h as the tables show them,
+// JSON round trip, CSV, base64, and the HTML report rendered by headless Chromium (screenshot not
+// blank, no console messages, table and charts in the DOM). Chromium tests skip with a message
+// when it is not installed. The statistics themselves are tested in test_stats.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -80,33 +81,6 @@ TEST(Report, SummaryIsMeanAndSampleStdOverSeeds) {
   EXPECT_NEAR(rows[2].ci95[0], 12.706 * 0.005, 1e-9);
   EXPECT_NE(t.find("71.50 +- 6.35"), std::string::npos) << t;  // rope-mixed at 28
   EXPECT_NE(t.find("t-based 95 % interval over 2 seeds"), std::string::npos) << t;
-}
-
-TEST(Statistics, StudentTQuantiles) {
-  // Reference values of t(0.975, df) (e.g. R's qt(0.975, df)).
-  const std::vector<std::pair<int64_t, double>> known = {
-      {1, 12.7062}, {2, 4.3027},  {4, 2.7764},  {9, 2.2622},   {30, 2.0423},
-      {31, 2.0395}, {40, 2.0211}, {60, 2.0003}, {120, 1.9799}, {100000, 1.9600}};
-  for (const auto& [df, t] : known) EXPECT_NEAR(t_quantile_975(df), t, 1e-3) << "df " << df;
-  for (int64_t df = 1; df < 200; ++df) {
-    EXPECT_GT(t_quantile_975(df), t_quantile_975(df + 1)) << "decreasing at df " << df;
-  }
-  EXPECT_THROW(t_quantile_975(0), std::invalid_argument);
-}
-
-TEST(Statistics, MeanIntervalOfSeeds) {
-  const Interval i = mean_interval({1, 2, 3, 4, 5});
-  EXPECT_EQ(i.n, 5);
-  EXPECT_DOUBLE_EQ(i.mean, 3);
-  EXPECT_NEAR(i.stddev, std::sqrt(2.5), 1e-12);
-  EXPECT_NEAR(i.half, 2.776 * std::sqrt(2.5) / std::sqrt(5.0), 1e-12);
-  EXPECT_TRUE(i.excludes_zero());
-  EXPECT_FALSE(mean_interval({-1, 1, 0.5}).excludes_zero());
-  EXPECT_TRUE(mean_interval({-3, -2, -2.5}).excludes_zero());
-  const Interval one = mean_interval({0.7});
-  EXPECT_EQ(one.half, 0);
-  EXPECT_FALSE(one.excludes_zero()) << "one seed says nothing about an interval";
-  EXPECT_EQ(mean_interval({}).n, 0);
 }
 
 // Paired by seed: the differences of runs trained with the same seed, against the reference.

@@ -1,4 +1,4 @@
-// timm's model-zoo families beyond the plain ViT and Swin (#16), each loaded from a file under
+// timm's model-zoo families beyond the plain ViT and Swin, each loaded from a file under
 // timm's names, with no conversion step, and matched against timm's logits at two sizes
 // (tests/golden/make_zoo_goldens.py). The weights are synthetic, a function of each tensor's
 // name (tests/golden/synthetic_weights.h): the test writes the checkpoint and checks its names

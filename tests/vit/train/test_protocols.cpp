@@ -1,4 +1,4 @@
-// The resolution protocols (#17 item 2): each checked against what it means, from the sample at
+// The resolution protocols: each checked against what it means, from the sample at
 // the training size rendered by the dataset itself: zoom is its bilinear resize, dilute puts it
 // in the top-left corner, translate somewhere else, spread scales its positions, canvas draws
 // anew (procedural) or centres the photo on black; labels never change; at the training size

@@ -1,0 +1,40 @@
+// The columns of a comparison's results (see results.h).
+#include "vit/compare/results.h"
+
+namespace vitpe {
+
+std::string column_policy(const CompareResults& r, size_t k) {
+  return k < r.policies.size() && !r.policies[k].empty() ? r.policies[k] : "native";
+}
+
+bool compares_policies(const CompareResults& r) {
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    if (column_policy(r, k) != "native") return true;
+  return false;
+}
+
+std::string column_protocol(const CompareResults& r, size_t k) {
+  return k < r.protocols.size() ? r.protocols[k] : "";
+}
+
+bool compares_protocols(const CompareResults& r) {
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    if (!column_protocol(r, k).empty()) return true;
+  return false;
+}
+
+std::string column_label(const CompareResults& r, size_t k) {
+  std::string s = std::to_string(r.sizes[k]);
+  if (r.sizes[k] == r.train_size) return s;
+  if (compares_protocols(r) && !column_protocol(r, k).empty()) {
+    s += ' ';
+    s += column_protocol(r, k);
+  }
+  if (!compares_policies(r)) return s;
+  const std::string p = column_policy(r, k);
+  s += ' ';
+  s += p == "interpolate" ? std::string("interp") : p == "extrapolate" ? std::string("extrap") : p;
+  return s;
+}
+
+}  // namespace vitpe
