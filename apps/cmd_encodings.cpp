@@ -23,7 +23,7 @@ void run_list(bool json) {
                      {"site", site_name(k.site)},
                      {"options", k.options},
                      {"summary", k.summary},
-                     {"extension", extension_name(k.extension)},
+                     {"extension", rule_name(k.extension)},
                      {"extension_note", k.extension_note}});
     }
     std::printf("%s\n", out.dump(2).c_str());
@@ -45,8 +45,8 @@ void run_list(bool json) {
   for (const auto& k : kinds) row(k.name, site_name(k.site), k.options, k.summary);
   std::printf("\nOn a grid other than the trained one:\n");
   for (const auto& k : kinds) {
-    if (k.extension == Extension::none && k.extension_note.empty()) continue;  // none
-    std::printf("  %-*s  %-11s  %s\n", (int)wn, k.name.c_str(), extension_name(k.extension),
+    if (k.extension == ExtensionRule::none && k.extension_note.empty()) continue;  // none
+    std::printf("  %-*s  %-11s  %s\n", (int)wn, k.name.c_str(), rule_name(k.extension),
                 k.extension_note.c_str());
   }
   std::printf(

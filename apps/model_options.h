@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string img_size;  // "224" or "224x160"
   std::string labels;
   std::string precision = "f32";
+  bool assume_defaults = false;
   // Preprocessing over the model's own (add_preprocess_options).
   std::string mean, std_dev, crop_mode, interpolation;
   double crop_pct = 0;
@@ -31,6 +32,7 @@ struct ModelOptions {
     o.heads = heads;
     o.window = window;
     o.labels_file = labels;
+    o.assume_defaults = assume_defaults;
     if (!img_size.empty()) {
       // N or ROWSxCOLS, nothing else ("28abc" and "28x28x5" were once read as 28).
       const size_t x = img_size.find('x');
@@ -68,6 +70,10 @@ inline void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_labels =
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--img-size", o.img_size,
                   "Input size N or ROWSxCOLS (default: the checkpoint's, else 224)");
+  cmd->add_flag("--assume-defaults", o.assume_defaults,
+                "For timm/torchvision files that do not tell every part of the model (heads, an "
+                "Eva RoPE-ViT's encoding, a Swin V2's window): load with the assumptions the "
+                "refusal names instead of refusing");
   if (with_labels) {
     cmd->add_option("--labels", o.labels, "Class names, one per line")->check(CLI::ExistingFile);
   }

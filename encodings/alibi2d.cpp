@@ -28,7 +28,7 @@ class Alibi2d final : public BiasAttentionEncoding {
     check_grid("alibi2d", geom.window);
     AttentionTerms t = AttentionEncoding::terms(geom);
     t.distance_slopes = slopes_;
-    if (extension() == Extension::interpolate) {
+    if (extension_rule() == ExtensionRule::interpolate) {
       // Distances measured in the built window's units: dy R0/R, dx C0/C.
       t.distance_scale_y = static_cast<float>(static_cast<double>(window_.rows) / geom.window.rows);
       t.distance_scale_x = static_cast<float>(static_cast<double>(window_.cols) / geom.window.cols);
@@ -44,8 +44,8 @@ class Alibi2d final : public BiasAttentionEncoding {
   void bias_backward(const Tensor&, const AttnGeometry&) override {}
 
   std::vector<Param*> params() override { return {}; }
-  Extension extension() const override {
-    return resolve_extension(policy_, Extension::extrapolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_, ExtensionRule::extrapolate);
   }
 
  private:
@@ -61,7 +61,7 @@ KindDef alibi2d_kind() {
   k.name = "alibi2d";
   k.site = Site::attention;
   k.summary = "fixed bias -2^(-8h/H) * Euclidean distance, heads h = 1..H (2D ALiBi); no params";
-  k.extension = Extension::extrapolate;
+  k.extension = ExtensionRule::extrapolate;
   k.extension_note =
       "distances grow with the grid (the same slopes); interpolate: distances scaled per axis "
       "into the built window's units (dy R0/R, dx C0/C)";

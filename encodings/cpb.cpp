@@ -86,9 +86,9 @@ class Cpb final : public BiasAttentionEncoding {
     for (int64_t i = 0; i < 3 * heads_; ++i) gp[i] += static_cast<float>(dtable[L * heads_ + i]);
   }
 
-  Extension extension() const override {
-    return resolve_extension(policy_,
-                             ref_.rows > 0 ? Extension::extrapolate : Extension::interpolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_,
+                        ref_.rows > 0 ? ExtensionRule::extrapolate : ExtensionRule::interpolate);
   }
 
  protected:
@@ -120,7 +120,7 @@ class Cpb final : public BiasAttentionEncoding {
   std::array<double, 2> coords(Grid w, int64_t r) const {
     const Grid base = ref_.rows > 0 ? ref_ : window_;
     auto span = [](int64_t n) { return static_cast<double>(std::max<int64_t>(n - 1, 1)); };
-    const bool interp = extension() == Extension::interpolate;
+    const bool interp = extension_rule() == ExtensionRule::interpolate;
     const double sy =
         interp ? span(window_.rows) / (span(base.rows) * span(w.rows)) : 1.0 / span(base.rows);
     const double sx =
@@ -248,7 +248,7 @@ KindDef cpb_kind() {
   k.summary =
       "bias 16*sigmoid(MLP(log-spaced relative offset)) per block (Swin V2 continuous position "
       "bias; learned class entries)";
-  k.extension = Extension::interpolate;
+  k.extension = ExtensionRule::interpolate;
   k.extension_note =
       "the MLP is evaluated at the new window's offsets: with ref=none they are rescaled to the "
       "same [-8, 8] range (interpolation); with ref=RxC larger windows extrapolate past it; "

@@ -32,8 +32,8 @@ namespace vitpe {
 //   interpolate  its tables are resampled to the new grid (coordinates rescaled to the old range)
 //   extrapolate  integer coordinates run past the trained range (fixed formulas, distances)
 //   none         nothing depends on the grid
-enum class Extension : uint8_t { none, interpolate, extrapolate };
-const char* extension_name(Extension e);  // "none", "interpolate", "extrapolate"
+enum class ExtensionRule : uint8_t { none, interpolate, extrapolate };
+const char* rule_name(ExtensionRule e);  // "none", "interpolate", "extrapolate"
 
 // The rule an evaluation asks for (`vitpe eval|compare --policy`): each kind's own rule
 // (`native`, what training and inference use by default), or one rule for every kind whose
@@ -53,7 +53,7 @@ const char* policy_name(ExtensionPolicy p);  // "native", "interpolate", "extrap
 // std::invalid_argument naming the accepted words otherwise.
 ExtensionPolicy parse_policy(const std::string& word);
 // The rule in effect for a kind whose own rule is `native` under policy p.
-Extension resolve_extension(ExtensionPolicy p, Extension native);
+ExtensionRule resolve_rule(ExtensionPolicy p, ExtensionRule native);
 
 struct Grid {
   int64_t rows = 0, cols = 0;
@@ -73,12 +73,13 @@ struct Param {
   bool no_decay = false;
 };
 
-// The extension policy an encoding part follows on a grid other than the one it was built for
-// (token and attention parts alike). Changing the policy calls policy_changed(), where a part
-// drops the tables it derived for other grids; learned values are not changed.
-class ExtensionSetting {
+// What token and attention parts share: the extension policy each follows on a grid other than
+// the one it was built for, and the rule that policy puts in effect. Changing the policy calls
+// policy_changed(), where a part drops the tables it derived for other grids; learned values are
+// not changed.
+class EncodingPart {
  public:
-  virtual ~ExtensionSetting() = default;
+  virtual ~EncodingPart() = default;
   void set_extension_policy(ExtensionPolicy p) {
     if (p == policy_) return;
     policy_ = p;
@@ -86,14 +87,14 @@ class ExtensionSetting {
   }
   ExtensionPolicy extension_policy() const { return policy_; }
   // The rule in effect under the current policy (none for kinds without a grid-dependent part).
-  virtual Extension extension() const { return Extension::none; }
+  virtual ExtensionRule extension_rule() const { return ExtensionRule::none; }
 
  protected:
   virtual void policy_changed() {}
   ExtensionPolicy policy_ = ExtensionPolicy::native;
 };
 
-class TokenEncoding : public ExtensionSetting {
+class TokenEncoding : public EncodingPart {
  public:
   virtual ~TokenEncoding() = default;
   virtual std::string kind() const = 0;
@@ -143,7 +144,7 @@ struct AttnGeometry {
   int64_t tokens() const { return prefix + window.count(); }
 };
 
-class AttentionEncoding : public ExtensionSetting {
+class AttentionEncoding : public EncodingPart {
  public:
   virtual ~AttentionEncoding() = default;
   virtual std::string kind() const = 0;
@@ -228,7 +229,7 @@ struct EncodingKindInfo {
   std::string name;
   EncodingSite site = EncodingSite::none;
   std::string options, summary;
-  Extension extension = Extension::none;
+  ExtensionRule extension = ExtensionRule::none;
   std::string extension_note;                           // what exactly happens on another grid
   bool studied_global = true, studied_windowed = true;  // in the default comparison of each layout
 };

@@ -288,11 +288,11 @@ std::vector<std::string> default_study_encodings(AttentionLayout layout) {
   return out;
 }
 
-const char* extension_name(Extension e) {
+const char* rule_name(ExtensionRule e) {
   switch (e) {
-    case Extension::interpolate:
+    case ExtensionRule::interpolate:
       return "interpolate";
-    case Extension::extrapolate:
+    case ExtensionRule::extrapolate:
       return "extrapolate";
     default:
       return "none";
@@ -318,9 +318,10 @@ ExtensionPolicy parse_policy(const std::string& word) {
                               "': expected native, interpolate or extrapolate");
 }
 
-Extension resolve_extension(ExtensionPolicy p, Extension native) {
-  if (native == Extension::none || p == ExtensionPolicy::native) return native;
-  return p == ExtensionPolicy::interpolate ? Extension::interpolate : Extension::extrapolate;
+ExtensionRule resolve_rule(ExtensionPolicy p, ExtensionRule native) {
+  if (native == ExtensionRule::none || p == ExtensionPolicy::native) return native;
+  return p == ExtensionPolicy::interpolate ? ExtensionRule::interpolate
+                                           : ExtensionRule::extrapolate;
 }
 
 }  // namespace vitpe

@@ -49,7 +49,7 @@ struct KindDef {
   Site site = Site::none;
   std::vector<OptionDef> options;
   std::string summary;
-  Extension extension = Extension::none;
+  ExtensionRule extension = ExtensionRule::none;
   std::string extension_note;
   // In the default comparison of global-attention (ViT) and windowed (Swin) models.
   bool studied_global = true, studied_windowed = true;

@@ -42,8 +42,8 @@ class Learned1d final : public TableTokenEncoding {
   }
 
   std::vector<Param*> params() override { return {&param_}; }
-  Extension extension() const override {
-    return resolve_extension(policy_, Extension::interpolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_, ExtensionRule::interpolate);
   }
 
  protected:
@@ -67,7 +67,7 @@ class Learned1d final : public TableTokenEncoding {
     }
     for (int64_t i = 0; i < prefix_ * dim_; ++i) g[i] += d[i];
     Tensor dplanes = patch_rows_to_planes(dtable, prefix_, grid);
-    Tensor back = extension() == Extension::extrapolate
+    Tensor back = extension_rule() == ExtensionRule::extrapolate
                       ? resample_hold_edges_backward(dplanes, grid_.rows, grid_.cols, false)
                       : resample_backward(dplanes, grid_.rows, grid_.cols, Filter::bicubic, true);
     Tensor gview = param_.grad.reshape({prefix_ + grid_.count(), dim_});
@@ -81,7 +81,7 @@ class Learned1d final : public TableTokenEncoding {
     Tensor src = param_.value.reshape({prefix_ + grid_.count(), dim_});
     Tensor planes = patch_rows_to_planes(src, prefix_, grid_);
     Tensor out_planes =
-        extension() == Extension::extrapolate
+        extension_rule() == ExtensionRule::extrapolate
             ? resample_hold_edges(planes, new_grid.rows, new_grid.cols, /*centred=*/false)
             : vitpe::resample(planes, new_grid.rows, new_grid.cols, Filter::bicubic,
                               /*antialias=*/true);
@@ -103,7 +103,7 @@ KindDef learned1d_kind() {
   k.name = "learned1d";
   k.site = Site::token;
   k.summary = "learned table [prefix + rows*cols, D] (timm pos_embed); resampled bicubic+antialias";
-  k.extension = Extension::interpolate;
+  k.extension = ExtensionRule::interpolate;
   k.extension_note =
       "the table is resampled bicubic with antialias, as timm's resample_abs_pos_embed; "
       "extrapolate: the built table anchored top-left, its last row and column repeated";

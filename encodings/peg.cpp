@@ -104,7 +104,7 @@ KindDef peg_kind() {
   k.summary =
       "CPVT's positional encoding generator: a depthwise 3x3 convolution over the token "
       "grid after the first block";
-  k.extension = Extension::none;
+  k.extension = ExtensionRule::none;
   k.extension_note = "computed from the tokens at any grid; zero padding marks the border";
   // Windowed models (Swin) do not take it: no conditional site there.
   k.studied_windowed = false;

@@ -101,8 +101,8 @@ class RelBias final : public BiasAttentionEncoding {
   }
 
   std::vector<Param*> params() override { return {&param_}; }
-  Extension extension() const override {
-    return resolve_extension(policy_, Extension::interpolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_, ExtensionRule::interpolate);
   }
 
  protected:
@@ -143,7 +143,8 @@ class RelBias final : public BiasAttentionEncoding {
   // planes [H, 2Mh-1, 2Mw-1] of the built window -> [H, 2Mh'-1, 2Mw'-1] of w
   Tensor resize_planes(const Tensor& planes, Grid w) const {
     const int64_t h = 2 * w.rows - 1, wd = 2 * w.cols - 1;
-    if (extension() == Extension::extrapolate) return resample_hold_edges(planes, h, wd, true);
+    if (extension_rule() == ExtensionRule::extrapolate)
+      return resample_hold_edges(planes, h, wd, true);
     return resize_ == Resize::beit ? resample_beit(planes, h, wd)
                                    : vitpe::resample(planes, h, wd, Filter::bicubic, true);
   }
@@ -151,7 +152,7 @@ class RelBias final : public BiasAttentionEncoding {
   // one.
   Tensor resize_planes_backward(const Tensor& dplanes) const {
     const int64_t h = 2 * window_.rows - 1, wd = 2 * window_.cols - 1;
-    if (extension() == Extension::extrapolate)
+    if (extension_rule() == ExtensionRule::extrapolate)
       return resample_hold_edges_backward(dplanes, h, wd, true);
     return resize_ == Resize::beit ? resample_beit_backward(dplanes, h, wd)
                                    : resample_backward(dplanes, h, wd, Filter::bicubic, true);
@@ -179,7 +180,7 @@ KindDef relbias_kind() {
   k.name = "relbias";
   k.site = Site::attention;
   k.summary = "learned bias table [(2Mh-1)(2Mw-1)(+3 class entries), H] per block (Swin, BEiT)";
-  k.extension = Extension::interpolate;
+  k.extension = ExtensionRule::interpolate;
   k.options = {{"resize",
                 "bicubic",
                 "how the table is resampled for another window: bicubic (F.interpolate, "

@@ -61,9 +61,9 @@ class RopeAxial final : public RotationAttentionEncoding {
   std::vector<Param*> params() override { return {}; }
   // ref=RxC scales the coordinates to the reference on every window (interpolate), ref=none
   // keeps integer coordinates (extrapolate).
-  Extension extension() const override {
-    return resolve_extension(policy_,
-                             ref_.rows > 0 ? Extension::interpolate : Extension::extrapolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_,
+                        ref_.rows > 0 ? ExtensionRule::interpolate : ExtensionRule::extrapolate);
   }
 
  protected:
@@ -91,7 +91,7 @@ class RopeAxial final : public RotationAttentionEncoding {
     RopeAxialLayout l{theta_, x_first_, 1.0, 1.0};
     const double s0x = ref_.rows > 0 ? static_cast<double>(ref_.cols) / window_.cols : 1.0;
     const double s0y = ref_.rows > 0 ? static_cast<double>(ref_.rows) / window_.rows : 1.0;
-    if (extension() == Extension::interpolate) {
+    if (extension_rule() == ExtensionRule::interpolate) {
       l.scale_x = s0x * static_cast<double>(window_.cols) / static_cast<double>(w.cols);
       l.scale_y = s0y * static_cast<double>(window_.rows) / static_cast<double>(w.rows);
     } else {
@@ -122,7 +122,7 @@ KindDef rope_axial_kind() {
        {"xy", "ij"}},
       {"ref", "none", "coordinates scaled to this grid (timm's ref_feat_shape)", {}, true}};
   k.summary = "RoPE-ViT axial: half the pairs rotate with x, half with y; fixed; hd % 4 == 0";
-  k.extension = Extension::extrapolate;
+  k.extension = ExtensionRule::extrapolate;
   k.extension_note =
       "integer coordinates run past the trained range (the same frequencies); with ref=RxC the "
       "coordinates are rescaled to that grid instead (interpolate); the policy interpolate "

@@ -100,8 +100,8 @@ class RopeMixed final : public RotationAttentionEncoding {
   }
 
   std::vector<Param*> params() override { return {&param_}; }
-  Extension extension() const override {
-    return resolve_extension(policy_, Extension::extrapolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_, ExtensionRule::extrapolate);
   }
 
  private:
@@ -111,7 +111,7 @@ class RopeMixed final : public RotationAttentionEncoding {
     double x = 1, y = 1;
   };
   Scale scale(Grid w) const {
-    if (extension() != Extension::interpolate) return {};
+    if (extension_rule() != ExtensionRule::interpolate) return {};
     return {static_cast<double>(window_.cols) / static_cast<double>(w.cols),
             static_cast<double>(window_.rows) / static_cast<double>(w.rows)};
   }
@@ -154,7 +154,7 @@ KindDef rope_mixed_kind() {
   k.site = Site::attention;
   k.options = {{"theta", "10", "init base: m_k = theta^(-4k/hd)", {}}};
   k.summary = "RoPE-ViT mixed: learned (fx, fy) per block/head/pair; hd % 4 == 0";
-  k.extension = Extension::extrapolate;
+  k.extension = ExtensionRule::extrapolate;
   k.extension_note =
       "integer coordinates run past the trained range (the learned frequencies); interpolate: "
       "coordinates (y R0/R, x C0/C) in the built range";

@@ -40,8 +40,8 @@ class Separable2d final : public TableTokenEncoding {
     cache_.clear();
   }
 
-  Extension extension() const override {
-    return resolve_extension(policy_, Extension::interpolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_, ExtensionRule::interpolate);
   }
 
   std::vector<Param*> params() override {
@@ -114,14 +114,14 @@ class Separable2d final : public TableTokenEncoding {
 
   // table [n, w] -> [m, w]: linear along the first axis (extrapolate: entry min(i, n-1)).
   Tensor axis(const Tensor& table, int64_t m) const {
-    if (extension() == Extension::extrapolate)
+    if (extension_rule() == ExtensionRule::extrapolate)
       return resample_hold_edges(table, m, table.size(1), /*centred=*/false);
     return vitpe::resample(table, m, table.size(1), Filter::bilinear, /*antialias=*/true);
   }
 
   void add_axis_grad(Param& p, const Tensor& g, int64_t n_used, int64_t n_own) const {
     Tensor back = n_used == n_own ? g
-                  : extension() == Extension::extrapolate
+                  : extension_rule() == ExtensionRule::extrapolate
                       ? resample_hold_edges_backward(g, n_own, g.size(1), /*centred=*/false)
                       : resample_backward(g, n_own, g.size(1), Filter::bilinear,
                                           /*antialias=*/true);
@@ -144,7 +144,7 @@ KindDef separable2d_kind() {
                 "sum = row[r] + col[c] (D each); concat = [row[r] | col[c]] (D/2 each)",
                 {"sum", "concat"}}};
   k.summary = "learned row table + column table; resampled linearly per axis";
-  k.extension = Extension::interpolate;
+  k.extension = ExtensionRule::interpolate;
   k.extension_note =
       "the row and column tables are resampled linearly along their axes; extrapolate: their "
       "last entries repeated";

@@ -19,15 +19,15 @@ class Sincos1d final : public TableTokenEncoding {
   }
 
   std::vector<Param*> params() override { return {}; }
-  Extension extension() const override {
-    return resolve_extension(policy_, Extension::extrapolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_, ExtensionRule::extrapolate);
   }
 
  protected:
   const Tensor& table_ref(Grid grid) override {
     check_grid(kind_, grid);
     return cache_.get(grid, {}, [&] {
-      if (grid == grid_ || extension() == Extension::extrapolate)
+      if (grid == grid_ || extension_rule() == ExtensionRule::extrapolate)
         return sincos1d_table(grid.count(), dim_, prefix_, temperature_);
       // interpolate: patch (r, c) at the built grid's coordinates (r R0/R, c C0/C), flattened
       // with the built row length.
@@ -56,7 +56,7 @@ KindDef sincos1d_kind() {
   k.site = Site::token;
   k.options = {{"T", "10000", "temperature: w_i = T^(-2i/D)", {}}};
   k.summary = "fixed sin/cos of the flattened patch index (Vaswani); D even";
-  k.extension = Extension::extrapolate;
+  k.extension = ExtensionRule::extrapolate;
   k.extension_note =
       "flattened patch indices run past the trained range (and change with the row length); "
       "interpolate: patch (r, c) at index (r R0/R) C0 + c C0/C of the built grid";

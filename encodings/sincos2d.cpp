@@ -24,8 +24,8 @@ class Sincos2d final : public TableTokenEncoding {
   }
 
   std::vector<Param*> params() override { return {}; }
-  Extension extension() const override {
-    return resolve_extension(policy_, Extension::extrapolate);
+  ExtensionRule extension_rule() const override {
+    return resolve_rule(policy_, ExtensionRule::extrapolate);
   }
 
  protected:
@@ -33,7 +33,7 @@ class Sincos2d final : public TableTokenEncoding {
     check_grid(kind_, grid);
     return cache_.get(grid, {}, [&] {
       // interpolate: the coordinates rescaled into the built grid's range (r R0/R, c C0/C).
-      const bool interp = extension() == Extension::interpolate;
+      const bool interp = extension_rule() == ExtensionRule::interpolate;
       return sincos2d_table(grid, dim_, prefix_, temperature_,
                             timm_layout_ ? Sincos2dLayout::timm : Sincos2dLayout::mae,
                             interp ? static_cast<double>(grid_.rows) / grid.rows : 1.0,
@@ -61,7 +61,7 @@ KindDef sincos2d_kind() {
                 "[sin y|sin x|cos y|cos x]",
                 {"mae", "timm"}}};
   k.summary = "fixed 2D sin/cos, D/2 channels per axis (MAE); D % 4 == 0";
-  k.extension = Extension::extrapolate;
+  k.extension = ExtensionRule::extrapolate;
   k.extension_note =
       "integer row and column coordinates run past the trained range; interpolate: coordinates "
       "(r R0/R, c C0/C) in the built range";

@@ -1,4 +1,4 @@
-// Extension policies: every kind meets another grid by interpolation (coordinates
+// ExtensionRule policies: every kind meets another grid by interpolation (coordinates
 // rescaled into the built range) or extrapolation (integer coordinates past it; learned tables
 // hold their edges), chosen at evaluation time. Checked per kind against what the rule means,
 // written here independently of the kinds' code: at the built grid the policy changes nothing;
@@ -51,49 +51,51 @@ TEST(ExtensionPolicy, NamesParseAndResolve) {
     EXPECT_NE(std::string(e.what()).find("interpolate"), std::string::npos) << e.what();
   }
   EXPECT_STREQ(policy_name(ExtensionPolicy::extrapolate), "extrapolate");
-  EXPECT_EQ(resolve_extension(ExtensionPolicy::native, Extension::interpolate),
-            Extension::interpolate);
-  EXPECT_EQ(resolve_extension(ExtensionPolicy::extrapolate, Extension::interpolate),
-            Extension::extrapolate);
-  EXPECT_EQ(resolve_extension(ExtensionPolicy::interpolate, Extension::none), Extension::none);
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::native, ExtensionRule::interpolate),
+            ExtensionRule::interpolate);
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::extrapolate, ExtensionRule::interpolate),
+            ExtensionRule::extrapolate);
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::interpolate, ExtensionRule::none), ExtensionRule::none);
 }
 
 // The rule a built part reports under the native policy is the registry's, for every kind, and
 // the two policies give the two rules wherever the kind depends on the grid.
 TEST(ExtensionPolicy, EveryKindReportsItsRegistryRuleAndBothPolicies) {
   for (const EncodingKindInfo& k : encoding_kinds()) {
-    Extension native = Extension::none, interp = Extension::none, extrap = Extension::none;
+    ExtensionRule native = ExtensionRule::none, interp = ExtensionRule::none,
+                  extrap = ExtensionRule::none;
     if (k.site == EncodingSite::token) {
       auto e = token(k.name, {3, 4}, 1);
-      native = e->extension();
+      native = e->extension_rule();
       e->set_extension_policy(ExtensionPolicy::interpolate);
-      interp = e->extension();
+      interp = e->extension_rule();
       e->set_extension_policy(ExtensionPolicy::extrapolate);
-      extrap = e->extension();
+      extrap = e->extension_rule();
     } else if (k.site == EncodingSite::attention) {
       auto e = attention(k.name, {3, 4}, 1);
-      native = e->extension();
+      native = e->extension_rule();
       e->set_extension_policy(ExtensionPolicy::interpolate);
-      interp = e->extension();
+      interp = e->extension_rule();
       e->set_extension_policy(ExtensionPolicy::extrapolate);
-      extrap = e->extension();
+      extrap = e->extension_rule();
     }
     EXPECT_EQ(native, k.extension) << k.name;
-    if (k.extension == Extension::none) {
-      EXPECT_EQ(interp, Extension::none) << k.name;
-      EXPECT_EQ(extrap, Extension::none) << k.name;
+    if (k.extension == ExtensionRule::none) {
+      EXPECT_EQ(interp, ExtensionRule::none) << k.name;
+      EXPECT_EQ(extrap, ExtensionRule::none) << k.name;
     } else {
-      EXPECT_EQ(interp, Extension::interpolate) << k.name;
-      EXPECT_EQ(extrap, Extension::extrapolate) << k.name;
+      EXPECT_EQ(interp, ExtensionRule::interpolate) << k.name;
+      EXPECT_EQ(extrap, ExtensionRule::extrapolate) << k.name;
       // The note says what the other policy does too.
-      const char* other = k.extension == Extension::interpolate ? "extrapolate" : "interpolate";
+      const char* other = k.extension == ExtensionRule::interpolate ? "extrapolate" : "interpolate";
       EXPECT_NE(k.extension_note.find(other), std::string::npos)
           << k.name << ": the note should say what " << other << " does: " << k.extension_note;
     }
   }
   // Options that change the native rule: a reference grid.
-  EXPECT_EQ(attention("rope-axial:ref=4", {3, 4}, 0)->extension(), Extension::interpolate);
-  EXPECT_EQ(attention("cpb:ref=8,hidden=8", {3, 4}, 0)->extension(), Extension::extrapolate);
+  EXPECT_EQ(attention("rope-axial:ref=4", {3, 4}, 0)->extension_rule(), ExtensionRule::interpolate);
+  EXPECT_EQ(attention("cpb:ref=8,hidden=8", {3, 4}, 0)->extension_rule(),
+            ExtensionRule::extrapolate);
 }
 
 // At the built grid nothing depends on the policy.
@@ -358,7 +360,7 @@ TEST(ExtensionPolicy, ModelSwitchesEveryPart) {
   EXPECT_EQ(m->extension_policy(), ExtensionPolicy::extrapolate);
   EXPECT_EQ(m->extension_rules(), "learned1d extrapolate, relbias extrapolate");
   for (AttentionEncoding* a : m->encoding_parts().attention)
-    EXPECT_EQ(a->extension(), Extension::extrapolate);
+    EXPECT_EQ(a->extension_rule(), ExtensionRule::extrapolate);
   EXPECT_EQ(max_rel_error(m->forward(small), s0), 0.0);
   EXPECT_GT(max_rel_error(m->forward(large), l0), 1e-4);
   m->set_extension_policy(ExtensionPolicy::native);  // back: the cached tables follow

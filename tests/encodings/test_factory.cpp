@@ -101,13 +101,13 @@ TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
     if (k.studied_global) global.push_back(k.name);
     if (k.studied_windowed) windowed.push_back(k.name);
     if (k.name == "none") {
-      EXPECT_EQ(k.extension, Extension::none);
+      EXPECT_EQ(k.extension, ExtensionRule::none);
     } else if (k.site == EncodingSite::conditional) {
       // Computed from the tokens at any grid: no rule, but a note saying so.
-      EXPECT_EQ(k.extension, Extension::none) << k.name;
+      EXPECT_EQ(k.extension, ExtensionRule::none) << k.name;
       EXPECT_FALSE(k.extension_note.empty()) << k.name;
     } else {
-      EXPECT_NE(k.extension, Extension::none) << k.name;
+      EXPECT_NE(k.extension, ExtensionRule::none) << k.name;
       EXPECT_FALSE(k.extension_note.empty()) << k.name;
     }
   }
@@ -123,8 +123,8 @@ TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
   // The conditional kind is studied in ViTs only: Swin has no conditional site.
   EXPECT_EQ(std::count(global.begin(), global.end(), "peg"), 1);
   EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "peg"), 0);
-  EXPECT_EQ(std::string(extension_name(Extension::interpolate)), "interpolate");
-  EXPECT_EQ(std::string(extension_name(Extension::extrapolate)), "extrapolate");
+  EXPECT_EQ(std::string(rule_name(ExtensionRule::interpolate)), "interpolate");
+  EXPECT_EQ(std::string(rule_name(ExtensionRule::extrapolate)), "extrapolate");
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, con
   if (auto tok = make_token_encoding(spec, c.embed_dim(), grid, token_prefix, rng)) {
     copy_trained(tok->params(), trained, {""});
     add(write_token_pictures(*tok, grid, out.string(), text), "", "");
-    if (tok->extension() != Extension::none) {
+    if (tok->extension_rule() != ExtensionRule::none) {
       for (const Other& o : others) {
         tok->set_extension_policy(o.policy);
         add(write_token_pictures(*tok, o.grid, (out / o.folder).string(), text + " at " + o.label),
@@ -137,7 +137,7 @@ std::vector<Picture> encoding_pictures(const ModelConfig& c, Model* trained, con
                               text + " (block " + name + "): phase"),
           "block " + name, "");
     }
-    if (b > 0 || att->extension() == Extension::none) continue;
+    if (b > 0 || att->extension_rule() == ExtensionRule::none) continue;
     for (const Other& o : others) {
       const Grid w = window_of(o.grid);
       if (w == window) continue;  // Swin: the window does not grow with the image

@@ -266,6 +266,27 @@ TensorMap foreign_tensors(SafeTensorsFile& file, const DialectMatch& match,
   return tensors;
 }
 
+// A guessed part is never run silently: what the tensors left open, and the flags that settle
+// each, unless the caller asked for the assumptions (then each is a note).
+void refuse_unsettled(const std::vector<Unsettled>& unsettled, const CheckpointDialect& dialect,
+                      const LoadOptions& opts, const std::string& path,
+                      std::vector<std::string>& notes) {
+  if (unsettled.empty()) return;
+  if (opts.assume_defaults) {
+    for (const Unsettled& u : unsettled) notes.push_back("assumed: " + u.what);
+    return;
+  }
+  std::string msg = path + ": this " + dialect.name + " file does not tell " +
+                    (unsettled.size() == 1 ? "one part" : "some parts") +
+                    " of the model, and nothing given settles " +
+                    (unsettled.size() == 1 ? "it" : "them") + ":";
+  for (const Unsettled& u : unsettled) msg += "\n  - " + u.what + "; give " + u.flags;
+  msg +=
+      "\n  (timm's config.json beside the file, naming its architecture, settles them too; "
+      "--assume-defaults loads the file with the assumptions above)";
+  throw std::runtime_error(msg);
+}
+
 // The classes of a foreign file's weights (its family's head), for a preset's config.
 int64_t head_classes(const FamilyDef& f, const TensorMap& tensors, const std::string& path) {
   auto it = tensors.find(f.head_weight);
@@ -313,7 +334,22 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
   std::string preset_name = opts.preset;
   if (preset_name.empty() && has_config_json) {
     const std::string arch = timm_config_architecture(config_json);
-    if (is_preset(arch)) preset_name = arch;
+    if (is_preset(arch)) {
+      preset_name = arch;
+    } else if (!arch.empty()) {
+      const std::vector<std::string>& prefixes = match.family->timm_prefixes;
+      if (std::none_of(prefixes.begin(), prefixes.end(),
+                       [&](const std::string& p) { return starts_with(arch, p); })) {
+        throw std::runtime_error(config_json + " names the architecture '" + arch + "', but " +
+                                 path + " is a " + match.dialect->name + " checkpoint (timm's " +
+                                 join(prefixes, "*, ") +
+                                 "* models): the config.json is another model's; move it away, "
+                                 "or give --preset with the weights' model");
+      }
+      out.notes.push_back(config_json + " names '" + arch +
+                          "', which is not a vitpe preset: the architecture is read off the "
+                          "tensors");
+    }
   }
   ModelConfig c;
   if (ours) {
@@ -343,9 +379,7 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     InferredConfig inferred = match.dialect->infer(tensors, hints, path);
     c = std::move(inferred.config);  // no label: the family describes the final config
     out.notes.insert(out.notes.end(), inferred.notes.begin(), inferred.notes.end());
-    for (const Unsettled& u : inferred.unsettled) {
-      out.notes.push_back(u.what + "; to give it: " + u.flags);
-    }
+    refuse_unsettled(inferred.unsettled, *match.dialect, opts, path, out.notes);
   }
   if (!opts.encoding.empty()) {
     if (ours) {

@@ -33,11 +33,11 @@ struct PreprocessOverrides {
 
 struct LoadOptions {
   std::string preset;  // config from this preset (shapes still checked)
-  int64_t heads = 0;   // ViT heads when no preset (0: dim / 64)
+  int64_t heads = 0;   // ViT heads when no preset (timm's files do not store them)
   // For timm / torchvision files: the positional encoding spec over the one read off the file
   // or the preset (a file without position tensors cannot tell an Eva RoPE-ViT from none).
   std::string encoding;
-  int64_t window = 0;    // Swin V2 files, which do not store it (0: 8, timm's most common)
+  int64_t window = 0;    // Swin V2 files, which do not store it
   int64_t img_rows = 0;  // image size when it cannot be inferred (0: 224, or the preset's)
   int64_t img_cols = 0;
   std::string labels_file;  // one class name per line (overrides the checkpoint's labels)
@@ -45,6 +45,10 @@ struct LoadOptions {
   // weights (its pretrained_cfg: input size, mean, std, crop, interpolation; label_names).
   bool read_config_json = true;
   PreprocessOverrides preprocess;
+  // A foreign file whose config the tensors do not settle (an Eva RoPE-ViT's encoding, a ViT's
+  // heads, a Swin V2's window) and nothing above settles is refused, naming the flags that would;
+  // with this set it loads with the assumptions, each stated in the notes.
+  bool assume_defaults = false;
 };
 
 struct LoadedModel {

@@ -111,6 +111,9 @@ struct FamilyDef {
   std::function<std::unique_ptr<Model>(const ModelConfig&, uint64_t seed)> build;
 
   std::vector<CheckpointDialect> dialects;
+  // How timm's model names of this family begin ("vit_", "deit"): a config.json beside a file
+  // of this family naming another architecture ("resnet50") is a mistake, not a variant.
+  std::vector<std::string> timm_prefixes;
   std::string head_weight;  // the classifier's weight in our names ("head.weight")
   // Before a model is built from a config that came with a file (our metadata, a preset), the
   // config's sizes must be the tensors' (patch embedding, classes, blocks): throws naming `path`,

@@ -104,20 +104,19 @@ void Model::set_extension_policy(ExtensionPolicy p) {
 
 std::string Model::extension_rules() {
   const EncodingParts parts = encoding_parts();
-  std::vector<std::pair<std::string, Extension>> rules;
-  auto note = [&](const std::string& kind, Extension e) {
-    if (e == Extension::none) return;
+  std::vector<std::pair<std::string, ExtensionRule>> rules;
+  auto note = [&](const std::string& kind, ExtensionRule e) {
+    if (e == ExtensionRule::none) return;
     for (const auto& r : rules)
       if (r.first == kind) return;
     rules.emplace_back(kind, e);
   };
-  if (parts.token) note(parts.token->kind(), parts.token->extension());
+  if (parts.token) note(parts.token->kind(), parts.token->extension_rule());
   for (AttentionEncoding* e : parts.attention) {
-    if (e) note(e->kind(), e->extension());
+    if (e) note(e->kind(), e->extension_rule());
   }
   std::string s;
-  for (const auto& r : rules)
-    s += (s.empty() ? "" : ", ") + r.first + " " + extension_name(r.second);
+  for (const auto& r : rules) s += (s.empty() ? "" : ", ") + r.first + " " + rule_name(r.second);
   return s.empty() ? "none" : s;
 }
 int64_t Model::num_encoding_params() { return count(encoding_params()); }

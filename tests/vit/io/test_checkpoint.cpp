@@ -117,6 +117,20 @@ TEST(Parity, TorchvisionSwin) {
   expect_logits(*m.model, "swin_tv_io.safetensors", "input", "logits");
 }
 
+// A timm or torchvision ViT file does not store its heads: never guessed silently (ViT-H's head
+// dim is 80, not the 64 of the smaller ones), refused with the flags that settle them.
+TEST(Checkpoint, UnstatedHeadsAreRefusedWithTheFlagsThatSettleThem) {
+  for (const char* file : {"vit_timm.safetensors", "vit_tv.safetensors"}) {
+    const std::string m = testing::message_of([&] { load_model(data(file)); });
+    EXPECT_NE(m.find("the attention heads (not stored in the file)"), std::string::npos) << m;
+    EXPECT_NE(m.find("--heads N"), std::string::npos) << m;
+    LoadOptions o;
+    o.assume_defaults = true;
+    const LoadedModel assumed = load_model(data(file), o);
+    EXPECT_EQ(assumed.model->config().vit().heads, 1);  // dim 64 / head dim 64
+  }
+}
+
 TEST(Checkpoint, NameMapping) {
   auto map = [](const std::string& name, const std::string& layout) {
     return map_checkpoint_name(name, *dialect(layout).dialect);

@@ -143,6 +143,12 @@ class ConfigJson : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
   void write(const nlohmann::json& j) { std::ofstream(dir_ / "config.json") << j.dump(); }
   std::string weights() const { return (dir_ / "model.safetensors").string(); }
+  // The file's heads: timm's files do not store them, and "vit_tiny_test" is no preset.
+  static LoadOptions heads() {
+    LoadOptions o;
+    o.heads = 4;
+    return o;
+  }
   static nlohmann::json timm_json() {
     nlohmann::json labels = nlohmann::json::array();
     for (int i = 0; i < 10; ++i) labels.push_back("class_" + std::to_string(i));
@@ -162,7 +168,7 @@ class ConfigJson : public ::testing::Test {
 
 TEST_F(ConfigJson, PretrainedCfgAndLabelNamesTravelWithTheWeights) {
   write(timm_json());
-  const LoadedModel m = load_model(weights());
+  const LoadedModel m = load_model(weights(), heads());
   const ModelConfig& c = m.model->config();
   EXPECT_EQ(c.name, "vit_tiny_test");
   EXPECT_EQ(c.img_rows, 32);
@@ -177,15 +183,31 @@ TEST_F(ConfigJson, PretrainedCfgAndLabelNamesTravelWithTheWeights) {
   EXPECT_TRUE(noted);
 
   // Flags win over the file; without reading config.json the file's defaults apply.
-  LoadOptions o;
+  LoadOptions o = heads();
   o.preprocess.crop_pct = 1.0;
   o.preprocess.interpolation = Interpolation::bicubic;
   EXPECT_DOUBLE_EQ(load_model(weights(), o).model->config().preprocess.crop_pct, 1.0);
   EXPECT_EQ(load_model(weights(), o).model->config().preprocess.interpolation,
             Interpolation::bicubic);
-  o = LoadOptions{};
+  o = heads();
   o.read_config_json = false;
   EXPECT_EQ(load_model(weights(), o).model->config().preprocess.mean, kImageNetMean);
+}
+
+// A config.json naming a model of another family (a ResNet's beside ViT weights) is a mistake:
+// the file is not silently taken for the weights' own.
+TEST_F(ConfigJson, AnotherFamilysArchitectureIsAnError) {
+  nlohmann::json j = timm_json();
+  j["architecture"] = "resnet50";
+  write(j);
+  const std::string m = testing::message_of([&] { load_model(weights(), heads()); });
+  EXPECT_NE(m.find("names the architecture 'resnet50'"), std::string::npos) << m;
+  EXPECT_NE(m.find("is a timm ViT checkpoint"), std::string::npos) << m;
+  j["architecture"] = "swin_tiny_patch4_window7_224";  // a preset, but of another family
+  write(j);
+  const std::string m2 = testing::message_of([&] { load_model(weights(), heads()); });
+  EXPECT_NE(m2.find("preset 'swin_tiny_patch4_window7_224' is of family 'swin'"), std::string::npos)
+      << m2;
 }
 
 TEST_F(ConfigJson, ABadConfigJsonIsAnErrorNamingIt) {
@@ -211,15 +233,15 @@ TEST_F(ConfigJson, ABadConfigJsonIsAnErrorNamingIt) {
     nlohmann::json j = timm_json();
     edit(j);
     write(j);
-    const std::string m = testing::message_of([&] { load_model(weights()); });
+    const std::string m = testing::message_of([&] { load_model(weights(), heads()); });
     EXPECT_NE(m.find("config.json"), std::string::npos) << m;
     EXPECT_NE(m.find(expected), std::string::npos) << expected << ": " << m;
   }
   std::ofstream(dir_ / "config.json") << std::string(100000, '[') << std::string(100000, ']');
-  EXPECT_NE(testing::message_of([&] { load_model(weights()); }).find("nests deeper"),
+  EXPECT_NE(testing::message_of([&] { load_model(weights(), heads()); }).find("nests deeper"),
             std::string::npos);
   std::ofstream(dir_ / "config.json") << "{\"pretrained_cfg\": ";
-  EXPECT_NE(testing::message_of([&] { load_model(weights()); }).find("not valid JSON"),
+  EXPECT_NE(testing::message_of([&] { load_model(weights(), heads()); }).find("not valid JSON"),
             std::string::npos);
 }
 

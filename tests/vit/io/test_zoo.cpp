@@ -286,15 +286,21 @@ TEST(Zoo, EvaRopeAxialNeedsTheEncodingNamed) {
         EXPECT_EQ(m.model->config().family_label(), "RoPE-ViT (Eva) axial");
       },
       eva_names(2, false), o);
-  // Without --encoding the file loads as 'none' and the note names the way out.
+  // Without --encoding nothing tells the rotation: the file is refused with the flags that
+  // settle it, and only --assume-defaults loads it as 'none' (saying so).
   SafeTensorsFile io = SafeTensorsFile::open(zoo("eva_rope_synth_io.safetensors"));
   const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"),
                                            "eva_plain.safetensors", eva_names(2, false));
   o.encoding.clear();
+  const std::string refused = testing::message_of([&] { load_model(path, o); });
+  EXPECT_NE(refused.find("does not tell one part of the model"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("--encoding rope-axial"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("--assume-defaults"), std::string::npos) << refused;
+  o.assume_defaults = true;
   LoadedModel m = load_model(path, o);
-  EXPECT_EQ(m.model->config().encoding, "none");
+  EXPECT_EQ(m.model->config().encoding.str(), "none");
   bool said = false;
-  for (const std::string& n : m.notes) said |= n.find("--encoding rope-axial") != std::string::npos;
+  for (const std::string& n : m.notes) said |= n.find("assumed: the position encoding") == 0;
   EXPECT_TRUE(said);
   fs::remove_all(fs::path(path).parent_path());
 }
@@ -518,11 +524,18 @@ TEST(Zoo, SwinV2CosineAttentionPostNormCpb) {
   EXPECT_EQ(got.swin().stage_heads, (std::vector<int64_t>{2, 4}));
   EXPECT_EQ(got.swin().window, 4);
   EXPECT_EQ(got.family_label(), "Swin V2");
-  // Without --window the load says what it assumed.
-  LoadedModel guessed = load_model(path);
+  // Without --window nothing tells the window: refused with the flags that settle it; with
+  // --assume-defaults timm's most common one, said in the notes.
+  const std::string refused = testing::message_of([&] { load_model(path); });
+  EXPECT_NE(refused.find("Swin V2's window (not stored in the file): 8 assumed"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("--window N"), std::string::npos) << refused;
+  LoadOptions assume;
+  assume.assume_defaults = true;
+  LoadedModel guessed = load_model(path, assume);
   EXPECT_EQ(guessed.model->config().swin().window, 8);
   bool said = false;
-  for (const std::string& n : guessed.notes) said |= n.find("--window") != std::string::npos;
+  for (const std::string& n : guessed.notes) said |= n.find("assumed: Swin V2's window") == 0;
   EXPECT_TRUE(said);
   expect_two_sizes_and_round_trip(m, io, golden, path);  // our format keeps swin_v2
 }

@@ -24,6 +24,7 @@ const FamilyDef& swin_family_def() {
       return std::make_unique<SwinTransformer>(c, seed);
     };
     f.dialects = swin_family::dialects();
+    f.timm_prefixes = {"swin"};
     f.head_weight = "head.fc.weight";
     f.check_tensors = swin_family::check_tensors;
     f.gpu_unsupported = [](const ModelConfig& c) -> std::string {

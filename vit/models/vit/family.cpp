@@ -40,6 +40,7 @@ const FamilyDef& vit_family_def() {
       return std::make_unique<VisionTransformer>(c, seed);
     };
     f.dialects = vit_family::dialects();
+    f.timm_prefixes = {"vit_", "vit-", "deit", "beit", "eva", "flexivit"};
     f.head_weight = "head.weight";
     f.check_tensors = vit_family::check_tensors;
     f.gpu_unsupported = vit_family::gpu_unsupported;
