@@ -261,6 +261,8 @@ Splits open_splits(const TrainOptions& o) {
   test_opt.train = false;
   test_opt.limit = o.test_limit;
   Splits s{make_dataset(train_opt), make_dataset(test_opt)};
+  check_split_classes(*s.train, *s.test,
+                      o.data.name + (o.data.dir.empty() ? "" : " at " + o.data.dir));
   if (s.train->size() < o.batch) {
     throw std::invalid_argument("train: the training set has " + std::to_string(s.train->size()) +
                                 " samples, fewer than one batch of " + std::to_string(o.batch));

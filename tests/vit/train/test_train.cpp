@@ -11,6 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "ops/ops.h"
 #include "tests/testing.h"
@@ -354,6 +356,47 @@ TEST(Train, EvaluationRefusesNonFiniteLogitsAndEmptySets) {
   bad.eps = -1;
   m = testing::message_of([&] { bad.validate(); });
   EXPECT_NE(m.find("eps must be in (0, 1)"), std::string::npos) << m;
+}
+
+// An image folder's splits are checked before any training: train/{a,b,c} with test/{a,c} is
+// refused naming the missing class (it would score c's test images as b), with no run files
+// written. A class folder whose name is not UTF-8 trains to the end, and the model records it
+// with the bytes escaped (JSON cannot hold them raw), which a later evaluation compares alike.
+TEST(Train, FolderClassesAreCheckedAndNamesThatAreNotUtf8AreStoredEscaped) {
+  const fs::path dir = temp_dir("folder_classes");
+  cv::Mat img(8, 8, CV_8UC3);
+  auto write = [&](const fs::path& p) {
+    fs::create_directories(p.parent_path());
+    cv::randu(img, 0, 256);
+    ASSERT_TRUE(cv::imwrite(p.string(), img)) << p;
+  };
+  for (const char* cls : {"a", "b", "caf\xe9"}) {
+    for (int i = 0; i < 4; ++i) write(dir / "train" / cls / (std::to_string(i) + ".png"));
+    if (std::string(cls) != "b") write(dir / "test" / cls / "0.png");
+  }
+  TrainOptions o = tiny_options();
+  o.data = DatasetOptions{};
+  o.data.name = "folder:" + dir.string();
+  o.data.rows = o.data.cols = 8;
+  o.overrides = {"patch=4", "depth=1", "dim=16", "heads=2", "mlp_dim=32"};
+  o.test_limit = 0;
+  o.epochs = 1;
+  o.batch = 4;
+  o.out = (dir / "run").string();
+  const std::string m = testing::message_of([&] { train(o); });
+  EXPECT_NE(m.find("only in the training split: 'b'"), std::string::npos) << m;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  write(dir / "test" / "b" / "0.png");
+  TrainResult r = train(o);
+  ASSERT_TRUE(r.finished);
+  const std::vector<std::string> want = {"a", "b", "caf\\xe9"};
+  EXPECT_EQ(r.config.labels, want);
+  LoadedModel lm = load_model((dir / "run" / "model.safetensors").string());
+  EXPECT_EQ(lm.model->config().labels, want);
+  DatasetOptions d = o.data;
+  d.train = false;
+  EXPECT_EQ(check_model_classes(lm.model->config().labels, 3, *make_dataset(d), false, "--x"), "");
+  fs::remove_all(dir);
 }
 
 TEST(Progress, LineShowsPercentRateAndEta) {
