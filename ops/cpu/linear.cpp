@@ -169,12 +169,15 @@ CachedPrimitive& backward_data_primitive(int64_t m, int64_t k, int64_t n, DType 
   });
 }
 
-// Rows per block of a product run in row blocks: a block's outputs are about 512 KiB, so they
-// are still in L2 for what follows them (the fused GELU ops); a multiple of the bias gradient's
-// runs of rows.
-int64_t block_rows(int64_t n) {
+// Rows per block of the fused GELU ops' products, of m rows of n outputs: a block's outputs are
+// at most about 512 KiB, so they are still in L2 for what follows them, and there are at least
+// 12 blocks where blocks of 32 rows allow (at D 64, 850 rows of 128 were one block, on one
+// thread); a multiple of the bias gradient's runs of rows. The shape alone decides.
+int64_t block_rows(int64_t m, int64_t n) {
   const int64_t r = kColumnSumRows;
-  return std::max<int64_t>(r, (int64_t{1} << 17) / std::max<int64_t>(n, 1) / r * r);
+  const int64_t in_l2 = std::max<int64_t>(r, (int64_t{1} << 17) / std::max<int64_t>(n, 1) / r * r);
+  const int64_t for_12 = std::max<int64_t>(r, ((m + 11) / 12 + r - 1) / r * r);
+  return std::min(in_l2, for_12);
 }
 
 // Runs body(primitive, i0, rows) for each block of `rows` rows of m in one parallel region whose
@@ -334,7 +337,7 @@ void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const 
                       int64_t k, int64_t n) {
   if (m == 0) return;
   row_blocks(
-      m, std::min(m, block_rows(n)),
+      m, std::min(m, block_rows(m, n)),
       [&](int64_t mr) -> CachedPrimitive& {
         return forward_primitive(mr, k, n, DType::f32, b != nullptr, Act::none, Residual::none);
       },
@@ -355,7 +358,7 @@ void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const fl
   const int64_t run = kColumnSumRows, runs = (m + run - 1) / run;
   float* part = scratch_f32(ScratchSlot::linear_2, static_cast<size_t>(runs * k));  // [runs, K]
   row_blocks(
-      m, std::min(m, block_rows(k)),
+      m, std::min(m, block_rows(m, k)),
       [&](int64_t mr) -> CachedPrimitive& {
         return backward_data_primitive(mr, k, n, DType::f32, false);
       },

@@ -102,7 +102,7 @@ class SteadyState {
     hb = Tensor::empty(Shape{2, 300, 96});
     xm = random_tensor(Shape{300, 32}, 11);
     hm = Tensor::empty(Shape{300, 96});
-    // Training's fused fc1 + GELU: blocks of 1365 rows (96 outputs), the last of 270.
+    // Training's fused fc1 + GELU: 12 blocks of 256 rows, the last of 184.
     xg = random_tensor(Shape{3000, 32}, 12);
     hg = Tensor::empty(Shape{3000, 96});
     dg = Tensor::empty(Shape{3000, 96});
@@ -123,7 +123,7 @@ class SteadyState {
     linear_int8_forward(y, h, q2, Tensor(), Act::none, y);    // int8, in-place residual
     linear_int8_forward(hb, xb, q1, b1, Act::gelu);           // int8 in tiles of 128 rows
     linear_int8_forward(hm, xm, q1, b1, Act::gelu);           // int8 in tiles of 64 columns
-    linear_gelu_forward_with_derivative(hg, dg, xg, w1, b1);  // training's fc1: 3 row blocks
+    linear_gelu_forward_with_derivative(hg, dg, xg, w1, b1);  // training's fc1: 12 row blocks
     linear_gelu_backward_data(dhg, hg, w2t, dg, db1);         // its backward through fc2
     linear_backward(dx, dw1, db1, h, x, w1);
     Tensor none;
