@@ -1,6 +1,6 @@
-// Steady state allocates nothing: after a first round of linear (+GELU, +residual; f32 and int8),
-// patch embedding and thread-pool calls, repeating them allocates no Tensor storage and makes no
-// heap allocation from vitpe code.
+// Steady state allocates nothing: after a first round of linear (+GELU, +residual; f32 and int8;
+// under FixedWorkSplit too), patch embedding and thread-pool calls, repeating them allocates no
+// Tensor storage and makes no heap allocation from vitpe code.
 //
 // This file replaces the global operator new/delete of the test_ops executable with counting
 // versions (plain malloc/free underneath, so every other test is unaffected). While a round is
@@ -108,6 +108,7 @@ class SteadyState {
     dg = Tensor::empty(Shape{3000, 96});
     w2t = random_tensor(Shape{96, 96}, 13, 0.1);
     dhg = Tensor::empty(Shape{3000, 96});
+    dxg = Tensor::empty(xg.shape());
     q1 = quantize_weights_int8(w1);
     q2 = quantize_weights_int8(w2);
   }
@@ -130,6 +131,17 @@ class SteadyState {
     linear_backward(dx, none, none, h, x, w1);
     patch_embed_forward(tokens, img, pw, pb);
     patch_embed_backward(dimg, dpw, dpb, tokens, img, pw);
+    {
+      // Training's split: 12 blocks of 250 rows; dw in 2 tiles x 12 chunks (threads take them
+      // in any order, each having made every shape's primitive in the first round).
+      const FixedWorkSplit fixed;
+      linear_forward(hg, xg, w1, b1, Act::gelu);
+      linear_forward(hg, xg, w1, Tensor(), Act::none, hg);
+      linear_backward(dxg, dw1, db1, hg, xg, w1, GradWrite::overwrite);
+      linear_backward(dxg, dw1, db1, hg, xg, w1);
+      patch_embed_forward(tokens, img, pw, pb);
+      patch_embed_backward(dimg, dpw, dpb, tokens, img, pw);
+    }
     cpu::matmul({.batch = 4, .m = 17, .n = 17, .k = 8, .trans_b = true, .alpha = 0.3f}, a.f32(),
                 a.f32(), s.f32());
     // The thread pool.
@@ -139,7 +151,7 @@ class SteadyState {
   }
 
   Tensor x, w1, b1, w2, b2, h, y, y2, dx, dw1, db1, img, pw, pb, tokens, dimg, dpw, dpb, a, s;
-  Tensor xb, hb, xm, hm, xg, hg, dg, w2t, dhg;
+  Tensor xb, hb, xm, hm, xg, hg, dg, w2t, dhg, dxg;
   Int8Weights q1, q2;
 };
 

@@ -300,7 +300,10 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
     run.extension_rules.push_back(r.sizes[s] == r.train_size ? "-" : model.extension_rules());
-    const AttentionStats stats = attention_stats(model, *tests[s]);
+    const AttentionStats stats = [&] {
+      const FixedWorkSplit fixed;  // the same numbers on any thread count, as evaluate's
+      return attention_stats(model, *tests[s]);
+    }();
     if (!stats.empty()) {
       run.attention_distance.push_back(stats.distance);
       run.attention_entropy.push_back(stats.entropy);

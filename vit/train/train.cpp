@@ -116,6 +116,8 @@ int64_t count_correct(const Tensor& logits, const std::vector<int32_t>& labels) 
 
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progress,
                     const std::string& label, Communicator* comm, bool adaptive_threads) {
+  // The same logits, hence loss and accuracy, on any thread count.
+  const FixedWorkSplit fixed;
   AdaptiveThreads adaptive(adaptive_threads);
   Communicator& ranks = comm ? *comm : self();
   LoaderOptions lo;
@@ -507,6 +509,8 @@ void check_options(const TrainOptions& o) {
 
 TrainResult train(const TrainOptions& options) {
   check_options(options);
+  // Every step the same bits on any thread count (and on every rank of a data-parallel run).
+  const FixedWorkSplit fixed;
   Communicator& comm = options.comm ? *options.comm : self();
   const bool root = comm.rank() == 0;
   // Rank 0 alone writes the run directory and the progress; the others compute.
