@@ -7,6 +7,7 @@
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "ops/ops.h"
+#include "ops/util.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/data.h"
 #include "vit/train/train.h"
@@ -78,11 +79,12 @@ void setup(CLI::App& root) {
         c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows}
                          : parse_whole_list(c->sizes, "--sizes (e.g. 28,36,44)", 1, 16384);
     const std::vector<ExtensionPolicy> policies = parse_policy_list(c->policies, "--policy");
-    nlohmann::json out = {{"model", c->model},
+    // Paths are bytes; JSON holds UTF-8.
+    nlohmann::json out = {{"model", utf8_escaped(c->model)},
                           {"preset", cfg.name},
                           {"encoding", cfg.encoding},
                           {"precision", c->precision},
-                          {"dataset", c->data.name},
+                          {"dataset", utf8_escaped(c->data.name)},
                           {"protocol", c->protocol.empty() ? "dataset's own" : c->protocol},
                           {"split", c->train_split ? "train" : "test"},
                           {"results", nlohmann::json::array()}};

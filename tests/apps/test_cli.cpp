@@ -250,11 +250,12 @@ TEST(Cli, EvalOnAFolderUsesTheModelsTransform) {
 // `eval` compares a folder's classes with the model's recorded names before evaluating: a model
 // trained on {a,b,c} meets a folder {a,c,d} with an error naming both differences (it would
 // otherwise report 33 % with exit 0); --classes-by-index matches them by position with a note;
-// the folder the model was trained on passes without one.
+// the folder the model was trained on passes without one. (The folders' path is not UTF-8:
+// training records it, and --json prints it, with the bytes escaped.)
 TEST(Cli, EvalComparesTheFoldersClassesWithTheModels) {
   namespace fs = std::filesystem;
   const fs::path dir =
-      fs::temp_directory_path() / ("vitpe_cli_classes_" + std::to_string(::getpid()));
+      fs::temp_directory_path() / ("vitpe_cli_classes_\xe4_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   for (const char* split : {"train", "test"}) {
     for (const char* cls : {"a", "b", "c"}) {
@@ -286,6 +287,9 @@ TEST(Cli, EvalComparesTheFoldersClassesWithTheModels) {
   r = vitpe("eval --no-progress --model " + model + " --dataset folder:" + (dir / "data").string());
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_FALSE(contains(r.out, "note:")) << r.out;
+  const auto j =
+      json_of("eval --json --model " + model + " --dataset folder:" + (dir / "data").string());
+  EXPECT_NE(j.value("dataset", "").find("vitpe_cli_classes_\\xe4_"), std::string::npos) << j;
   fs::remove_all(dir);
 }
 

@@ -420,10 +420,12 @@ TEST(Train, EvaluationRefusesNonFiniteLogitsAndEmptySets) {
 
 // An image folder's splits are checked before any training: train/{a,b,c} with test/{a,c} is
 // refused naming the missing class (it would score c's test images as b), with no run files
-// written. A class folder whose name is not UTF-8 trains to the end, and the model records it
-// with the bytes escaped (JSON cannot hold them raw), which a later evaluation compares alike.
+// written. A class folder whose name is not UTF-8, in a folder whose path is not either, trains
+// to the end, and the model records the class with the bytes escaped (JSON cannot hold them
+// raw), which a later evaluation compares alike; the run resumes (its recorded dataset path is
+// escaped the same way).
 TEST(Train, FolderClassesAreCheckedAndNamesThatAreNotUtf8AreStoredEscaped) {
-  const fs::path dir = temp_dir("folder_classes");
+  const fs::path dir = temp_dir("folder_classes") / "Bilder-\xe4";
   cv::Mat img(8, 8, CV_8UC3);
   auto write = [&](const fs::path& p) {
     fs::create_directories(p.parent_path());
@@ -440,7 +442,8 @@ TEST(Train, FolderClassesAreCheckedAndNamesThatAreNotUtf8AreStoredEscaped) {
   o.data.rows = o.data.cols = 8;
   o.overrides = {"patch=4", "depth=1", "dim=16", "heads=2", "mlp_dim=32"};
   o.test_limit = 0;
-  o.epochs = 1;
+  o.epochs = 2;
+  o.stop_after_epochs = 1;
   o.batch = 4;
   o.out = (dir / "run").string();
   const std::string m = testing::message_of([&] { train(o); });
@@ -448,7 +451,7 @@ TEST(Train, FolderClassesAreCheckedAndNamesThatAreNotUtf8AreStoredEscaped) {
   EXPECT_FALSE(fs::exists(dir / "run"));
   write(dir / "test" / "b" / "0.png");
   TrainResult r = train(o);
-  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.history.size(), 1u);
   const std::vector<std::string> want = {"a", "b", "caf\\xe9"};
   EXPECT_EQ(r.config.labels, want);
   LoadedModel lm = load_model((dir / "run" / "model.safetensors").string());
@@ -456,7 +459,12 @@ TEST(Train, FolderClassesAreCheckedAndNamesThatAreNotUtf8AreStoredEscaped) {
   DatasetOptions d = o.data;
   d.train = false;
   EXPECT_EQ(check_model_classes(lm.model->config().labels, 3, *make_dataset(d), false, "--x"), "");
-  fs::remove_all(dir);
+  o.resume = true;
+  o.stop_after_epochs = 0;
+  r = train(o);
+  EXPECT_TRUE(r.finished);
+  EXPECT_EQ(r.history.size(), 2u);
+  fs::remove_all(dir.parent_path());
 }
 
 TEST(Progress, LineShowsPercentRateAndEta) {
