@@ -177,6 +177,7 @@ struct RankSamples {
 // `profile`, `reps` more steps follow with the op profile on, and fill it.
 RankSamples time_steps(Model& model, const Batch& mine, int64_t global_batch, Communicator& comm,
                        int reps, StepProfile* profile = nullptr) {
+  const FixedWorkSplit fixed;  // the work split of `vitpe train`'s steps
   const std::vector<Param*> params = model.params();
   AdamW opt(params);
   const auto rows = static_cast<int64_t>(mine.labels.size());

@@ -7,6 +7,7 @@
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "ops/ops.h"
+#include "ops/util.h"
 #include "vit/io/checkpoint.h"
 #include "vit/train/data.h"
 #include "vit/train/train.h"
@@ -24,6 +25,7 @@ struct EvalCli {
   bool train_split = false;
   bool no_progress = false;
   bool json = false;
+  bool by_index = false;
   std::string precision = "f32";
 };
 
@@ -61,6 +63,10 @@ void setup(CLI::App& root) {
   cmd->add_option("--batch", c->batch, "Batch size")->capture_default_str();
   cmd->add_flag("--train-split", c->train_split, "Evaluate on the training split");
   cmd->add_flag("--no-progress", c->no_progress, "No progress bars");
+  cmd->add_flag("--classes-by-index", c->by_index,
+                "Take the dataset's class i to be the model's class i without comparing their "
+                "names (folders named otherwise than the model's labels, e.g. ImageNet's "
+                "synsets); the counts must still match");
   cmd->add_flag("--json", c->json, "Print JSON instead of the table (progress still on stderr)");
   add_threads_option(cmd);
   add_precision_option(cmd, c->precision);
@@ -73,14 +79,47 @@ void setup(CLI::App& root) {
         c->sizes.empty() ? std::vector<int64_t>{cfg.img_rows}
                          : parse_whole_list(c->sizes, "--sizes (e.g. 28,36,44)", 1, 16384);
     const std::vector<ExtensionPolicy> policies = parse_policy_list(c->policies, "--policy");
-    nlohmann::json out = {{"model", c->model},
+    // Paths are bytes; JSON holds UTF-8.
+    nlohmann::json out = {{"model", utf8_escaped(c->model)},
                           {"preset", cfg.name},
                           {"encoding", cfg.encoding.str()},
                           {"precision", c->precision},
-                          {"dataset", c->data.name},
+                          {"dataset", utf8_escaped(c->data.name)},
                           {"protocol", c->protocol.empty() ? "dataset's own" : c->protocol},
                           {"split", c->train_split ? "train" : "test"},
                           {"results", nlohmann::json::array()}};
+    // The dataset at a size: photos get the model's own evaluation transform (timm's eval).
+    auto data_at = [&](int64_t s) {
+      DatasetOptions d = c->data;
+      d.train = c->train_split;
+      d.rows = d.cols = s;
+      d.protocol = c->protocol;
+      d.base_rows = cfg.img_rows;
+      d.base_cols = cfg.img_cols;
+      if (d.name == "folder" || d.name.rfind("folder:", 0) == 0) {
+        Preprocess transform = Preprocess::from(cfg);
+        transform.rows = transform.cols = static_cast<int>(s);
+        d.transform = transform;
+      }
+      return d;
+    };
+    {
+      // Before anything is printed: every size has the same classes and channels.
+      const std::unique_ptr<Dataset> data = make_dataset(data_at(sizes.front()));
+      if (data->channels() != cfg.channels) {
+        throw ExitError{2, "the model expects " + std::to_string(cfg.channels) +
+                               " channels; dataset " + data->name() + " has " +
+                               std::to_string(data->channels())};
+      }
+      std::string note;
+      try {
+        note =
+            check_model_classes(cfg.labels, cfg.classes, *data, c->by_index, "--classes-by-index");
+      } catch (const std::invalid_argument& e) {
+        throw ExitError{2, c->model + " on " + c->data.name + ": " + e.what()};
+      }
+      if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
+    }
     if (!c->json) {
       std::printf("%s (%s, encoding %s, %s linears) on %s %s\n", c->model.c_str(), cfg.name.c_str(),
                   cfg.encoding.str().c_str(), c->precision.c_str(), c->data.name.c_str(),
@@ -89,25 +128,8 @@ void setup(CLI::App& root) {
                   "images", "img/s", "extension rules");
     }
     for (int64_t s : sizes) {
-      DatasetOptions d = c->data;
-      d.train = c->train_split;
-      d.rows = d.cols = s;
-      d.protocol = c->protocol;
-      d.base_rows = cfg.img_rows;
-      d.base_cols = cfg.img_cols;
-      if (d.name == "folder" || d.name.rfind("folder:", 0) == 0) {
-        // Photos get the model's own evaluation transform at this size (timm's eval).
-        Preprocess transform = Preprocess::from(cfg);
-        transform.rows = transform.cols = static_cast<int>(s);
-        d.transform = transform;
-      }
+      const DatasetOptions d = data_at(s);
       std::unique_ptr<Dataset> data = make_dataset(d);
-      if (data->channels() != cfg.channels || data->classes() != cfg.classes) {
-        throw ExitError{2, "the model expects " + std::to_string(cfg.channels) + " channels and " +
-                               std::to_string(cfg.classes) + " classes; dataset " + data->name() +
-                               " has " + std::to_string(data->channels()) + " and " +
-                               std::to_string(data->classes())};
-      }
       if (!c->json && (d.transform ? s == sizes.front() : s != cfg.img_rows)) {
         std::printf("images @%lld: %s\n", static_cast<long long>(s),
                     data->other_size_rule().c_str());

@@ -24,6 +24,26 @@ namespace vitpe {
 // 0 = keep OMP_NUM_THREADS / the default.
 void set_num_threads(int n);
 int num_threads();
+// While one lives on the calling thread, the CPU ops give the same bits on any thread count:
+// the f32 linears (and the patch embedding) run their products in pieces fixed by the shapes
+// alone, each on one thread (threads take pieces as they finish), where oneDNN's own split
+// depends on the thread count: which rows share a kernel, and for a weight gradient whose sum
+// over rows is long and whose output is small, how that sum is cut between threads; attention
+// cuts its rows by the shapes alone too. Every other CPU op is the same bits on any thread count
+// either way. Training and its evaluation (vit/train) hold one; inference without one keeps
+// oneDNN's split, which is faster for few rows (batch-1 inference). Scopes nest.
+class FixedWorkSplit {
+ public:
+  FixedWorkSplit();
+  ~FixedWorkSplit();
+  FixedWorkSplit(const FixedWorkSplit&) = delete;
+  FixedWorkSplit& operator=(const FixedWorkSplit&) = delete;
+  // Whether one lives on the calling thread.
+  static bool active();
+
+ private:
+  bool before_;
+};
 // Whether inference adapts its thread count to a busy machine by default (ops/
 // adaptive_threads.h; ClassifierOptions::adaptive_threads): true unless the environment sets
 // VITPE_ADAPTIVE_THREADS=0.

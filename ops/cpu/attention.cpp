@@ -140,9 +140,11 @@ void forward_pairs(const char* op, const ForwardArgs& a) {
   // Rows of one pair are independent in the forward, so when there are fewer pairs than
   // threads (batch-1 inference on a many-core machine) each pair is split into row blocks; at
   // least kMinRows rows per block keep the sgemm calls efficient. Threads take the tasks as they
-  // finish the last one: a thread that shares its core with another process does fewer.
-  constexpr int64_t kMinRows = 32;
-  const int64_t threads = omp_get_max_threads();
+  // finish the last one: a thread that shares its core with another process does fewer. Under
+  // FixedWorkSplit the split is for kFixedTasks whatever the thread count (sgemm's bits for a row
+  // can depend on how many rows it was given).
+  constexpr int64_t kMinRows = 32, kFixedTasks = 64;
+  const int64_t threads = FixedWorkSplit::active() ? kFixedTasks : omp_get_max_threads();
   const int64_t splits =
       std::clamp<int64_t>((threads + d.bh() - 1) / d.bh(), 1, std::max<int64_t>(1, n / kMinRows));
   const int64_t rows = (n + splits - 1) / splits;

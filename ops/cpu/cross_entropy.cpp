@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
@@ -72,8 +73,11 @@ float cross_entropy_forward(Tensor& probs, const Tensor& logits, const int32_t* 
   float* pp = probs.f32();
   const double s = smoothing;
   const bool avx2 = cpu::cpu_has_avx2_fma();
-  double total = 0.0;
-#pragma omp parallel for schedule(static) reduction(+ : total) if (b * c > 65536)
+  // Each row's loss, then their sum in row order: the same bits on any thread count (an OpenMP
+  // reduction adds the threads' partial sums in an order of its own).
+  double* row_loss = static_cast<double*>(
+      cpu::scratch(cpu::ScratchSlot::elementwise_0, static_cast<size_t>(b) * sizeof(double)));
+#pragma omp parallel for schedule(static) if (b * c > 65536)
   for (int64_t i = 0; i < b; ++i) {
     const float* zr = pz + i * c;
     const double lse = avx2 ? row_avx2(pp + i * c, zr, c) : row_base(pp + i * c, zr, c);
@@ -81,8 +85,10 @@ float cross_entropy_forward(Tensor& probs, const Tensor& logits, const int32_t* 
     if (s != 0.0) {
       for (int64_t j = 0; j < c; ++j) zsum += zr[j];
     }
-    total += lse - (1.0 - s) * pz[i * c + targets[i]] - s / static_cast<double>(c) * zsum;
+    row_loss[i] = lse - (1.0 - s) * pz[i * c + targets[i]] - s / static_cast<double>(c) * zsum;
   }
+  double total = 0.0;
+  for (int64_t i = 0; i < b; ++i) total += row_loss[i];
   return static_cast<float>(total / static_cast<double>(b));
 }
 

@@ -83,7 +83,8 @@ enum class ScratchSlot : int {
   linear_2 = 8,
   layernorm_0 = 9,     // ops/cpu/layernorm.cpp: the backward's partial sums
   elementwise_0 = 10,  // ops/cpu/gelu.cpp: partial column sums
-  count = 11
+  linear_3 = 11,       // ops/cpu/linear.cpp: a weight gradient's partial sums
+  count = 12
 };
 void* scratch(ScratchSlot slot, size_t bytes);
 inline float* scratch_f32(ScratchSlot slot, size_t count) {
@@ -98,6 +99,7 @@ enum class OpKind : uint32_t {
   linear_backward_weights = 4,
   bias_backward = 5,
   linear_int8 = 6,
+  linear_weight_tiles = 7,
   attention = 16,  // 16..31 reserved for ops/cpu/attention.cpp
   other = 64,      // 64.. free for other op files: use distinct values per op
 };

@@ -5,10 +5,19 @@
 // Every primitive lives in the cache of ops/cpu/dnnl_cache.h, keyed by its shapes, dtypes and
 // post-ops, so a repeated call allocates nothing of ours. With bf16 weights the product runs in
 // bf16 (x converted into a scratch buffer), with f32 accumulation and output.
+//
+// Under FixedWorkSplit (training) the f32 products run in pieces fixed by the shapes, each a
+// single-threaded oneDNN matmul, as the fused GELU ops always do: y and dx in blocks of rows
+// (fixed_row_blocks), dw = dy^T x in tiles of its output, each tile's sum over the rows cut into
+// a fixed number of chunks whose partial products are added in chunk order (weight_gradient).
+// oneDNN's own split follows the thread count: on AVX2 a row's kernel depends on how the rows
+// were shared out, and for a small dw over many rows (D 64: [192, 64] over 850 rows) it cuts
+// the sum between the threads, so neither gives the same bits on another count.
 
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 
@@ -169,12 +178,53 @@ CachedPrimitive& backward_data_primitive(int64_t m, int64_t k, int64_t n, DType 
   });
 }
 
-// Rows per block of a product run in row blocks: a block's outputs are about 512 KiB, so they
-// are still in L2 for what follows them (the fused GELU ops); a multiple of the bias gradient's
-// runs of rows.
-int64_t block_rows(int64_t n) {
+// Rows per block of the fused GELU ops' products, of m rows of n outputs: a block's outputs are
+// at most about 512 KiB, so they are still in L2 for what follows them, and there are at least
+// 12 blocks where blocks of 32 rows allow (at D 64, 850 rows of 128 were one block, on one
+// thread); a multiple of the bias gradient's runs of rows. The shape alone decides.
+int64_t block_rows(int64_t m, int64_t n) {
   const int64_t r = kColumnSumRows;
-  return std::max<int64_t>(r, (int64_t{1} << 17) / std::max<int64_t>(n, 1) / r * r);
+  const int64_t in_l2 = std::max<int64_t>(r, (int64_t{1} << 17) / std::max<int64_t>(n, 1) / r * r);
+  const int64_t for_12 = std::max<int64_t>(r, ((m + 11) / 12 + r - 1) / r * r);
+  return std::min(in_l2, for_12);
+}
+
+// Runs body(state, task) for every task in [0, tasks) in one parallel region whose threads take
+// tasks as they finish the last (a thread that shares its core with another process does fewer),
+// then after() on every thread (after the tasks' barrier). prepare(state) runs on each thread
+// first: it makes the thread's primitives for every shape a task may have (and its oneDNN stream
+// is made), so which tasks a thread happens to take allocates nothing after the first call, and
+// oneDNN runs each on that thread alone. With one thread, or inside a caller's region, the same
+// tasks in turn: the bits do not depend on the thread count. The first error stops the call and
+// is rethrown after the region.
+template <class State, class Prepare, class Body, class After>
+void run_tasks(int64_t tasks, Prepare&& prepare, Body&& body, After&& after) {
+  const bool parallel = tasks > 1 && omp_get_max_threads() > 1 && !omp_in_parallel();
+  RegionError error;
+#pragma omp parallel if (parallel)
+  {
+    omp_set_num_threads(1);
+    State state{};
+    bool ready = false;
+    try {
+      prepare(state);
+      dnnl_stream();
+      ready = true;
+    } catch (...) {
+      error.keep(std::current_exception());
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      if (!ready || error.stopped()) continue;
+      try {
+        body(state, t);
+      } catch (...) {
+        error.keep(std::current_exception());
+      }
+    }
+    if (!error.stopped()) after();
+  }
+  if (error.error) std::rethrow_exception(error.error);
 }
 
 // Runs body(primitive, i0, rows) for each block of `rows` rows of m in one parallel region whose
@@ -188,32 +238,117 @@ int64_t block_rows(int64_t n) {
 template <class Make, class Body, class After>
 void row_blocks(int64_t m, int64_t rows, Make&& make, Body&& body, After&& after) {
   const int64_t blocks = (m + rows - 1) / rows, last = m - (blocks - 1) * rows;
-  const bool parallel = blocks > 1 && omp_get_max_threads() > 1 && !omp_in_parallel();
-  RegionError error;
-#pragma omp parallel if (parallel)
-  {
-    omp_set_num_threads(1);
-    CachedPrimitive* prims[2] = {nullptr, nullptr};
-    try {
-      prims[0] = &make(rows);
-      prims[1] = last == rows ? prims[0] : &make(last);
-      dnnl_stream();
-    } catch (...) {
-      error.keep(std::current_exception());
-    }
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      if (!prims[1] || error.stopped()) continue;
-      const int64_t i0 = blk * rows, mr = std::min(m, i0 + rows) - i0;
-      try {
-        body(*prims[mr != rows], i0, mr);
-      } catch (...) {
-        error.keep(std::current_exception());
-      }
-    }
-    if (!error.stopped()) after();
-  }
-  if (error.error) std::rethrow_exception(error.error);
+  using Prims = std::array<CachedPrimitive*, 2>;  // a whole block's, the last block's
+  run_tasks<Prims>(
+      blocks,
+      [&](Prims& p) {
+        p[0] = &make(rows);
+        p[1] = last == rows ? p[0] : &make(last);
+      },
+      [&](Prims& p, int64_t blk) {
+        const int64_t i0 = blk * rows, mr = std::min(m, i0 + rows) - i0;
+        body(*p[mr != rows], i0, mr);
+      },
+      after);
+}
+
+// The rows of a block of the plain f32 linears under FixedWorkSplit, by m alone: m cut into 1,
+// 2, 3, 6 or 12 blocks of at least 128 rows, or 24 or 48 of at least 256 (counts that share out
+// evenly over 1, 2, 3, 4, 6, 8, 12 threads). Each block's matmul repacks the weights, so a
+// block is kept long enough for that and the call to be a small part of its work: at D 64
+// (850 rows) 6 blocks of 142 rows, vit-fmnist's 6272 rows 24 blocks of 262 (the fused GELU ops
+// use 256), ViT-S's 25216 rows 48 blocks of 526.
+int64_t fixed_block_rows(int64_t m) {
+  int64_t blocks = 1;
+  for (int64_t b : {2, 3, 6, 12, 24, 48})
+    if (m >= (b <= 12 ? 128 : 256) * b) blocks = b;
+  return (m + blocks - 1) / blocks;
+}
+
+// The cached single-threaded matmul of one tile of a weight gradient: dw[n0:, k0:] (+)= dy^T x
+// over `rows` rows, for dy: [., n] and x: [., k] row-major (a tile of tn x tk outputs).
+CachedPrimitive& weight_tile_primitive(int64_t rows, int64_t tn, int64_t tk, int64_t n, int64_t k,
+                                       bool accumulate) {
+  PrimitiveKey key(OpKind::linear_weight_tiles);
+  key.add(rows).add(tn).add(tk).add(n).add(k).add(accumulate);
+  return cached_primitive(key, [&](CachedPrimitive& e) {
+    dnnl::memory::desc dyt_md({tn, rows}, dt::f32, dims{1, n});  // dy^T: dy's columns as rows
+    dnnl::memory::desc x_md({rows, tk}, dt::f32, dims{k, 1});
+    dnnl::memory::desc dw_md({tn, tk}, dt::f32, dims{k, 1});
+    const dnnl::primitive_attr attr = backward_attr(accumulate);
+    auto pd = matmul_pd("linear_backward", dnnl::matmul::desc(dyt_md, x_md, dw_md), attr, rows, tk,
+                        tn, DType::f32);
+    e.init(dnnl::matmul(pd), pd.scratchpad_desc());
+    e.bind(DNNL_ARG_SRC, dyt_md);
+    e.bind(DNNL_ARG_WEIGHTS, x_md);
+    e.bind(DNNL_ARG_DST, dw_md);
+  });
+}
+
+// dw: [N, K] (+)= dy^T x for dy: [M, N], x: [M, K] under FixedWorkSplit. The output in tiles of
+// 64 x 256; with fewer than 24 tiles each tile's sum over the M rows is cut into up to 24 / tiles
+// chunks of at least 128 rows (so there is work for the threads: D 64's [192, 64] over 850 rows
+// is 3 tiles x 6 chunks, vit-fmnist's qkv [384, 128] over 6272 rows 6 x 4), all by the shape
+// alone. Chunk 0 adds into dw, the others write partial products that are then added to dw in
+// chunk order; each tile and chunk is one single-threaded matmul. The partial products take at
+// most 24 tiles' worth of floats (1.5 MiB).
+void weight_gradient(float* dw, const float* dy, const float* x, int64_t m, int64_t k, int64_t n,
+                     bool accumulate) {
+  constexpr int64_t kTileN = 64, kTileK = 256, kTasks = 24, kMinChunkRows = 128;
+  const int64_t tiles_n = (n + kTileN - 1) / kTileN, tiles_k = (k + kTileK - 1) / kTileK;
+  const int64_t tiles = tiles_n * tiles_k;
+  const int64_t chunks =
+      std::clamp<int64_t>((kTasks + tiles - 1) / tiles, 1, std::max<int64_t>(1, m / kMinChunkRows));
+  float* part = chunks > 1 ? scratch_f32(ScratchSlot::linear_3,
+                                         static_cast<size_t>((chunks - 1) * n * k))  // [C-1, N, K]
+                           : nullptr;
+  // Chunk c holds rows [c m / C, (c + 1) m / C): floor(m / C) or one more.
+  auto chunk_begin = [&](int64_t c) { return c * m / chunks; };
+  const int64_t short_rows = m / chunks;
+  const int64_t last_n = n - (tiles_n - 1) * kTileN, last_k = k - (tiles_k - 1) * kTileK;
+  // By [chunk rows: short, long][tile rows: whole, last][tile columns: whole, last][chunk 0,
+  // a later one], made for the shapes that occur.
+  using Prims = std::array<CachedPrimitive*, 16>;
+  auto slot = [](int64_t longer, bool last_rows, bool last_cols, bool later) {
+    return static_cast<size_t>(longer * 8 + last_rows * 4 + last_cols * 2 + later);
+  };
+  run_tasks<Prims>(
+      tiles * chunks,
+      [&](Prims& p) {
+        for (int64_t longer = 0; longer < (m % chunks ? 2 : 1); ++longer) {
+          for (bool last_rows : {false, true}) {
+            if (!last_rows && tiles_n == 1) continue;
+            for (bool last_cols : {false, true}) {
+              if (!last_cols && tiles_k == 1) continue;
+              for (bool later : {false, true}) {
+                if (later && chunks == 1) continue;
+                p[slot(longer, last_rows, last_cols, later)] = &weight_tile_primitive(
+                    short_rows + longer, last_rows ? last_n : kTileN, last_cols ? last_k : kTileK,
+                    n, k, later ? false : accumulate);
+              }
+            }
+          }
+        }
+      },
+      [&](Prims& p, int64_t task) {
+        const int64_t c = task / tiles, tile = task % tiles;
+        const int64_t ti = tile / tiles_k, tj = tile % tiles_k;
+        const int64_t r0 = chunk_begin(c), rows = chunk_begin(c + 1) - r0;
+        const int64_t n0 = ti * kTileN, k0 = tj * kTileK;
+        float* out = (c == 0 ? dw : part + (c - 1) * n * k) + n0 * k + k0;
+        p[slot(rows - short_rows, ti == tiles_n - 1, tj == tiles_k - 1, c > 0)]->run(
+            {dy + r0 * n + n0, x + r0 * k + k0, out});
+      },
+      [&] {
+        if (chunks == 1) return;
+      // The chunks' partial products added in chunk order.
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < n * k; ++i) {
+          float s = dw[i];
+          for (int64_t c = 0; c + 1 < chunks; ++c) s += part[c * n * k + i];
+          dw[i] = s;
+        }
+      });
 }
 
 }  // namespace
@@ -226,6 +361,27 @@ void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype,
   const Residual res = !residual       ? Residual::none
                        : residual == y ? Residual::in_place
                                        : Residual::binary;
+  if (!bf16 && FixedWorkSplit::active()) {
+    row_blocks(
+        m, fixed_block_rows(m),
+        [&](int64_t mr) -> CachedPrimitive& {
+          return forward_primitive(mr, k, n, w_dtype, b != nullptr, act, res);
+        },
+        [&](CachedPrimitive& p, int64_t i0, int64_t mr) {
+          const float* xb = x + i0 * k;
+          float* yb = y + i0 * n;
+          if (b && res == Residual::binary)
+            p.run({xb, w, b, yb, residual + i0 * n});
+          else if (b)
+            p.run({xb, w, b, yb});
+          else if (res == Residual::binary)
+            p.run({xb, w, yb, residual + i0 * n});
+          else
+            p.run({xb, w, yb});
+        },
+        [] {});
+    return;
+  }
   CachedPrimitive& p = forward_primitive(m, k, n, w_dtype, b != nullptr, act, res);
 
   const void* xin = bf16 ? static_cast<const void*>(bf16_copy(ScratchSlot::linear_0, x, m * k))
@@ -251,7 +407,18 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
     if (!accumulate && db) std::fill(db, db + n, 0.0f);
     return;
   }
-  if (dx) {
+  const bool fixed = !bf16 && FixedWorkSplit::active();
+  if (dx && fixed) {
+    row_blocks(
+        m, fixed_block_rows(m),
+        [&](int64_t mr) -> CachedPrimitive& {
+          return backward_data_primitive(mr, k, n, w_dtype, accumulate);
+        },
+        [&](CachedPrimitive& p, int64_t i0, int64_t mr) {
+          p.run({dy + i0 * n, w, dx + i0 * k});
+        },
+        [] {});
+  } else if (dx) {
     // dx: [M, K] (+)= dy [M, N] @ w [N, K]
     if (bf16) require_bf16("linear_backward");
     CachedPrimitive& p = backward_data_primitive(m, k, n, w_dtype, accumulate);
@@ -259,7 +426,9 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
                             : static_cast<const void*>(dy);
     p.run({dyin, w, dx});
   }
-  if (dw) {
+  if (dw && fixed) {
+    weight_gradient(dw, dy, x, m, k, n, accumulate);
+  } else if (dw) {
     // dw: [N, K] (+)= dy^T [N, M] @ x [M, K]; dy^T is dy read through strides.
     PrimitiveKey key(OpKind::linear_backward_weights);
     key.add(m).add(k).add(n).add(accumulate);
@@ -334,7 +503,7 @@ void linear_gelu_rows(float* y, float* d, const float* x, const float* w, const 
                       int64_t k, int64_t n) {
   if (m == 0) return;
   row_blocks(
-      m, std::min(m, block_rows(n)),
+      m, std::min(m, block_rows(m, n)),
       [&](int64_t mr) -> CachedPrimitive& {
         return forward_primitive(mr, k, n, DType::f32, b != nullptr, Act::none, Residual::none);
       },
@@ -355,7 +524,7 @@ void linear_gelu_backward_rows(float* dx, float* sums, const float* dy, const fl
   const int64_t run = kColumnSumRows, runs = (m + run - 1) / run;
   float* part = scratch_f32(ScratchSlot::linear_2, static_cast<size_t>(runs * k));  // [runs, K]
   row_blocks(
-      m, std::min(m, block_rows(k)),
+      m, std::min(m, block_rows(m, k)),
       [&](int64_t mr) -> CachedPrimitive& {
         return backward_data_primitive(mr, k, n, DType::f32, false);
       },

@@ -1,6 +1,7 @@
 // Thread count of the CPU ops: OpenMP's count of the calling thread. oneDNN in Debian is built on
 // the OpenMP runtime and our thread pool (ops/parallel.h) sizes its jobs by the same count, so
 // setting it here sets both (inside a pool chunk it is 1: oneDNN then runs on that thread).
+// FixedWorkSplit's flag is the calling thread's too.
 #include <omp.h>
 #include <unistd.h>
 
@@ -17,6 +18,16 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return omp_get_max_threads(); }
+
+namespace {
+// Per thread, like OpenMP's own thread count: a Classifier on one thread and a training on
+// another each keep their own.
+thread_local bool fixed_work_split = false;
+}  // namespace
+
+FixedWorkSplit::FixedWorkSplit() : before_(fixed_work_split) { fixed_work_split = true; }
+FixedWorkSplit::~FixedWorkSplit() { fixed_work_split = before_; }
+bool FixedWorkSplit::active() { return fixed_work_split; }
 
 void restart_with_short_openmp_spin(char** argv) {
   if (const char* mark = std::getenv("VITPE_OMP_WAIT")) {  // the second start

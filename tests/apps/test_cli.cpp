@@ -236,14 +236,61 @@ TEST(Cli, EvalOnAFolderUsesTheModelsTransform) {
     std::filesystem::create_directories(sub);
     std::filesystem::copy_file(data("images/gray_40x52.png"), sub / "1.png");
   }
-  CmdResult r =
-      vitpe("eval --model " + std::string(VITPE_SOURCE_DIR) +
-            "/models/vit-fmnist.safetensors --dataset folder:" + dir.string() + " --no-progress");
+  // The folders are not named as the model's classes ('T-shirt/top' cannot be a folder name).
+  CmdResult r = vitpe("eval --model " + std::string(VITPE_SOURCE_DIR) +
+                      "/models/vit-fmnist.safetensors --dataset folder:" + dir.string() +
+                      " --no-progress --classes-by-index");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, ": the model's transform: bicubic resize to size / crop_pct 1"))
       << r.out;
   EXPECT_TRUE(contains(r.out, "      10")) << r.out;  // ten images evaluated
   std::filesystem::remove_all(dir);
+}
+
+// `eval` compares a folder's classes with the model's recorded names before evaluating: a model
+// trained on {a,b,c} meets a folder {a,c,d} with an error naming both differences (it would
+// otherwise report 33 % with exit 0); --classes-by-index matches them by position with a note;
+// the folder the model was trained on passes without one. (The folders' path is not UTF-8:
+// training records it, and --json prints it, with the bytes escaped.)
+TEST(Cli, EvalComparesTheFoldersClassesWithTheModels) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("vitpe_cli_classes_\xe4_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const char* split : {"train", "test"}) {
+    for (const char* cls : {"a", "b", "c"}) {
+      fs::create_directories(dir / "data" / split / cls);
+      fs::copy_file(data("images/gray_40x52.png"), dir / "data" / split / cls / "1.png");
+      fs::copy_file(data("images/gray_40x52.png"), dir / "data" / split / cls / "2.png");
+    }
+  }
+  for (const char* cls : {"a", "c", "d"}) {
+    fs::create_directories(dir / "other" / cls);
+    fs::copy_file(data("images/gray_40x52.png"), dir / "other" / cls / "1.png");
+  }
+  CmdResult r = vitpe("train --dataset folder:" + (dir / "data").string() +
+                      " --size 16 --set patch=4 --set depth=1 --set dim=16 --set heads=2 "
+                      "--set mlp_dim=16 --epochs 1 --batch 3 --no-progress --out " +
+                      (dir / "run").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string model = (dir / "run" / "model.safetensors").string();
+  r = vitpe("eval --no-progress --model " + model +
+            " --dataset folder:" + (dir / "other").string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "only in the model: 'b'; only in the dataset folder: 'd'")) << r.out;
+  EXPECT_TRUE(contains(r.out, "pass --classes-by-index")) << r.out;
+  EXPECT_FALSE(contains(r.out, "%")) << r.out;
+  r = vitpe("eval --no-progress --classes-by-index --model " + model +
+            " --dataset folder:" + (dir / "other").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "note: class names not compared (--classes-by-index)")) << r.out;
+  r = vitpe("eval --no-progress --model " + model + " --dataset folder:" + (dir / "data").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(contains(r.out, "note:")) << r.out;
+  const auto j =
+      json_of("eval --json --model " + model + " --dataset folder:" + (dir / "data").string());
+  EXPECT_NE(j.value("dataset", "").find("vitpe_cli_classes_\\xe4_"), std::string::npos) << j;
+  fs::remove_all(dir);
 }
 
 // --policy: every policy asked for is evaluated at each size other than the trained one (the
@@ -258,7 +305,8 @@ TEST(Cli, EvalUnderEachExtensionPolicy) {
   }
   const std::string model = std::string(VITPE_SOURCE_DIR) + "/models/vit-fmnist.safetensors";
   CmdResult r = vitpe("eval --model " + model + " --dataset folder:" + dir.string() +
-                      " --sizes 28,36 --policy interpolate,extrapolate --json --no-progress");
+                      " --sizes 28,36 --policy interpolate,extrapolate --json --no-progress "
+                      "--classes-by-index");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   const auto& res = j.at("results");

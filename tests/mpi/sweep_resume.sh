@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `vitpe compare` as a sweep over 2 MPI ranks (ctest mpi_compare_sweep):
-#   1. the table of 2 ranks is the table of one process (seeded runs do not depend on which
-#      rank ran them; one thread everywhere, so they are the same bits);
+#   1. the table of 2 ranks (a thread each) is the table of one process on 2 threads (seeded runs
+#      do not depend on which rank ran them, and training is the same bits on any thread count);
 #   2. one rank killed mid-sweep (SIGKILL, as a node failure) and the same command run again:
 #      it completes, the runs finished before the kill are not trained again (their result.json
 #      untouched, the log says so), and the table is again the one-process table.
@@ -19,7 +19,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # results.csv without train_seconds (column 5), the one column that is a measurement.
 table() { cut -d, -f1-4,6- "$work/$1/results.csv"; }
 
-"$vitpe" --threads 1 "${args[@]}" --out "$work/alone" >"$work/alone.log" 2>&1 ||
+"$vitpe" --threads 2 "${args[@]}" --out "$work/alone" >"$work/alone.log" 2>&1 ||
   fail "one process: $(tail -5 "$work/alone.log")"
 "${mpirun[@]}" "$vitpe" "${args[@]}" --out "$work/ranks" >"$work/ranks.log" 2>&1 ||
   fail "2 ranks: $(tail -5 "$work/ranks.log")"

@@ -1,6 +1,6 @@
-// Steady state allocates nothing: after a first round of linear (+GELU, +residual; f32 and int8),
-// patch embedding and thread-pool calls, repeating them allocates no Tensor storage and makes no
-// heap allocation from vitpe code.
+// Steady state allocates nothing: after a first round of linear (+GELU, +residual; f32 and int8;
+// under FixedWorkSplit too), patch embedding and thread-pool calls, repeating them allocates no
+// Tensor storage and makes no heap allocation from vitpe code.
 //
 // This file replaces the global operator new/delete of the test_ops executable with counting
 // versions (plain malloc/free underneath, so every other test is unaffected). While a round is
@@ -102,12 +102,13 @@ class SteadyState {
     hb = Tensor::empty(Shape{2, 300, 96});
     xm = random_tensor(Shape{300, 32}, 11);
     hm = Tensor::empty(Shape{300, 96});
-    // Training's fused fc1 + GELU: blocks of 1365 rows (96 outputs), the last of 270.
+    // Training's fused fc1 + GELU: 12 blocks of 256 rows, the last of 184.
     xg = random_tensor(Shape{3000, 32}, 12);
     hg = Tensor::empty(Shape{3000, 96});
     dg = Tensor::empty(Shape{3000, 96});
     w2t = random_tensor(Shape{96, 96}, 13, 0.1);
     dhg = Tensor::empty(Shape{3000, 96});
+    dxg = Tensor::empty(xg.shape());
     q1 = quantize_weights_int8(w1);
     q2 = quantize_weights_int8(w2);
   }
@@ -123,13 +124,24 @@ class SteadyState {
     linear_int8_forward(y, h, q2, Tensor(), Act::none, y);    // int8, in-place residual
     linear_int8_forward(hb, xb, q1, b1, Act::gelu);           // int8 in tiles of 128 rows
     linear_int8_forward(hm, xm, q1, b1, Act::gelu);           // int8 in tiles of 64 columns
-    linear_gelu_forward_with_derivative(hg, dg, xg, w1, b1);  // training's fc1: 3 row blocks
+    linear_gelu_forward_with_derivative(hg, dg, xg, w1, b1);  // training's fc1: 12 row blocks
     linear_gelu_backward_data(dhg, hg, w2t, dg, db1);         // its backward through fc2
     linear_backward(dx, dw1, db1, h, x, w1);
     Tensor none;
     linear_backward(dx, none, none, h, x, w1);
     patch_embed_forward(tokens, img, pw, pb);
     patch_embed_backward(dimg, dpw, dpb, tokens, img, pw);
+    {
+      // Training's split: 12 blocks of 250 rows; dw in 2 tiles x 12 chunks (threads take them
+      // in any order, each having made every shape's primitive in the first round).
+      const FixedWorkSplit fixed;
+      linear_forward(hg, xg, w1, b1, Act::gelu);
+      linear_forward(hg, xg, w1, Tensor(), Act::none, hg);
+      linear_backward(dxg, dw1, db1, hg, xg, w1, GradWrite::overwrite);
+      linear_backward(dxg, dw1, db1, hg, xg, w1);
+      patch_embed_forward(tokens, img, pw, pb);
+      patch_embed_backward(dimg, dpw, dpb, tokens, img, pw);
+    }
     cpu::matmul({.batch = 4, .m = 17, .n = 17, .k = 8, .trans_b = true, .alpha = 0.3f}, a.f32(),
                 a.f32(), s.f32());
     // The thread pool.
@@ -139,7 +151,7 @@ class SteadyState {
   }
 
   Tensor x, w1, b1, w2, b2, h, y, y2, dx, dw1, db1, img, pw, pb, tokens, dimg, dpw, dpb, a, s;
-  Tensor xb, hb, xm, hm, xg, hg, dg, w2t, dhg;
+  Tensor xb, hb, xm, hm, xg, hg, dg, w2t, dhg, dxg;
   Int8Weights q1, q2;
 };
 

@@ -85,6 +85,37 @@ TEST(AttentionForward, MoreThreadsThanPairs) {
   set_num_threads(before);
 }
 
+// Under FixedWorkSplit the row split of few pairs follows the shapes, not the thread count: the
+// forward's output and probabilities are the same bits on 1, 2, 3 and 13 threads (without it,
+// 13 threads split each pair's 197 rows into blocks and 1 thread does not).
+TEST(AttentionForward, SameBitsOnAnyThreadCountUnderFixedWorkSplit) {
+  const int before = num_threads();
+  const FixedWorkSplit fixed;
+  for (const Case& c :
+       {Case{1, 2, 197, 64, true, 0}, Case{2, 1, 49, 32, true, 2}, Case{4, 3, 17, 16, false, 0}}) {
+    const Shape s{c.b, c.h, c.n, c.hd};
+    Tensor q = random_tensor(s, 20), k = random_tensor(s, 21), v = random_tensor(s, 22);
+    Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, 23) : Tensor();
+    Tensor mask = c.windows ? region_mask(c.windows, c.n) : Tensor();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+    const Tensor want = ref::attention(q, k, v, scale, bias, mask);
+    Tensor first_out, first_probs;
+    for (int threads : {1, 2, 3, 13}) {
+      set_num_threads(threads);
+      Tensor out = Tensor::full(s, 1e9f), probs = Tensor::full(Shape{c.b, c.h, c.n, c.n}, 1e9f);
+      attention_forward(out, probs, q, k, v, scale, bias, mask);
+      EXPECT_LT(max_rel_error(out, want), 1e-5) << s.str() << ", " << threads << " threads";
+      if (threads == 1) {
+        first_out = out.clone();
+        first_probs = probs.clone();
+      }
+      EXPECT_EQ(max_rel_error(out, first_out), 0.0) << s.str() << ", " << threads << " threads";
+      EXPECT_EQ(max_rel_error(probs, first_probs), 0.0) << s.str() << ", " << threads;
+    }
+  }
+  set_num_threads(before);
+}
+
 // The baseline (SSE) kernels, which AVX2 machines never pick by themselves.
 TEST(AttentionForward, BaselineKernels) {
   cpu::avx2_allowed() = false;

@@ -39,6 +39,35 @@ TEST(CrossEntropyForward, MatchesReference) {
   }
 }
 
+// Enough logits for the rows to be shared out over the threads (128 x 1000, ImageNet's classes):
+// the loss is the same bits on 1, 2 and 3 threads (the rows' losses are added in row order),
+// and so are the probabilities and the gradient.
+TEST(CrossEntropy, SameBitsOnAnyThreadCount) {
+  const int before = num_threads();
+  const int64_t b = 128, c = 1000;
+  Tensor logits = random_tensor(Shape{b, c}, 5, 4.0);
+  auto t = targets_for(b, c, 6);
+  const double want = ref::cross_entropy(logits, t.data(), 0.1f);
+  float first = 0;
+  Tensor first_probs, first_grad;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    Tensor probs = Tensor::empty(Shape{b, c}), grad = Tensor::zeros(Shape{b, c});
+    const float loss = cross_entropy_forward(probs, logits, t.data(), 0.1f);
+    cross_entropy_backward(grad, probs, t.data(), 0.1f);
+    EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << threads << " threads";
+    if (threads == 1) {
+      first = loss;
+      first_probs = probs.clone();
+      first_grad = grad.clone();
+    }
+    EXPECT_EQ(loss, first) << threads << " threads";
+    EXPECT_EQ(max_rel_error(probs, first_probs), 0.0) << threads << " threads";
+    EXPECT_EQ(max_rel_error(grad, first_grad), 0.0) << threads << " threads";
+  }
+  set_num_threads(before);
+}
+
 TEST(CrossEntropyForward, KnownValue) {
   // Uniform logits: the loss is log C whatever the target and the smoothing.
   Tensor logits = Tensor::full(Shape{2, 8}, 3.0f);

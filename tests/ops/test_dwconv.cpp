@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -139,6 +140,34 @@ TEST(DwconvBackward, ParameterGradientsOnLargeShape) {
   }
   EXPECT_LT(max_rel_error(dw, want_w), 1e-5);
   EXPECT_LT(max_rel_error(db, want_b), 1e-5);
+}
+
+// PEG's convolution at the study's shape (50 images, a 4 x 4 grid with the class token, D 64)
+// and a larger one (several channel blocks): forward and backward the same bits on 1, 2 and 3
+// threads.
+TEST(Dwconv, SameBitsOnAnyThreadCount) {
+  const int before = num_threads();
+  for (const Case& c : {Case{50, 4, 4, 1, 64}, Case{8, 14, 14, 1, 200}}) {
+    const int64_t N = c.prefix + c.rows * c.cols;
+    Tensor x = random_tensor(Shape{c.batch, N, c.dim}, 60);
+    Tensor w = random_tensor(Shape{c.dim, 3, 3}, 61), b = random_tensor(Shape{c.dim}, 62);
+    Tensor dy = random_tensor(x.shape(), 63);
+    std::vector<Tensor> first;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor y = Tensor::empty(x.shape()), dx = Tensor::zeros(x.shape());
+      Tensor dw = Tensor::zeros(w.shape()), db = Tensor::zeros(b.shape());
+      dwconv3x3_forward(y, x, w, b, c.rows, c.cols, c.prefix);
+      dwconv3x3_backward(dx, dw, db, dy, x, w, c.rows, c.cols, c.prefix);
+      const std::vector<Tensor> now = {y, dx, dw, db};
+      if (threads == 1) first = now;
+      for (size_t i = 0; i < now.size(); ++i) {
+        EXPECT_EQ(max_rel_error(now[i], first[i]), 0.0)
+            << "output " << i << ", " << name(c) << ", " << threads << " threads";
+      }
+    }
+  }
+  set_num_threads(before);
 }
 
 TEST(Dwconv, ShapeErrorsNameOpAndShapes) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -93,6 +95,39 @@ TEST(PatchEmbedBackward, AccumulatesAndSkipsUndefinedGradients) {
   patch_embed_backward(dx3, none, none2, dy, x, w);
   EXPECT_LT(max_rel_error(dw3, dw1), 1e-6);
   EXPECT_LT(max_rel_error(dx3, dx1), 1e-6);
+}
+
+// Under FixedWorkSplit (training) the patch embedding's product and its weight gradient are the
+// same bits on 1, 2 and 3 threads: the quick study's 50 images of 28 px in patches of 7 at D 64
+// (800 rows; the weight gradient [64, 49] over 800 rows), and vit-fmnist's 128 images in patches
+// of 4 at D 128.
+TEST(PatchEmbed, SameBitsOnAnyThreadCountUnderFixedWorkSplit) {
+  const int before = num_threads();
+  const FixedWorkSplit fixed;
+  for (auto [bs, p, d] : {std::tuple<int64_t, int64_t, int64_t>{50, 7, 64}, {128, 4, 128}}) {
+    Tensor x = random_tensor(Shape{bs, 1, 28, 28}, 40);
+    Tensor w = random_tensor(Shape{d, 1, p, p}, 41, 1.0 / p), b = random_tensor(Shape{d}, 42);
+    const int64_t tokens = (28 / p) * (28 / p);
+    Tensor dy = random_tensor(Shape{bs, tokens, d}, 43);
+    const Tensor want = ref::patch_embed(x, w, b, p);
+    std::vector<Tensor> first;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      Tensor y = Tensor::empty(Shape{bs, tokens, d});
+      patch_embed_forward(y, x, w, b);
+      Tensor dx = Tensor::zeros(x.shape()), dw = Tensor::zeros(w.shape());
+      Tensor db = Tensor::zeros(b.shape());
+      patch_embed_backward(dx, dw, db, dy, x, w);
+      EXPECT_LT(max_rel_error(y, want), 1e-5) << bs << " images, " << threads << " threads";
+      const std::vector<Tensor> now = {y, dx, dw, db};
+      if (threads == 1) first = now;
+      for (size_t i = 0; i < now.size(); ++i) {
+        EXPECT_EQ(max_rel_error(now[i], first[i]), 0.0)
+            << "output " << i << ", " << bs << " images, " << threads << " threads";
+      }
+    }
+  }
+  set_num_threads(before);
 }
 
 TEST(PatchEmbed, ImageNotAMultipleOfThePatchSaysBothNumbers) {

@@ -128,8 +128,8 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"model config (none)", none_cfg.to_json()},
       {"overrides", join(t.overrides, ",")},
       {"encodings", join(r.encodings, ",")},
-      {"dataset", t.data.name},
-      {"data dir", t.data.dir.empty() ? "(default)" : t.data.dir},
+      {"dataset", utf8_escaped(t.data.name)},  // paths are bytes; the report's JSON needs UTF-8
+      {"data dir", t.data.dir.empty() ? "(default)" : utf8_escaped(t.data.dir)},
       {"train samples", t.data.limit ? std::to_string(t.data.limit) : "all"},
       {"test samples", t.test_limit ? std::to_string(t.test_limit) : "all"},
       {"image size (train)", std::to_string(base.img_rows) + "x" + std::to_string(base.img_cols)},
@@ -300,7 +300,10 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
     run.extension_rules.push_back(r.sizes[s] == r.train_size ? "-" : model.extension_rules());
-    const AttentionStats stats = attention_stats(model, *tests[s]);
+    const AttentionStats stats = [&] {
+      const FixedWorkSplit fixed;  // the same numbers on any thread count, as evaluate's
+      return attention_stats(model, *tests[s]);
+    }();
     if (!stats.empty()) {
       run.attention_distance.push_back(stats.distance);
       run.attention_entropy.push_back(stats.entropy);

@@ -1,10 +1,12 @@
-// The dataset factory and the seed mixer.
+// The dataset factory, the seed mixer and the checks of class names across splits and models.
 #include "vit/train/data.h"
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
+#include "ops/util.h"
 #include "vit/train/data_internal.h"
 
 namespace vitpe {
@@ -133,6 +135,98 @@ std::unique_ptr<Dataset> make_dataset(const DatasetOptions& o) {
     base.transform->cols = static_cast<int>(o.base_cols);
   }
   return std::make_unique<Pasted>(make_native(base), o.rows, o.cols, o.protocol == "canvas");
+}
+
+// ---- class names across splits and models --------------------------------------------------
+
+namespace {
+
+// At most 8 names, quoted, then how many more: a message stays readable for 1000 classes.
+std::string name_list(const std::vector<std::string>& names) {
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < std::min<size_t>(names.size(), 8); ++i)
+    shown.push_back("'" + names[i] + "'");
+  std::string s = join(shown, ", ");
+  if (names.size() > 8) s += " and " + std::to_string(names.size() - 8) + " more";
+  return s;
+}
+
+// How the class names a (of what_a) and b (of what_b) differ, for a message: the names only in
+// one of them, or with the same names, the first positions where the orders differ.
+std::string name_differences(const std::vector<std::string>& a, const std::string& what_a,
+                             const std::vector<std::string>& b, const std::string& what_b) {
+  const std::set<std::string> in_a(a.begin(), a.end()), in_b(b.begin(), b.end());
+  std::vector<std::string> only_a, only_b;
+  for (const std::string& n : a)
+    if (!in_b.count(n)) only_a.push_back(n);
+  for (const std::string& n : b)
+    if (!in_a.count(n)) only_b.push_back(n);
+  std::vector<std::string> parts;
+  if (!only_a.empty()) parts.push_back("only in " + what_a + ": " + name_list(only_a));
+  if (!only_b.empty()) parts.push_back("only in " + what_b + ": " + name_list(only_b));
+  if (!parts.empty()) return join(parts, "; ");
+  if (a.size() != b.size()) {
+    return what_a + " names " + std::to_string(a.size()) + " classes, " + what_b + " " +
+           std::to_string(b.size()) + " (a name repeats)";
+  }
+  for (size_t i = 0, shown = 0; i < a.size() && shown < 3; ++i) {
+    if (a[i] == b[i]) continue;
+    parts.push_back("class " + std::to_string(i) + " is '" + a[i] + "' in " + what_a + ", '" +
+                    b[i] + "' in " + what_b);
+    ++shown;
+  }
+  return "the same names in another order: " + join(parts, "; ");
+}
+
+}  // namespace
+
+void check_split_classes(const Dataset& train, const Dataset& test, const std::string& where) {
+  const std::vector<std::string> a = train.labels(), b = test.labels();
+  if (!a.empty() && !b.empty() && a != b) {
+    throw std::invalid_argument(
+        where + ": the training and test splits have other classes (" +
+        name_differences(a, "the training split", b, "the test split") +
+        "); a class's index is its position among the sorted class folders, so the test split "
+        "would be scored against the wrong classes: give both splits the same class folders");
+  }
+  if (train.classes() != test.classes()) {
+    throw std::invalid_argument(where + ": the training split has " +
+                                std::to_string(train.classes()) + " classes, the test split " +
+                                std::to_string(test.classes()));
+  }
+}
+
+std::string check_model_classes(const std::vector<std::string>& model_labels, int64_t model_classes,
+                                const Dataset& data, bool by_index,
+                                const std::string& by_index_flag) {
+  const std::vector<std::string> names = data.labels();
+  const bool both_named = !model_labels.empty() && !names.empty();
+  if (data.classes() != model_classes) {
+    throw std::invalid_argument(
+        "the model has " + std::to_string(model_classes) + " classes, the dataset " + data.name() +
+        " " + std::to_string(data.classes()) +
+        (both_named ? " (" + name_differences(model_labels, "the model", names, "the dataset") + ")"
+                    : std::string()));
+  }
+  if (by_index) {
+    return "class names not compared (" + by_index_flag +
+           "): the dataset's class i is taken to be "
+           "the model's class i";
+  }
+  if (!both_named) {
+    return std::string(model_labels.empty() ? "the model records" : "the dataset has") +
+           " no class names, so only the count (" + std::to_string(model_classes) +
+           ") could be checked: the dataset's class i is taken to be the model's class i";
+  }
+  if (model_labels != names) {
+    throw std::invalid_argument(
+        "the model's classes are not the dataset's (" +
+        name_differences(model_labels, "the model", names, "the dataset " + data.name()) +
+        "): every image would be scored against another class; pass " + by_index_flag +
+        " to match them by position instead (e.g. ImageNet's synset folders for a model that "
+        "records ImageNet's names)");
+  }
+  return "";
 }
 
 }  // namespace vitpe

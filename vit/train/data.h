@@ -141,6 +141,29 @@ std::string protocol_description(const std::string& protocol);
 // cannot render, and for sizes smaller than the training size under canvas/dilute/translate.
 std::unique_ptr<Dataset> make_dataset(const DatasetOptions& options);
 
+// ---- class names across splits and models --------------------------------------------------
+
+// Class indices are positions in a dataset's labels() (an image folder: its sorted folder
+// names), so two splits, or a dataset and a model, agree on what index i means only when their
+// names agree position by position.
+
+// Throws std::invalid_argument unless `test` has the classes of `train`: the same names in the
+// same order (naming the classes only in one split, or the first position where the order
+// differs), or where either has no names, the same count. `where` names the data in the message
+// (e.g. "folder:PATH").
+void check_split_classes(const Dataset& train, const Dataset& test, const std::string& where);
+
+// A dataset evaluated by a model that says its classes are model_labels (its config's labels,
+// possibly empty) and model_classes: the same names in the same order, else
+// std::invalid_argument listing the differences (the names only in the model and only in the
+// data, or the first positions where the order differs) and naming by_index_flag, the way to
+// match them by position instead. Where the model or the dataset has no names (or by_index),
+// the counts must match, and the returned note says the names were not checked; "" when they
+// were.
+std::string check_model_classes(const std::vector<std::string>& model_labels, int64_t model_classes,
+                                const Dataset& data, bool by_index,
+                                const std::string& by_index_flag);
+
 // The default directory of Fashion-MNIST (Debian's dataset-fashion-mnist package).
 std::string default_fashion_mnist_dir();
 

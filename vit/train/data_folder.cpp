@@ -3,6 +3,13 @@
 // ImageNet's mean and std (for training), or rendered with a model's evaluation transform
 // (DatasetOptions::transform, for `vitpe eval`). A root with train/ and test/ (or val/)
 // subfolders gives the two splits; otherwise the root serves both.
+//
+// What the folder must hold, checked when it is opened (before any training): at least two
+// class folders; in the training split, at least one image in each (torchvision's ImageFolder
+// refuses empty classes too); and no entry that would be read but cannot be resolved: a broken
+// symbolic link and one in a loop are both refused, listed, rather than the dataset silently
+// losing images or a whole class. Class names are the folder names with bytes that are not
+// UTF-8 escaped (utf8_escaped), as they go into JSON (the model's config, reports).
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -11,7 +18,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
+#include "ops/util.h"
 #include "vit/io/preprocess.h"
 #include "vit/train/data.h"
 #include "vit/train/data_internal.h"
@@ -42,28 +51,7 @@ class Folder : public Dataset {
                         : 224),
         transform_(std::move(transform)) {
     if (transform_) transform_->validate();
-    std::vector<fs::path> dirs;
-    for (const auto& e : fs::directory_iterator(root_))
-      if (e.is_directory()) dirs.push_back(e.path());
-    std::sort(dirs.begin(), dirs.end());
-    for (const auto& d : dirs) {
-      std::vector<fs::path> files;
-      for (const auto& e : fs::directory_iterator(d))
-        if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path());
-      std::sort(files.begin(), files.end());
-      for (const auto& f : files) {
-        files_.push_back(f.string());
-        targets_.push_back(static_cast<int32_t>(labels_.size()));
-      }
-      labels_.push_back(d.filename().string());
-    }
-    if (labels_.empty() || files_.empty()) {
-      throw std::runtime_error(root_ +
-                               ": an image folder needs one subfolder per class with "
-                               "images in it (found " +
-                               std::to_string(labels_.size()) + " subfolders, " +
-                               std::to_string(files_.size()) + " images)");
-    }
+    scan(train);
     // A limit keeps the first `limit` images of an interleaved order, so every class stays.
     if (limit > 0 && limit < static_cast<int64_t>(files_.size())) interleave_and_limit(limit);
   }
@@ -125,6 +113,106 @@ class Folder : public Dataset {
       if (fs::is_directory(fs::path(root) / sub)) return (fs::path(root) / sub).string();
     }
     return root;
+  }
+
+  // Entries that would be read but whose type cannot be told (a broken link, a loop), as
+  // "path (reason)", and how many there are.
+  struct Unreadable {
+    std::vector<std::string> first;
+    int64_t count = 0;
+    void add(const fs::directory_entry& e, const std::error_code& ec) {
+      if (first.size() < 3) {
+        first.push_back(e.path().string() + (e.is_symlink() ? " (a symbolic link: " : " (") +
+                        ec.message() + ")");
+      }
+      ++count;
+    }
+  };
+
+  // The entries of a directory, sorted; an entry whose status cannot be read goes to `bad`
+  // when keep(entry) says it would have been read.
+  template <class Keep>
+  static std::vector<fs::directory_entry> entries(const fs::path& dir, Unreadable& bad,
+                                                  Keep&& keep) {
+    std::vector<fs::directory_entry> out;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec);
+    if (ec) throw std::runtime_error(dir.string() + ": cannot be listed (" + ec.message() + ")");
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) out.push_back(*it);
+    if (ec) throw std::runtime_error(dir.string() + ": cannot be listed (" + ec.message() + ")");
+    std::sort(out.begin(), out.end());
+    std::vector<fs::directory_entry> readable;
+    for (const fs::directory_entry& e : out) {
+      std::error_code st;
+      const fs::file_status s = e.status(st);
+      if (st || s.type() == fs::file_type::not_found || s.type() == fs::file_type::none) {
+        if (keep(e))
+          bad.add(e, st ? st : std::make_error_code(std::errc::no_such_file_or_directory));
+        continue;
+      }
+      readable.push_back(e);
+    }
+    return readable;
+  }
+
+  // Lists the class folders and their images (see the top of the file for what is refused).
+  void scan(bool train) {
+    Unreadable bad;
+    // At the root every entry may be a class folder; in a class folder, the image files.
+    const std::vector<fs::directory_entry> top =
+        entries(root_, bad, [](const auto&) { return true; });
+    std::vector<std::string> empty;
+    for (const fs::directory_entry& d : top) {
+      if (!d.is_directory()) continue;
+      int64_t others = 0, images = 0;
+      for (const fs::directory_entry& e :
+           entries(d.path(), bad, [](const auto& e) { return is_image(e.path()); })) {
+        if (!e.is_regular_file() || !is_image(e.path())) {
+          ++others;
+          continue;
+        }
+        files_.push_back(e.path().string());
+        targets_.push_back(static_cast<int32_t>(labels_.size()));
+        ++images;
+      }
+      labels_.push_back(utf8_escaped(d.path().filename().string()));
+      if (images == 0) {
+        empty.push_back(labels_.back() + (others == 0 ? ""
+                                          : others == 1
+                                              ? " (1 other entry)"
+                                              : " (" + std::to_string(others) + " other entries)"));
+      }
+    }
+    if (bad.count > 0) {
+      throw std::runtime_error(
+          root_ + ": " + std::to_string(bad.count) +
+          (bad.count == 1 ? " entry cannot be read: " : " entries cannot be read: ") +
+          join(bad.first, ", ") + (bad.count > 3 ? ", ..." : "") +
+          "; a broken symbolic link or one in a loop is refused rather than skipped (the set "
+          "would silently lose images): remove or fix it");
+    }
+    if (labels_.size() < 2 || files_.empty()) {
+      throw std::runtime_error(root_ +
+                               ": an image folder needs at least two subfolders (one per class) "
+                               "with images in them (found " +
+                               std::to_string(labels_.size()) + " subfolders, " +
+                               std::to_string(files_.size()) + " images)");
+    }
+    if (train && !empty.empty()) {
+      throw std::runtime_error(root_ + ": class folder" + (empty.size() > 1 ? "s " : " ") +
+                               join(empty, ", ") + (empty.size() > 1 ? " have" : " has") +
+                               " no images (.png, .jpg, .jpeg, .bmp, .webp, .tif, .tiff, .ppm, "
+                               ".pgm); a class the model never sees cannot be learnt: add "
+                               "images or remove the folder");
+    }
+    // Folder names that differ only in bytes that are not UTF-8 could escape to one name.
+    std::vector<std::string> sorted = labels_;
+    std::sort(sorted.begin(), sorted.end());
+    const auto twin = std::adjacent_find(sorted.begin(), sorted.end());
+    if (twin != sorted.end()) {
+      throw std::runtime_error(root_ + ": two class folders are both named '" + *twin +
+                               "' once their bytes that are not UTF-8 are escaped: rename one");
+    }
   }
 
   void interleave_and_limit(int64_t limit) {

@@ -116,6 +116,8 @@ int64_t count_correct(const Tensor& logits, const std::vector<int32_t>& labels) 
 
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progress,
                     const std::string& label, Communicator* comm, bool adaptive_threads) {
+  // The same logits, hence loss and accuracy, on any thread count.
+  const FixedWorkSplit fixed;
   AdaptiveThreads adaptive(adaptive_threads);
   Communicator& ranks = comm ? *comm : self();
   LoaderOptions lo;
@@ -275,6 +277,8 @@ Splits open_splits(const TrainOptions& o) {
   test_opt.train = false;
   test_opt.limit = o.test_limit;
   Splits s{make_dataset(train_opt), make_dataset(test_opt)};
+  check_split_classes(*s.train, *s.test,
+                      o.data.name + (o.data.dir.empty() ? "" : " at " + o.data.dir));
   if (s.train->size() < o.batch) {
     throw std::invalid_argument("train: the training set has " + std::to_string(s.train->size()) +
                                 " samples, fewer than one batch of " + std::to_string(o.batch));
@@ -519,6 +523,8 @@ void check_options(const TrainOptions& o) {
 
 TrainResult train(const TrainOptions& options) {
   check_options(options);
+  // Every step the same bits on any thread count (and on every rank of a data-parallel run).
+  const FixedWorkSplit fixed;
   Communicator& comm = options.comm ? *options.comm : self();
   const bool root = comm.rank() == 0;
   // Rank 0 alone writes the run directory and the progress; the others compute.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <set>
 #include <tuple>
@@ -406,6 +407,183 @@ TEST(Folder, RendersWithAModelsTransformWhenGivenOne) {
     }
   }
   fs::remove_all(dir);
+}
+
+// One 4x4 PNG per name under dir/<class>/<name>.png.
+void write_images(const fs::path& dir, const std::vector<std::string>& names) {
+  cv::Mat img(4, 4, CV_8UC3, cv::Scalar(10, 20, 30));
+  for (const std::string& n : names) {
+    fs::create_directories((dir / n).parent_path());
+    ASSERT_TRUE(cv::imwrite((dir / (n + ".png")).string(), img)) << n;
+  }
+}
+
+DatasetOptions folder_options(const fs::path& dir, bool train) {
+  DatasetOptions o;
+  o.name = "folder:" + dir.string();
+  o.rows = o.cols = 4;
+  o.train = train;
+  return o;
+}
+
+// Refused when the folder is opened, before any training: fewer than two class folders, or a
+// class folder without images in the training split (a test split may lack a class's images:
+// it then simply has none to score). The messages name what was found.
+TEST(Folder, NeedsTwoClassesAndImagesInEveryTrainingClass) {
+  const fs::path dir = temp_dir("folder_classes");
+  write_images(dir / "one", {"only/1"});
+  std::string m = testing::message_of([&] { make_dataset(folder_options(dir / "one", true)); });
+  EXPECT_NE(m.find("at least two subfolders"), std::string::npos) << m;
+  EXPECT_NE(m.find("found 1 subfolders, 1 images"), std::string::npos) << m;
+  write_images(dir / "split", {"train/a/1", "train/c/1", "test/a/1", "test/c/1"});
+  fs::create_directories(dir / "split" / "train" / "b");
+  std::ofstream(dir / "split" / "train" / "b" / "1.gif") << "GIF89a";
+  fs::create_directories(dir / "split" / "test" / "b");
+  m = testing::message_of([&] { make_dataset(folder_options(dir / "split", true)); });
+  EXPECT_NE(m.find("class folder b (1 other entry) has no images"), std::string::npos) << m;
+  auto test = make_dataset(folder_options(dir / "split", false));
+  EXPECT_EQ(test->labels(), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(test->size(), 2);
+  fs::remove_all(dir);
+}
+
+// A broken symbolic link and one in a loop are treated alike: where the entry would be read (an
+// image name in a class folder, any entry at the root) the folder is refused with the count and
+// the first paths; a broken link that is not an image name is ignored like any other file.
+TEST(Folder, BrokenAndLoopingLinksAreBothRefusedAndNamed) {
+  const fs::path dir = temp_dir("folder_links");
+  write_images(dir, {"a/1", "b/1"});
+  fs::create_symlink(dir / "a" / "missing.png", dir / "b" / "broken.txt");
+  EXPECT_EQ(make_dataset(folder_options(dir, true))->size(), 2);
+  fs::create_symlink(dir / "a" / "missing.png", dir / "a" / "broken.png");
+  std::string m = testing::message_of([&] { make_dataset(folder_options(dir, true)); });
+  EXPECT_NE(m.find("1 entry cannot be read: " + (dir / "a" / "broken.png").string() +
+                   " (a symbolic link: No such file or directory)"),
+            std::string::npos)
+      << m;
+  fs::create_symlink(dir / "b" / "loop.png", dir / "b" / "loop.png");
+  fs::create_symlink(dir / "gone", dir / "c");
+  m = testing::message_of([&] { make_dataset(folder_options(dir, false)); });
+  EXPECT_NE(m.find("3 entries cannot be read"), std::string::npos) << m;
+  EXPECT_NE(m.find((dir / "b" / "loop.png").string() +
+                   " (a symbolic link: Too many levels of symbolic links)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find((dir / "c").string() + " (a symbolic link"), std::string::npos) << m;
+  EXPECT_NE(m.find("refused rather than skipped"), std::string::npos) << m;
+  fs::remove_all(dir);
+}
+
+// A class folder whose name is not UTF-8 (Latin-1 bytes) is a class named with the bytes
+// escaped, which JSON can hold (the model's config); a valid UTF-8 name stays as it is; two
+// names that escape alike are refused.
+TEST(Folder, ClassNamesThatAreNotUtf8AreEscaped) {
+  const fs::path dir = temp_dir("folder_utf8");
+  write_images(dir, {"caf\xe9/1", "na\xc3\xafve/1"});
+  auto d = make_dataset(folder_options(dir, true));
+  EXPECT_EQ(d->labels(), (std::vector<std::string>{"caf\\xe9", "na\xc3\xafve"}));
+  EXPECT_NO_THROW((void)nlohmann::json(d->labels()).dump());
+  write_images(dir, {"caf\\xe9/1"});
+  const std::string m = testing::message_of([&] { make_dataset(folder_options(dir, true)); });
+  EXPECT_NE(m.find("two class folders are both named 'caf\\xe9'"), std::string::npos) << m;
+  fs::remove_all(dir);
+}
+
+// A dataset that only says its class names (and count) and renders nothing.
+class Named : public Dataset {
+ public:
+  explicit Named(std::vector<std::string> labels, int64_t classes = -1)
+      : labels_(std::move(labels)),
+        classes_(classes >= 0 ? classes : static_cast<int64_t>(labels_.size())) {}
+  std::string name() const override { return "named"; }
+  int64_t size() const override { return 1; }
+  int64_t classes() const override { return classes_; }
+  int64_t channels() const override { return 1; }
+  int64_t rows() const override { return 1; }
+  int64_t cols() const override { return 1; }
+  int32_t get(int64_t, float* image) const override {
+    image[0] = 0;
+    return 0;
+  }
+  std::vector<std::string> labels() const override { return labels_; }
+  std::vector<float> mean() const override { return {0}; }
+  std::vector<float> std_dev() const override { return {1}; }
+  std::string other_size_rule() const override { return ""; }
+
+ private:
+  std::vector<std::string> labels_;
+  int64_t classes_;
+};
+
+// The splits of a folder must have the same class folders: train/{a,b,c} with test/{a,c} would
+// score class c's images as b. The message names the classes only in one split.
+TEST(Folder, SplitsWithOtherClassFoldersAreRefused) {
+  const fs::path dir = temp_dir("folder_splits");
+  write_images(dir, {"train/a/1", "train/b/1", "train/c/1", "test/a/1", "test/c/1", "test/d/1"});
+  auto train = make_dataset(folder_options(dir, true));
+  auto test = make_dataset(folder_options(dir, false));
+  const std::string m =
+      testing::message_of([&] { check_split_classes(*train, *test, "folder:" + dir.string()); });
+  EXPECT_NE(m.find("only in the training split: 'b'; only in the test split: 'd'"),
+            std::string::npos)
+      << m;
+  EXPECT_NO_THROW(check_split_classes(*train, *train, "x"));
+  // Names in another order, and counts where a split has no names.
+  EXPECT_NE(testing::message_of([] {
+              check_split_classes(Named({"a", "b", "c"}), Named({"a", "c", "b"}), "x");
+            }).find("class 1 is 'b' in the training split, 'c' in the test split"),
+            std::string::npos);
+  EXPECT_NE(testing::message_of([] {
+              check_split_classes(Named({}, 3), Named({}, 2), "x");
+            }).find("the training split has 3 classes, the test split 2"),
+            std::string::npos);
+  EXPECT_NO_THROW(check_split_classes(Named({}, 3), Named({"a", "b", "c"}), "x"));
+  fs::remove_all(dir);
+}
+
+// A model's recorded class names against a dataset's: equal passes silently; other names, another
+// order or another count are errors listing the differences (at most 8 names each, then a
+// count); without names on one side, or matched by index, the counts must agree and a note says
+// the names were not compared.
+TEST(Folder, ModelClassNamesMustBeTheDatasets) {
+  const std::vector<std::string> abc = {"a", "b", "c"};
+  EXPECT_EQ(check_model_classes(abc, 3, Named(abc), false, "--by-index"), "");
+  std::string m = testing::message_of([&] {
+    check_model_classes(abc, 3, Named({"a", "c", "d"}), false, "--by-index");
+  });
+  EXPECT_NE(m.find("only in the model: 'b'; only in the dataset named: 'd'"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("pass --by-index"), std::string::npos) << m;
+  m = testing::message_of([&] {
+    check_model_classes(abc, 3, Named({"b", "a", "c"}), false, "--by-index");
+  });
+  EXPECT_NE(m.find("the same names in another order: class 0 is 'a' in the model, 'b' in the "
+                   "dataset named; class 1 is 'b' in the model, 'a'"),
+            std::string::npos)
+      << m;
+  m = testing::message_of([&] { check_model_classes(abc, 3, Named({"a", "b"}), true, "--x"); });
+  EXPECT_NE(m.find("the model has 3 classes, the dataset named 2 (only in the model: 'c')"),
+            std::string::npos)
+      << m;
+  std::vector<std::string> many;
+  for (int i = 0; i < 20; ++i) many.push_back(std::string("n").append(std::to_string(100 + i)));
+  m = testing::message_of([&] {
+    check_model_classes(many, 20, Named(std::vector<std::string>(many.rbegin(), many.rend())),
+                        false, "--x");
+  });
+  EXPECT_NE(m.find("class 2 is 'n102' in the model, 'n117'"), std::string::npos) << m;
+  std::vector<std::string> other;
+  for (int i = 0; i < 20; ++i) other.push_back(std::string("m").append(std::to_string(i)));
+  m = testing::message_of([&] { check_model_classes(many, 20, Named(other), false, "--x"); });
+  EXPECT_NE(m.find("'n107' and 12 more"), std::string::npos) << m;
+  m = check_model_classes({}, 3, Named(abc), false, "--x");
+  EXPECT_NE(m.find("the model records no class names, so only the count (3) could be checked"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(check_model_classes(abc, 3, Named({"x", "y", "z"}), true, "--x")
+                .find("class names not compared (--x)"),
+            std::string::npos);
+  EXPECT_THROW(check_model_classes({}, 4, Named(abc), false, "--x"), std::invalid_argument);
 }
 
 TEST(Loader, SameSeedSameBatchesAndEveryIndexOncePerEpoch) {
