@@ -55,6 +55,14 @@ class Reader {
   const char* format_;
 };
 
+// Sizes computed from headers (up to 2^32 x 2^32 pixels, and tiles as large) in double, kept at
+// most 2^61 bytes: far past any budget, and two of them still add up within int64.
+constexpr int64_t kSaturatedBytes = int64_t{1} << 61;
+int64_t saturated(double bytes) {
+  return bytes >= static_cast<double>(kSaturatedBytes) ? kSaturatedBytes
+                                                       : static_cast<int64_t>(bytes);
+}
+
 ImageHeader make(const Reader& r, const char* format, int64_t width, int64_t height, int bits) {
   if (width <= 0 || height <= 0) {
     r.fail("expected a positive width and height, found " + std::to_string(width) + " x " +
@@ -260,7 +268,7 @@ ImageHeader tiff(const Reader& r) {
   const double unit_bytes = static_cast<double>(unit_w) * static_cast<double>(unit_h) *
                             (4.0 * bytes_per_sample + 4.0 +
                              static_cast<double>(std::max<int64_t>(samples, 1)) * bytes_per_sample);
-  h.working_bytes = unit_bytes >= 4e18 ? int64_t{4} << 60 : static_cast<int64_t>(unit_bytes);
+  h.working_bytes = saturated(unit_bytes);
   h.working = std::string(tiled ? "TIFF tiles of " : "TIFF strips of ") + std::to_string(unit_w) +
               " x " + std::to_string(unit_h) + " pixels";
   return h;
@@ -325,11 +333,12 @@ int64_t ImageHeader::decoded_bytes() const {
   // Every format stores width and height in at most 32 bits, so the product can pass int64.
   const double bytes =
       static_cast<double>(width) * static_cast<double>(height) * channels * (bits > 8 ? 2.0 : 1.0);
-  return bytes >= 4e18 ? int64_t{4} << 60 : static_cast<int64_t>(bytes);
+  return saturated(bytes);
 }
 
 int64_t ImageHeader::budget_bytes() const {
-  return decoded_bytes() + std::min<int64_t>(working_bytes, int64_t{4} << 60);
+  // Each term at most 2^61 (saturated), so the sum cannot overflow (found by fuzz_image).
+  return decoded_bytes() + std::min(working_bytes, kSaturatedBytes);
 }
 
 std::optional<ImageHeader> read_image_header(std::span<const uint8_t> bytes) {

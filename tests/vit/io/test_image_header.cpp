@@ -259,6 +259,13 @@ TEST(ImageHeader, TiffBudgetCountsTilesStripsAndSampleFormats) {
             std::string::npos)
       << m;
   EXPECT_NE(m.find("more than the 256 MiB budget"), std::string::npos) << m;
+  // The largest sizes a TIFF can state, image and tile: the budget's own sum once overflowed
+  // int64 (found by fuzz_image).
+  const std::vector<uint8_t> largest = tiff(tiled(4294967295u, 4294967295u, 4294967295u), data);
+  EXPECT_GT(read_image_header(largest)->budget_bytes(), kMaxDecodedImageBytes);
+  m = decode_message(largest, "vitpe_largest_");
+  EXPECT_NE(m.find("4294967295 x 4294967295 pixels"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than the 256 MiB budget"), std::string::npos) << m;
   // 8192 x 8192 RGBA in one strip: the strip buffers take three times the image.
   const std::vector<TiffTag> strip = {{256, 4, 1, 8192}, {257, 4, 1, 8192}, {258, 3, 1, 8},
                                       {262, 3, 1, 2},    {277, 3, 1, 4},    {273, 4, 1, 0}};
