@@ -31,6 +31,7 @@ struct Decoder {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool created = false;
+  bool multiple_scans = false;  // the frame needs libjpeg's whole-image coefficient buffers
 };
 
 Decoder& decoder_of(j_common_ptr c) { return *static_cast<Decoder*>(c->client_data); }
@@ -71,6 +72,7 @@ bool create(Decoder& d, const uint8_t* data, size_t size, long max_memory) {
   d.cinfo.mem->max_memory_to_use = max_memory;
   jpeg_mem_src(&d.cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&d.cinfo, TRUE);
+  d.multiple_scans = jpeg_has_multiple_scans(&d.cinfo);
   return true;
 }
 
@@ -131,8 +133,7 @@ cv::Mat decode_jpeg(std::span<const uint8_t> bytes, const ImageHeader& header) {
   const jpeg_decompress_struct& c = d.cinfo;
   const int channels = c.num_components == 1 ? 1 : 3;
   if (c.image_width != header.width || c.image_height != header.height ||
-      channels != header.channels ||
-      (jpeg_has_multiple_scans(&d.cinfo) && !header.jpeg_multi_scan)) {
+      channels != header.channels || (d.multiple_scans && !header.jpeg_multi_scan)) {
     fail("libjpeg read a frame of " + std::to_string(c.image_width) + " x " +
          std::to_string(c.image_height) + " pixels and " + std::to_string(c.num_components) +
          " components, but the header check read " + std::to_string(header.width) + " x " +
