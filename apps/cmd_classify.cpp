@@ -3,6 +3,8 @@
 // in batches. An unreadable image gets an error naming it; the others are still classified; the
 // exit code is 1 when any image failed. --device cuda runs the model on the GPU
 // (vit/models/cuda_model.h; precision f32 or bf16) and fails with a message without one.
+// Paths and labels come from outside: JSON gets them with the bytes that are not UTF-8 written
+// \xNN (utf8_safe), text output with control characters escaped too (printable).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "ops/adaptive_threads.h"
+#include "ops/util.h"
 #include "vit/io/classifier.h"
 #include "vit/io/preprocess.h"
 #include "vit/models/cuda_model.h"
@@ -46,7 +49,9 @@ void run_classify(const ClassifyOptions& o) {
   }
   const ModelConfig& c = model.config();
   if (!o.json) {
-    for (const auto& note : loaded.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+    for (const auto& note : loaded.notes) {
+      std::fprintf(stderr, "note: %s\n", printable_lines(note).c_str());
+    }
   }
   const Preprocess pre = Preprocess::from(c);
 
@@ -69,12 +74,15 @@ void run_classify(const ClassifyOptions& o) {
     const Tensor& logits = *out;
     for (size_t i = 0; i < paths.size(); ++i) {
       nlohmann::json r;
-      r["image"] = paths[i];
+      r["image"] = utf8_safe(paths[i]);
+      if (!is_utf8(paths[i])) {
+        r["note"] = "the path is not valid UTF-8: its other bytes are written \\xNN";
+      }
       // An image that failed (unreadable, or non-finite logits) is reported and skipped.
       auto failed = [&](const std::string& message) {
         ++failures;
-        r["error"] = message;
-        if (!o.json) std::fprintf(stderr, "vitpe: error: %s\n", message.c_str());
+        r["error"] = utf8_safe(message);
+        if (!o.json) std::fprintf(stderr, "vitpe: error: %s\n", printable(message).c_str());
         results.push_back(r);
       };
       if (!errors[i].empty()) {
@@ -88,13 +96,13 @@ void run_classify(const ClassifyOptions& o) {
         failed(paths[i] + ": " + e.what());
         continue;
       }
-      if (!o.json) std::printf("%s\n", paths[i].c_str());
+      if (!o.json) std::printf("%s\n", printable(paths[i]).c_str());
       int rank = 0;
       for (const Prediction& t : top) {
         r["top"].push_back(
-            {{"index", t.index}, {"label", t.label}, {"probability", t.probability}});
+            {{"index", t.index}, {"label", utf8_safe(t.label)}, {"probability", t.probability}});
         if (!o.json) {
-          std::printf("  %d. %-28s %6.2f%%  (class %lld)\n", ++rank, t.label.c_str(),
+          std::printf("  %d. %-28s %6.2f%%  (class %lld)\n", ++rank, printable(t.label).c_str(),
                       100.0 * t.probability, static_cast<long long>(t.index));
         }
       }
@@ -114,7 +122,18 @@ void setup(CLI::App& root) {
   cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")->required();
   cmd->add_option("images", o->images, "Image files: PNG, JPEG, BMP, WebP, TIFF or PNM")
       ->required();
-  cmd->add_option("--topk,-k", o->topk, "Classes to print per image")->check(CLI::PositiveNumber);
+  // A whole number from 1; more than the model's classes prints them all.
+  cmd->add_option("--topk,-k", o->topk, "Classes to print per image")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              parse_whole(text, "--topk", 1, 1 << 20);
+            } catch (const ExitError&) {
+              return "'" + text + "' is not a whole number from 1 to the class count";
+            }
+            return std::string();
+          },
+          "a whole number from 1 to the class count"));
   cmd->add_option("--batch", o->batch, "Images per forward pass")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print JSON instead of text");
   cmd->add_flag("--fixed-threads", o->fixed_threads,

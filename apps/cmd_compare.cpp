@@ -154,7 +154,7 @@ void setup(CLI::App& root) {
     }
     if (c->quick) apply_quick_compare(*o, given);
     if (!c->study.empty()) apply_study(c->study, *o, given);
-    o->extra_settings = {{"command", utf8_escaped(invocation())}};  // the report's JSON: UTF-8
+    o->extra_settings = {{"command", utf8_safe(invocation())}};  // the report's JSON: UTF-8
     // Under mpirun: the runs are shared out over the ranks; rank 0 writes and prints.
     Communicator& ranks = world();
     if (ranks.size() > 1) {

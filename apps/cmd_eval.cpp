@@ -80,11 +80,11 @@ void setup(CLI::App& root) {
                          : parse_whole_list(c->sizes, "--sizes (e.g. 28,36,44)", 1, 16384);
     const std::vector<ExtensionPolicy> policies = parse_policy_list(c->policies, "--policy");
     // Paths are bytes; JSON holds UTF-8.
-    nlohmann::json out = {{"model", utf8_escaped(c->model)},
+    nlohmann::json out = {{"model", utf8_safe(c->model)},
                           {"preset", cfg.name},
                           {"encoding", cfg.encoding.str()},
                           {"precision", c->precision},
-                          {"dataset", utf8_escaped(c->data.name)},
+                          {"dataset", utf8_safe(c->data.name)},
                           {"protocol", c->protocol.empty() ? "dataset's own" : c->protocol},
                           {"split", c->train_split ? "train" : "test"},
                           {"results", nlohmann::json::array()}};

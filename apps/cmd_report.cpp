@@ -68,7 +68,7 @@ void run_report(const ReportOptions& o) {
       o.out.empty() ? (fs::path(o.results).parent_path() / "report.html").string() : o.out;
   check_free(out, o.force);
   if (!o.csv.empty()) check_free(o.csv, o.force);
-  r.settings.emplace_back("report", "rendered again by `" + utf8_escaped(invocation()) +
+  r.settings.emplace_back("report", "rendered again by `" + utf8_safe(invocation()) +
                                         "` from results.json; encoding pictures left out (they "
                                         "need the trained models)");
   write_file_atomic(out, report_html(r));

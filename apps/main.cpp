@@ -208,13 +208,15 @@ int main(int argc, char** argv) {
       if (threads > 0 && !std::getenv("OMP_NUM_THREADS")) vitpe::set_num_threads(threads);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "vitpe: error: %s\n", e.what());
+    std::fprintf(stderr, "vitpe: error: %s\n", vitpe::printable_lines(e.what()).c_str());
     return 1;
   }
   // An error on one rank of several stops them all (the others would wait for it for ever).
   auto fail = [](int code, const std::string& message) {
     if (!message.empty()) {
-      std::fprintf(stderr, "vitpe: %s%s\n", vitpe::rank_prefix().c_str(), message.c_str());
+      // Messages quote file names and class names: escaped, they cannot drive the terminal.
+      std::fprintf(stderr, "vitpe: %s%s\n", vitpe::rank_prefix().c_str(),
+                   vitpe::printable_lines(message).c_str());
     }
     std::fflush(stderr);
     vitpe::abort_distributed(code);
@@ -232,7 +234,9 @@ int main(int argc, char** argv) {
     return fail(code, "");
   } catch (const ExitError& e) {
     if (e.code != 0) return fail(e.code, e.message);
-    if (!e.message.empty()) std::fprintf(stderr, "vitpe: %s\n", e.message.c_str());
+    if (!e.message.empty()) {
+      std::fprintf(stderr, "vitpe: %s\n", vitpe::printable_lines(e.message).c_str());
+    }
     vitpe::finish_distributed();
     return 0;
   } catch (const std::exception& e) {

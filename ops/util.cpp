@@ -43,53 +43,92 @@ bool is_digits(const std::string& s) {
 
 namespace {
 
-// The length of the well-formed UTF-8 sequence that starts text[i], or 0 when there is none.
-size_t utf8_sequence_length(std::string_view text, size_t i) {
-  auto byte = [&](size_t j) { return static_cast<unsigned char>(text[j]); };
-  const unsigned char b = byte(i);
-  if (b < 0x80) return 1;
-  // The allowed range of the second byte for each lead byte (the others are 80..BF).
-  size_t length = 0;
+// The length of the valid UTF-8 sequence starting at s[i], or 0 when the bytes there are not one.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  // The allowed range of the second byte narrows for E0 (no overlong), ED (no surrogates), F0
+  // (no overlong) and F4 (nothing past U+10FFFF).
+  size_t n = 0;
   unsigned char lo = 0x80, hi = 0xBF;
-  if (b >= 0xC2 && b <= 0xDF) {
-    length = 2;
-  } else if (b >= 0xE0 && b <= 0xEF) {
-    length = 3;
-    if (b == 0xE0) lo = 0xA0;  // shorter forms are overlong
-    if (b == 0xED) hi = 0x9F;  // U+D800..U+DFFF are surrogates
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    length = 4;
-    if (b == 0xF0) lo = 0x90;  // overlong
-    if (b == 0xF4) hi = 0x8F;  // past U+10FFFF
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
   } else {
-    return 0;  // a continuation byte, C0/C1 (overlong) or F5..FF
+    return 0;
   }
-  if (i + length > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t j = i + 2; j < i + length; ++j) {
-    if (byte(j) < 0x80 || byte(j) > 0xBF) return 0;
+  if (n > s.size() - i || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
   }
-  return length;
+  return n;
+}
+
+void append_hex_byte(std::string& out, unsigned char c) {
+  static const char* hex = "0123456789abcdef";
+  out += "\\x";
+  out += hex[c >> 4];
+  out += hex[c & 15];
+}
+
+// Both escapers: bytes that are not UTF-8 always, control characters when `controls`.
+std::string escape(std::string_view text, bool controls) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence(text, i);
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (n == 0 || (controls && (c < 0x20 || c == 0x7F))) {
+      append_hex_byte(out, c);
+      i += 1;
+    } else if (controls && n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {
+      out += "\\u00";  // C1: U+0080..U+009F
+      static const char* hex = "0123456789abcdef";
+      out += hex[static_cast<unsigned char>(text[i + 1]) >> 4];
+      out += hex[static_cast<unsigned char>(text[i + 1]) & 15];
+      i += 2;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
-std::string utf8_escaped(std::string_view text) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
+bool is_utf8(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
-    const size_t n = utf8_sequence_length(text, i);
-    if (n > 0) {
-      out.append(text.substr(i, n));
-      i += n;
-    } else {
-      const auto b = static_cast<unsigned char>(text[i++]);
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 15];
-    }
+    const size_t n = utf8_sequence(text, i);
+    if (n == 0) return false;
+    i += n;
   }
-  return out;
+  return true;
+}
+
+std::string utf8_safe(std::string_view text) {
+  return is_utf8(text) ? std::string(text) : escape(text, false);
+}
+
+std::string printable(std::string_view text) { return escape(text, true); }
+
+std::string printable_lines(std::string_view text) {
+  std::string out;
+  for (size_t start = 0;;) {
+    const size_t end = text.find('\n', start);
+    out += printable(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return out;
+    out += '\n';
+    start = end + 1;
+  }
 }
 
 double monotonic_seconds() {

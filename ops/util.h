@@ -1,5 +1,6 @@
-// Small helpers every layer uses, written once: splitting, joining and trimming text, escaping
-// bytes that are not UTF-8, and a monotonic clock for rates and durations.
+// Small helpers every layer uses, written once: splitting, joining and trimming text, making
+// text from outside (file names, class names) safe to write as JSON or to a terminal, and a
+// monotonic clock for rates and durations.
 #pragma once
 
 #include <cstddef>
@@ -20,12 +21,19 @@ bool ends_with(const std::string& s, const std::string& suffix);
 // Digits only, at least one ("12"; not "", "-1", "1e3").
 bool is_digits(const std::string& s);
 
-// text with every byte that is not part of a well-formed UTF-8 sequence (RFC 3629: no overlong
-// forms, surrogates or code points past U+10FFFF) written as the four characters \xHH (lower-case
-// hex), as Python's "backslashreplace" does; valid UTF-8 is returned unchanged. For names that
-// come from the file system (folder and file names are bytes) on their way into JSON or a
-// report, which must be UTF-8.
-std::string utf8_escaped(std::string_view text);
+
+// Whether `text` is valid UTF-8 (RFC 3629: no overlong forms, surrogates or code points past
+// U+10FFFF), the test JSON writers apply.
+bool is_utf8(std::string_view text);
+// `text` with each byte that is not part of valid UTF-8 written as \xNN (a Latin-1 file name
+// "caf\xe9.png"), so it can be written as JSON; valid text comes back unchanged.
+std::string utf8_safe(std::string_view text);
+// utf8_safe, and control characters written as \xNN (C0 and DEL: "\x1b" for ESC) or \uNNNN
+// (C1: "\u009b"), so text from outside cannot move a terminal's cursor, change its colours or
+// break a line of output.
+std::string printable(std::string_view text);
+// printable, line by line: the line breaks of a message of several lines are kept.
+std::string printable_lines(std::string_view text);
 
 // Seconds on a monotonic clock (differences are durations; the origin means nothing).
 double monotonic_seconds();

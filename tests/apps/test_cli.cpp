@@ -104,6 +104,64 @@ TEST(Cli, NonFiniteLogitsAreAnErrorPerImage) {
   std::filesystem::remove(path);
 }
 
+// classify --json once lost all its output when one path or label was not UTF-8: the dump threw
+// json type_error.316 after every image was classified (exit 1, naming neither). Bytes that are
+// not UTF-8 are now written \xNN and the rest is written as it was; text output also escapes
+// control characters, so a label cannot drive the terminal.
+TEST(Cli, ClassifyOutputIsUtf8SafeAndEscapesControlCharacters) {
+  const std::filesystem::path dir = std::filesystem::path(VITPE_BINARY_DIR) / "cli_utf8";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string latin1 = (dir / "caf\xe9.png").string();
+  const std::string plain = (dir / "plain.png").string();
+  std::filesystem::copy_file(data("images/gray_40x52.png"), latin1);
+  std::filesystem::copy_file(data("images/gray_40x52.png"), plain);
+  const std::string labels = (dir / "labels.txt").string();
+  {
+    std::ofstream out(labels);
+    out << "T-shirt\xff\n\x1b[31mred\x1b[0m\n";
+    for (int i = 2; i < 10; ++i) out << "class" << i << "\n";
+  }
+  const std::string args =
+      "classify --model vit-fmnist --topk 10 --labels " + labels + " '" + latin1 + "' " + plain;
+  const CmdResult j = vitpe(args + " --json", "2>/dev/null");
+  EXPECT_EQ(j.code, 0) << j.out;
+  nlohmann::json parsed;
+  ASSERT_NO_THROW(parsed = nlohmann::json::parse(j.out)) << j.out;
+  ASSERT_EQ(parsed.size(), 2u);
+  EXPECT_EQ(parsed[0]["image"], (dir / "caf").string() + "\\xe9.png");
+  EXPECT_TRUE(contains(parsed[0]["note"].get<std::string>(), "not valid UTF-8"));
+  EXPECT_EQ(parsed[1]["image"], plain);
+  EXPECT_FALSE(parsed[1].contains("note"));
+  std::vector<std::string> names;
+  for (const auto& t : parsed[1]["top"]) names.push_back(t["label"]);
+  ASSERT_EQ(names.size(), 10u);
+  EXPECT_NE(std::find(names.begin(), names.end(), "T-shirt\\xff"), names.end());
+  // Valid UTF-8 with control characters stays as it is in JSON (the writer escapes them).
+  EXPECT_NE(std::find(names.begin(), names.end(), "\x1b[31mred\x1b[0m"), names.end());
+
+  const CmdResult text = vitpe(args, "2>/dev/null");
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_TRUE(contains(text.out, "caf\\xe9.png")) << text.out;
+  EXPECT_TRUE(contains(text.out, "T-shirt\\xff")) << text.out;
+  EXPECT_TRUE(contains(text.out, "\\x1b[31mred\\x1b[0m")) << text.out;
+  EXPECT_FALSE(contains(text.out, "\x1b")) << text.out;
+  std::filesystem::remove_all(dir);
+}
+
+// --topk's range was printed as "0.000000 to 1.797e308".
+TEST(Cli, TopkSaysAWholeNumberFromOne) {
+  for (const char* bad : {"0", "1.5", "zero"}) {
+    const CmdResult r = vitpe(std::string("classify --model vit-fmnist --topk ") + bad + " " +
+                              data("images/gray_40x52.png"));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_TRUE(contains(r.out, std::string("--topk: '") + bad +
+                                    "' is not a whole number from 1 to the class count"))
+        << r.out;
+    EXPECT_FALSE(contains(r.out, "1.797")) << r.out;
+  }
+}
+
 TEST(Cli, BadFlagSaysWhat) {
   CmdResult r = vitpe("classify --model vit-fmnist --topk zero x.png");
   EXPECT_NE(r.code, 0);

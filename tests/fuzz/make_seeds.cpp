@@ -4,6 +4,7 @@
 // committed. Usage: vitpe_fuzz_seeds OUT_DIR
 #include <zlib.h>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ops/random.h"
+#include "tests/jpeg_testing.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
 #include "vit/train/data.h"
@@ -49,6 +51,28 @@ void safetensors_seeds(const fs::path& dir, const fs::path& source_dir) {
   // safetensors library (tests/data/README.md).
   fs::copy_file(source_dir / "tests/data/official_writer.safetensors",
                 dir / "official_writer.safetensors", fs::copy_options::overwrite_existing);
+  // Hostile headers (docs/HARDENING.md), small: a shape past the array limit, many entries, a
+  // duplicate key inside an entry, nesting past the depth limit, an F64 tensor.
+  auto raw = [&](const std::string& name, const std::string& header, size_t data_bytes) {
+    const uint64_t n = header.size();
+    write_bytes(dir / name, std::string(reinterpret_cast<const char*>(&n), 8) + header +
+                                std::string(data_bytes, '\0'));
+  };
+  std::string ones = "[1";
+  for (int i = 0; i < 1100; ++i) ones += ",1";
+  raw("long_shape.safetensors",
+      "{\"w\":{\"dtype\":\"F32\",\"shape\":" + ones + "],\"data_offsets\":[0,4]}}", 4);
+  std::string many = "{";
+  for (int i = 0; i < 200; ++i) {
+    many += i ? ",\"t" : "\"t";
+    many += std::to_string(i) + "\":{\"dtype\":\"F16\",\"shape\":[1],";
+    many += "\"data_offsets\":[" + std::to_string(2 * i) + "," + std::to_string(2 * i + 2) + "]}";
+  }
+  raw("many_entries.safetensors", many + "}", 400);
+  raw("duplicate_key.safetensors",
+      R"({"w":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})", 4);
+  raw("deep.safetensors", "{\"a\":" + std::string(20, '[') + std::string(20, ']') + "}", 0);
+  raw("f64.safetensors", R"({"d":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", 16);
 }
 
 ModelConfig tiny_vit(const std::string& encoding, Pool pool) {
@@ -187,6 +211,81 @@ void image_seeds(const fs::path& dir) {
       throw std::runtime_error("OpenCV cannot write " + name);
     }
   }
+  auto bytes_of = [](const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); };
+  // JPEGs libjpeg makes and OpenCV does not: CMYK, progressive, one scan per component,
+  // arithmetic coding, restart markers.
+  cv::Mat rgb(24, 40, CV_8UC3), cmyk(16, 16, CV_8UC4);
+  cv::randu(rgb, 0, 256);
+  cv::randu(cmyk, 0, 256);
+  const cv::Mat flat_gray(16, 16, CV_8UC1, cv::Scalar(90));  // tiny scans: a small bomb
+  using testing::JpegOptions;
+  write_bytes(dir / "cmyk_progressive.jpg",
+              bytes_of(testing::encode_jpeg(
+                  cmyk, {.jpeg_space = JCS_CMYK, .h0 = 1, .v0 = 1, .progressive = true})));
+  write_bytes(dir / "ycck.jpg", bytes_of(testing::encode_jpeg(cmyk, {.jpeg_space = JCS_YCCK})));
+  write_bytes(dir / "progressive.jpg",
+              bytes_of(testing::encode_jpeg(rgb, {.progressive = true, .quality = 50})));
+  write_bytes(dir / "scan_per_component.jpg",
+              bytes_of(testing::encode_jpeg(rgb, {.scan_per_component = true, .quality = 50})));
+  write_bytes(dir / "arithmetic_restarts.jpg",
+              bytes_of(testing::encode_jpeg(rgb, {.arithmetic = true, .restart_rows = 1})));
+  // Hostile ones (docs/HARDENING.md): a cut file, a scan bomb past the scan limit (kept small),
+  // a frame claiming 8192 x 8192 over a few hundred bytes of data.
+  const std::vector<uint8_t> whole = testing::encode_jpeg(rgb, {.quality = 95});
+  write_bytes(dir / "cut.jpg", bytes_of(whole).substr(0, whole.size() / 2));
+  const std::vector<uint8_t> two = testing::encode_jpeg(
+      flat_gray, {.jpeg_space = JCS_GRAYSCALE, .h0 = 1, .v0 = 1, .dc_then_ac = true});
+  write_bytes(dir / "scan_bomb.jpg", bytes_of(testing::repeat_scan(two, 1, 120)));
+  std::vector<uint8_t> claims = whole;
+  for (size_t at = 2; at + 9 < claims.size();
+       at += 2 + (size_t{claims[at + 2]} << 8 | claims[at + 3])) {
+    if (claims[at + 1] == 0xC0) {
+      claims[at + 5] = claims[at + 7] = 0x20;
+      claims[at + 6] = claims[at + 8] = 0x00;
+      break;
+    }
+  }
+  write_bytes(dir / "claims_8192.jpg", bytes_of(claims));
+  // TIFFs whose tags decide the decode's memory: a 1 x 1 image with one 16384 x 16384 tile, and
+  // float samples (both refused from the header); a valid tiled file.
+  auto tiff = [](const std::vector<std::array<uint32_t, 4>>& tags, const std::string& data) {
+    std::string b = {'I', 'I', 42, 0, 8, 0, 0, 0};
+    auto put = [&](uint32_t v, int n) {
+      for (int i = 0; i < n; ++i) b += static_cast<char>(v >> (8 * i));
+    };
+    put(static_cast<uint32_t>(tags.size()), 2);
+    for (const auto& t : tags) {
+      put(t[0], 2);
+      put(t[1], 2);
+      put(t[2], 4);
+      put(t[3], 4);
+    }
+    put(0, 4);
+    return b + data;
+  };
+  const uint32_t data_at = 8 + 2 + 12 * 10 + 4;
+  // Tiles of PackBits literal runs (a count byte, then up to 128 bytes): OpenCV's in-memory
+  // decode refuses uncompressed tiles.
+  auto tiled = [&](uint32_t side, uint32_t tile, uint32_t tile_bytes) {
+    return std::vector<std::array<uint32_t, 4>>{
+        {256, 4, 1, side},    {257, 4, 1, side},      {258, 3, 1, 8},    {259, 3, 1, 32773},
+        {262, 3, 1, 1},       {277, 3, 1, 1},         {322, 4, 1, tile}, {323, 4, 1, tile},
+        {324, 4, 1, data_at}, {325, 4, 1, tile_bytes}};
+  };
+  std::string runs;
+  for (int i = 0; i < 2; ++i) runs += '\x7f' + std::string(128, static_cast<char>(0x40 + i));
+  write_bytes(dir / "tiled.tif", tiff(tiled(16, 16, 258), runs));
+  write_bytes(dir / "huge_tile.tif", tiff(tiled(1, 16384, 258), runs));
+  write_bytes(dir / "float.tif", tiff({{256, 4, 1, 4},
+                                       {257, 4, 1, 4},
+                                       {258, 3, 1, 32},
+                                       {262, 3, 1, 1},
+                                       {273, 4, 1, 8 + 2 + 12 * 6 + 4},
+                                       {339, 3, 1, 3}},
+                                      std::string(64, '\0')));
+  // An animated WebP's extended header (refused by name).
+  write_bytes(dir / "animated.webp",
+              std::string("RIFF\x1e\0\0\0WEBPVP8X\x0a\0\0\0\x02\0\0\0\x09\0\0\x09\0\0", 30));
 }
 
 }  // namespace

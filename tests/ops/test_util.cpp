@@ -1,9 +1,7 @@
-// split / join / trim against hand-worked cases (empty pieces kept, join from an offset),
-// utf8_escaped against hand-worked cases and nlohmann::json's own UTF-8 check, and the monotonic
-// clock moving forward.
+// split / join / trim against hand-worked cases (empty pieces kept, join from an offset), the
+// UTF-8 check and escapes against nlohmann's JSON writer, and the monotonic clock moving forward.
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -37,45 +35,67 @@ TEST(Util, TrimSpacesAndTabs) {
   EXPECT_EQ(trim("x"), "x");
 }
 
-TEST(Util, Utf8EscapedKeepsValidTextAndEscapesEveryOtherByte) {
-  EXPECT_EQ(utf8_escaped(""), "");
-  EXPECT_EQ(utf8_escaped("plain ascii"), "plain ascii");
-  EXPECT_EQ(utf8_escaped("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x88"),
-            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x88");  // U+00E9, U+20AC, U+1F408 stay
-  EXPECT_EQ(utf8_escaped("caf\xe9"), "caf\\xe9");          // Latin-1: one lone byte
-  EXPECT_EQ(utf8_escaped("\xff\xfe"), "\\xff\\xfe");
-  EXPECT_EQ(utf8_escaped("\xe2\x82"), "\\xe2\\x82");                        // a sequence cut short
-  EXPECT_EQ(utf8_escaped("\xc0\xaf"), "\\xc0\\xaf");                        // overlong '/'
-  EXPECT_EQ(utf8_escaped("\xed\xa0\x80"), "\\xed\\xa0\\x80");               // a surrogate
-  EXPECT_EQ(utf8_escaped("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");      // past U+10FFFF
-  EXPECT_EQ(utf8_escaped(std::string("a\0b", 3)), std::string("a\0b", 3));  // NUL is UTF-8
-  // Every string of one or two bytes and of three bytes from the interesting lead and
-  // continuation values: unchanged exactly when nlohmann::json can write it, and always
-  // writable after escaping.
-  std::vector<std::string> inputs;
+// is_utf8 against the reference every JSON output goes through (nlohmann's dump, which throws
+// on invalid UTF-8): every string of one and two bytes, and random strings of up to six bytes
+// drawn from bytes that matter (ASCII, continuation bytes, every lead byte).
+bool nlohmann_accepts(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+TEST(Util, Utf8CheckAgreesWithTheJsonWriter) {
+  std::vector<std::string> cases;
   for (int a = 0; a < 256; ++a) {
-    inputs.push_back(std::string(1, static_cast<char>(a)));
-    for (int b = 0; b < 256; ++b) inputs.push_back({static_cast<char>(a), static_cast<char>(b)});
+    cases.push_back(std::string(1, static_cast<char>(a)));
+    for (int b = 0; b < 256; ++b) cases.push_back({static_cast<char>(a), static_cast<char>(b)});
   }
-  const int edges[] = {0x00, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2,
-                       0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf4, 0xf5, 0xff};
-  for (int a : edges)
-    for (int b : edges)
-      for (int c : edges)
-        for (int d : edges)
-          inputs.push_back({static_cast<char>(a), static_cast<char>(b), static_cast<char>(c),
-                            static_cast<char>(d)});
-  for (const std::string& in : inputs) {
-    bool writable = true;
-    try {
-      (void)nlohmann::json(in).dump();
-    } catch (const nlohmann::json::type_error&) {
-      writable = false;
+  const std::vector<unsigned char> alphabet = {0x41, 0x00, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0,
+                                               0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xED,
+                                               0xEE, 0xEF, 0xF0, 0xF1, 0xF4, 0xF5, 0xFF};
+  uint64_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    std::string s;
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int n = 1 + static_cast<int>((state >> 60) % 6);
+    for (int k = 0; k < n; ++k) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      s += static_cast<char>(alphabet[(state >> 33) % alphabet.size()]);
     }
-    const std::string out = utf8_escaped(in);
-    EXPECT_EQ(out == in, writable) << nlohmann::json(out).dump();
-    EXPECT_NO_THROW((void)nlohmann::json(out).dump()) << out;
+    cases.push_back(s);
   }
+  int valid = 0;
+  for (const std::string& s : cases) {
+    ASSERT_EQ(is_utf8(s), nlohmann_accepts(s)) << ::testing::PrintToString(s);
+    valid += is_utf8(s);
+    // Whatever the input, the escaped text is accepted, and valid text is left alone.
+    const std::string safe = utf8_safe(s);
+    ASSERT_TRUE(nlohmann_accepts(safe)) << ::testing::PrintToString(s);
+    if (is_utf8(s)) {
+      ASSERT_EQ(safe, s);
+    }
+    ASSERT_TRUE(nlohmann_accepts(printable(s))) << ::testing::PrintToString(s);
+  }
+  EXPECT_GT(valid, 1000);  // both kinds were checked
+}
+
+TEST(Util, EscapesNameTheOffendingBytes) {
+  EXPECT_EQ(utf8_safe("caf\xe9.png"), "caf\\xe9.png");
+  EXPECT_EQ(utf8_safe("caf\xc3\xa9.png"), "caf\xc3\xa9.png");  // é stays
+  EXPECT_EQ(utf8_safe("\xed\xa0\x80"), "\\xed\\xa0\\x80");     // a surrogate, byte by byte
+  EXPECT_EQ(utf8_safe("tab\there"), "tab\there");              // valid: not escaped in JSON
+  EXPECT_EQ(printable("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");
+  EXPECT_EQ(printable("a\nb\tc\x7f"), "a\\x0ab\\x09c\\x7f");
+  EXPECT_EQ(printable("\xc2\x9b"
+                      "2J"),
+            "\\u009b2J");  // C1 CSI
+  EXPECT_EQ(printable("\xc2\xa0 caf\xc3\xa9 \xe2\x82\xac"), "\xc2\xa0 caf\xc3\xa9 \xe2\x82\xac");
+  EXPECT_EQ(printable("caf\xe9"), "caf\\xe9");
+  EXPECT_EQ(printable_lines("missing (2):\n  a\x1b\n  b"), "missing (2):\n  a\\x1b\n  b");
+  EXPECT_EQ(printable_lines("\n"), "\n");
 }
 
 TEST(Util, MonotonicSecondsMoveForward) {

@@ -128,8 +128,8 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"model config (none)", none_cfg.to_json()},
       {"overrides", join(t.overrides, ",")},
       {"encodings", join(r.encodings, ",")},
-      {"dataset", utf8_escaped(t.data.name)},  // paths are bytes; the report's JSON needs UTF-8
-      {"data dir", t.data.dir.empty() ? "(default)" : utf8_escaped(t.data.dir)},
+      {"dataset", utf8_safe(t.data.name)},  // paths are bytes; the report's JSON needs UTF-8
+      {"data dir", t.data.dir.empty() ? "(default)" : utf8_safe(t.data.dir)},
       {"train samples", t.data.limit ? std::to_string(t.data.limit) : "all"},
       {"test samples", t.test_limit ? std::to_string(t.test_limit) : "all"},
       {"image size (train)", std::to_string(base.img_rows) + "x" + std::to_string(base.img_cols)},

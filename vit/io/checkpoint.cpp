@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ops/json_limits.h"
 #include "ops/util.h"
 #include "vit/io/safetensors.h"
 #include "vit/models/family.h"
@@ -100,12 +101,9 @@ nlohmann::json read_timm_config_json(const std::string& path) {
   try {
     // timm's layout nests 3 deep (root, pretrained_cfg, input_size); deeper is refused while
     // parsing, before anything recursive sees it.
-    j = json::parse(text, [&](int depth, json::parse_event_t, json&) {
-      if (depth > 8) fail("nests deeper than 8 levels (expected timm's config.json)");
-      return true;
-    });
-  } catch (const json::exception& e) {
-    fail(std::string("not valid JSON: ") + e.what());
+    j = parse_json_limited(text, JsonLimits{.max_depth = 8});
+  } catch (const std::runtime_error& e) {
+    fail(e.what());
   }
   if (!j.is_object() || !j.contains("pretrained_cfg") || !j["pretrained_cfg"].is_object()) {
     fail("expected timm's layout, an object with a \"pretrained_cfg\" object");

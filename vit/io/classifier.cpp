@@ -147,6 +147,19 @@ std::vector<std::vector<Prediction>> Classifier::classify_preprocessed(const flo
         " > 0 images, found " +
         (images == nullptr ? "a null pointer" : "a batch of " + std::to_string(batch)));
   }
+  // A non-finite input makes every logit non-finite; said here, it is not blamed on the weights.
+  const int64_t per_image = int64_t{p.channels} * p.rows * p.cols;
+  for (int64_t i = 0; i < batch * per_image; ++i) {
+    if (!std::isfinite(images[i])) {
+      const int64_t at = i % per_image;
+      throw std::invalid_argument(
+          "Classifier::classify_preprocessed: image " + std::to_string(i / per_image) +
+          " of the batch holds a non-finite input value (" + std::to_string(images[i]) +
+          " at channel " + std::to_string(at / (p.rows * p.cols)) + ", row " +
+          std::to_string(at / p.cols % p.rows) + ", column " + std::to_string(at % p.cols) +
+          "): expected finite preprocessed pixels");
+    }
+  }
   return run(Tensor::wrap(images, {batch, p.channels, p.rows, p.cols}), k);
 }
 

@@ -73,7 +73,8 @@ class Classifier {
   std::vector<std::vector<Prediction>> classify(const std::vector<cv::Mat>& images, int k = 5);
   // Input already preprocessed, read in place from the caller's memory (no copy): `batch`
   // images of [channels, rows, cols] floats laid out as preprocess() produces them. The memory
-  // must stay valid and unchanged during the call.
+  // must stay valid and unchanged during the call. A NaN or infinite value is refused
+  // (std::invalid_argument naming the image and where), so non-finite logits mean the model.
   std::vector<std::vector<Prediction>> classify_preprocessed(const float* images, int64_t batch,
                                                              int k = 5);
 

@@ -12,6 +12,7 @@
 
 #include "vit/io/decode_budget.h"
 #include "vit/io/image_header.h"
+#include "vit/io/jpeg.h"
 
 namespace vitpe {
 
@@ -165,9 +166,43 @@ void Preprocess::validate() const {
                                                                                "preprocess");
 }
 
+namespace {
+
+// An OpenCV depth as messages name it.
+std::string depth_name(int depth) {
+  switch (depth) {
+    case CV_8U:
+      return "8-bit unsigned";
+    case CV_8S:
+      return "8-bit signed";
+    case CV_16U:
+      return "16-bit unsigned";
+    case CV_16S:
+      return "16-bit signed";
+    case CV_32S:
+      return "32-bit signed integer";
+    case CV_32F:
+      return "32-bit float";
+    case CV_64F:
+      return "64-bit float";
+    case CV_16F:
+      return "16-bit float";
+    default:
+      return "OpenCV depth " + std::to_string(depth);
+  }
+}
+
+}  // namespace
+
 cv::Mat to_uint8_channels(const cv::Mat& decoded, int channels, const std::string& source) {
   if (decoded.empty()) {
     throw std::runtime_error("image '" + source + "': empty image");
+  }
+  if (decoded.dims != 2) {
+    throw std::invalid_argument("image '" + source +
+                                "': expected a 2-D image (rows x cols with 1 to 4 channels), "
+                                "found " +
+                                std::to_string(decoded.dims) + " dimensions");
   }
   if (channels != 1 && channels != 3) {
     throw std::invalid_argument("image '" + source + "': expected 1 or 3 output channels, found " +
@@ -187,8 +222,8 @@ cv::Mat to_uint8_channels(const cv::Mat& decoded, int channels, const std::strin
     }
   } else {
     throw std::runtime_error("image '" + source +
-                             "': expected 8- or 16-bit unsigned samples, found OpenCV depth " +
-                             std::to_string(decoded.depth()));
+                             "': expected 8- or 16-bit unsigned samples, found " +
+                             depth_name(decoded.depth()) + " samples");
   }
 
   const int in_ch = u8.channels();
@@ -225,7 +260,11 @@ struct DecodedImage {
   DecodeBudget::Hold hold;
 };
 
-DecodedImage decode_held(const std::string& path) {
+std::string mib_rounded_up(int64_t bytes) {
+  return std::to_string(bytes / (1 << 20) + (bytes % (1 << 20) != 0 ? 1 : 0));
+}
+
+DecodedImage decode_held(const std::string& path, int64_t max_bytes) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw std::runtime_error(
@@ -234,10 +273,10 @@ DecodedImage decode_held(const std::string& path) {
   }
   const auto file_size = std::filesystem::file_size(path, ec);
   if (ec) throw std::runtime_error("image '" + path + "': cannot read its size: " + ec.message());
-  if (file_size > static_cast<uintmax_t>(kMaxDecodedImageBytes)) {
-    throw std::runtime_error("image '" + path + "': " + std::to_string(file_size >> 20) +
+  if (file_size > static_cast<uintmax_t>(max_bytes)) {
+    throw std::runtime_error("image '" + path + "': " + mib_rounded_up(file_size) +
                              " MiB, larger than any image vitpe decodes (" +
-                             std::to_string(kMaxDecodedImageBytes >> 20) + " MiB)");
+                             mib_rounded_up(max_bytes) + " MiB)");
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(file_size));
   std::ifstream in(path, std::ios::binary);
@@ -260,23 +299,31 @@ DecodedImage decode_held(const std::string& path) {
         "image '" + path + "': not a PNG, JPEG, BMP, WebP, TIFF or PNM file (it starts with " +
         (bytes.empty() ? std::string("nothing: the file is empty") : "bytes " + first) + ")");
   }
-  if (const int64_t need = header->decoded_bytes(); need > kMaxDecodedImageBytes) {
-    const int64_t need_mib = need / (1 << 20) + (need % (1 << 20) != 0 ? 1 : 0);  // rounded up
+  if (const int64_t need = header->budget_bytes(); need > max_bytes) {
+    std::string what = std::to_string(header->width) + " x " + std::to_string(header->height) +
+                       " pixels of " + std::to_string(header->bits) + " bits";
+    if (header->working_bytes > 0) {
+      what += ", and its decoder holds " + header->working + " (" +
+              mib_rounded_up(header->working_bytes) + " MiB)";
+    }
+    const int64_t per_pixel = header->channels * (header->bits > 8 ? 2 : 1);
     throw std::runtime_error(
-        "image '" + path + "': its " + header->format + " header says " +
-        std::to_string(header->width) + " x " + std::to_string(header->height) + " pixels of " +
-        std::to_string(header->bits) + " bits; decoding it could take " + std::to_string(need_mib) +
-        " MiB, more than the " + std::to_string(kMaxDecodedImageBytes >> 20) +
-        " MiB budget (about " +
-        std::to_string(kMaxDecodedImageBytes / 4 / (header->bits > 8 ? 2 : 1) / 1000000) +
-        " megapixels)");
+        "image '" + path + "': its " + header->format + " header says " + what +
+        "; decoding it could take " + mib_rounded_up(need) + " MiB, more than the " +
+        mib_rounded_up(max_bytes) + " MiB budget" +
+        (header->working_bytes > 0
+             ? std::string()
+             : " (about " + std::to_string(max_bytes / per_pixel / 1000000) + " megapixels)"));
   }
-  DecodeBudget::Hold hold = DecodeBudget::shared().reserve(header->decoded_bytes());
+  DecodeBudget::Hold hold = DecodeBudget::shared().reserve(header->budget_bytes());
   cv::Mat decoded;
   try {
-    decoded = cv::imdecode(bytes, cv::IMREAD_UNCHANGED);
+    decoded = header->format == "JPEG" ? decode_jpeg(bytes, *header)
+                                       : cv::imdecode(bytes, cv::IMREAD_UNCHANGED);
   } catch (const cv::Exception& e) {
     throw std::runtime_error("image '" + path + "': cannot decode: " + e.what());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("image '" + path + "': " + e.what());
   }
   if (decoded.empty()) {
     throw std::runtime_error("image '" + path + "': cannot decode its " + header->format +
@@ -295,10 +342,21 @@ DecodedImage decode_held(const std::string& path) {
 
 }  // namespace
 
-cv::Mat decode_image(const std::string& path) { return decode_held(path).mat; }
+cv::Mat decode_image(const std::string& path) {
+  return decode_held(path, kMaxDecodedImageBytes).mat;
+}
+
+cv::Mat decode_image(const std::string& path, int64_t max_bytes) {
+  if (max_bytes <= 0 || max_bytes > kMaxDecodedImageBytes) {
+    throw std::invalid_argument("decode_image: expected a budget of 1 to " +
+                                std::to_string(kMaxDecodedImageBytes) + " bytes, found " +
+                                std::to_string(max_bytes));
+  }
+  return decode_held(path, max_bytes).mat;
+}
 
 cv::Mat read_image(const std::string& path, int channels) {
-  const DecodedImage d = decode_held(path);
+  const DecodedImage d = decode_held(path, kMaxDecodedImageBytes);
   return to_uint8_channels(d.mat, channels, path);
 }
 
@@ -372,11 +430,11 @@ cv::Mat resize_and_crop(const cv::Mat& img, const Preprocess& cfg) {
 
 void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out) {
   cfg.validate();
-  if (img.depth() != CV_8U || img.channels() != cfg.channels) {
-    throw std::invalid_argument("preprocess: expected a uint8 image with " +
-                                std::to_string(cfg.channels) + " channels, found " +
-                                std::to_string(img.channels()) + " channels of OpenCV depth " +
-                                std::to_string(img.depth()));
+  if (img.dims != 2 || img.depth() != CV_8U || img.channels() != cfg.channels) {
+    throw std::invalid_argument(
+        "preprocess: expected a 2-D uint8 image with " + std::to_string(cfg.channels) +
+        " channels, found " + std::to_string(img.dims) + " dimensions, " +
+        std::to_string(img.channels()) + " channels of " + depth_name(img.depth()) + " samples");
   }
   const cv::Mat crop = resize_and_crop(img, cfg);
   const int C = cfg.channels;
@@ -402,7 +460,7 @@ Tensor preprocess_image(const cv::Mat& img, const Preprocess& cfg) {
 
 Tensor preprocess_file(const std::string& path, const Preprocess& cfg) {
   cfg.validate();
-  const DecodedImage d = decode_held(path);
+  const DecodedImage d = decode_held(path, kMaxDecodedImageBytes);
   return preprocess_image(to_uint8_channels(d.mat, cfg.channels, path), cfg);
 }
 
@@ -417,7 +475,7 @@ Tensor preprocess_files(const std::vector<std::string>& paths, const Preprocess&
 #pragma omp parallel for schedule(dynamic)
   for (int64_t i = 0; i < B; ++i) {
     try {
-      const DecodedImage d = decode_held(paths[i]);
+      const DecodedImage d = decode_held(paths[i], kMaxDecodedImageBytes);
       preprocess_into(to_uint8_channels(d.mat, cfg.channels, paths[i]), cfg, base + i * per_image);
     } catch (const std::exception& e) {
       messages[i] = e.what();

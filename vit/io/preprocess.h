@@ -57,11 +57,15 @@ struct Preprocess {
 
 // Decodes an image file as OpenCV does with IMREAD_UNCHANGED (BGR(A) or gray, 8 or 16 bits),
 // after checking it: a regular file of a format vitpe decodes (vit/io/image_header.h) whose
-// header promises at most kMaxDecodedImageBytes of pixels; decodes in all threads together stay
-// within that budget too (vit/io/decode_budget.h: a decode waits for others). Throws
-// std::runtime_error naming the file and what was expected and found (missing, not a regular file,
-// unknown format, over the budget, corrupt).
+// header promises at most kMaxDecodedImageBytes (256 MiB) of pixels and decoder memory; decodes
+// in all threads together stay within that budget too (vit/io/decode_budget.h: a decode waits
+// for others). JPEG goes through libjpeg directly (vit/io/jpeg.h: the same pixels, but a cut or
+// corrupt file is an error, not gray). Throws std::runtime_error naming the file and what was
+// expected and found (missing, not a regular file, unknown format, over the budget, corrupt).
 cv::Mat decode_image(const std::string& path);
+// The same within a lower budget of `max_bytes` (1 to 256 MiB) for this decode: a fuzzer's, or a
+// service's that wants smaller images; the decodes of all threads still share the 256 MiB.
+cv::Mat decode_image(const std::string& path, int64_t max_bytes);
 
 // decode_image, then step 1: uint8 RGB (channels == 3) or L (channels == 1).
 cv::Mat read_image(const std::string& path, int channels = 3);

@@ -1,8 +1,7 @@
-// safetensors reader (mmap + validation) and atomic writer. See vit/io/safetensors.h.
+// safetensors reader (pread + validation) and atomic writer. See vit/io/safetensors.h.
 #include "vit/io/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,11 +12,10 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <stdexcept>
-#include <tuple>
 
 #include "ops/files.h"
+#include "ops/json_limits.h"
 
 namespace vitpe {
 
@@ -32,14 +30,27 @@ using nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 // JSON nesting a header may have (it needs 3: the object, an entry, its shape).
 constexpr int kMaxHeaderDepth = 8;
+// Tensors in one file (checkpoints of the largest models hold a few thousand), elements of a
+// shape or offsets array, bytes of a tensor name or metadata key, values of one entry (or of
+// __metadata__): far above any real file, and low enough that a 100 MB header of the worst kind
+// stays within a few hundred MB while it is read.
+constexpr int64_t kMaxTensors = 1 << 18;
+constexpr int64_t kMaxHeaderArray = 1024;
+constexpr int64_t kMaxNameBytes = 4096;
+constexpr int64_t kMaxEntryValues = 1 << 16;
+
+// Errors this file raises, told apart from the JSON reader's (which get the file name added).
+struct SafeTensorsError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error("safetensors file '" + path + "': " + what);
+  throw SafeTensorsError("safetensors file '" + path + "': " + what);
 }
 
 [[noreturn]] void fail_tensor(const std::string& path, const std::string& name,
                               const std::string& what) {
-  throw std::runtime_error("safetensors file '" + path + "', tensor '" + name + "': " + what);
+  throw SafeTensorsError("safetensors file '" + path + "', tensor '" + name + "': " + what);
 }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -167,76 +178,19 @@ float f16_to_float(uint16_t h) {
 
 namespace {
 
-// The whole file mapped read-only (the mapping keeps the file alive after close); size >= 8.
-std::pair<void*, size_t> map_file(const std::string& path) {
-  // O_NONBLOCK: a FIFO (or device) must reach the regular-file check below instead of blocking
-  // open() until a writer appears; regular files ignore the flag.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail(path, "cannot open: " + errno_text());
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    std::string err = errno_text();
-    ::close(fd);
-    fail(path, "cannot stat: " + err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, "expected a regular file");
-  }
-  size_t size = static_cast<size_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    fail(path, "expected at least 8 bytes (the header length), found a file of " +
-                   std::to_string(size) + " bytes");
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  std::string map_err = map == MAP_FAILED ? errno_text() : "";
-  ::close(fd);  // the mapping keeps the file alive
-  if (map == MAP_FAILED) fail(path, "cannot mmap: " + map_err);
-  return {map, size};
+// The limits of a header (the root object's members are tensors, handled one at a time).
+JsonLimits header_limits() {
+  JsonLimits l;
+  l.max_depth = kMaxHeaderDepth;
+  l.max_members = kMaxTensors;
+  l.max_elements = kMaxHeaderArray;
+  l.max_key_bytes = kMaxNameBytes;
+  l.max_values = kMaxEntryValues;
+  return l;
 }
 
-// The JSON header; duplicate top-level keys are an error (nlohmann would silently keep the last).
-json parse_header(const std::string& path, const char* hb, uint64_t header_len) {
-  // keys[d]: the keys seen so far in the object whose keys arrive at depth d; last[d]: the key
-  // last seen there (to name the object a duplicate is in).
-  std::vector<std::set<std::string>> keys(kMaxHeaderDepth + 2);
-  std::vector<std::string> last(kMaxHeaderDepth + 2);
-  std::string duplicate, duplicate_in;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    // A header is an object of entries holding a shape array: 3 levels. Deeper nesting is
-    // refused while parsing, before anything recursive (dump for a message) can see it.
-    if (depth > kMaxHeaderDepth) {
-      fail(path, "the JSON header nests deeper than " + std::to_string(kMaxHeaderDepth) +
-                     " levels (expected an object of tensor entries)");
-    }
-    // Duplicate keys at any level (nlohmann would silently keep the last one).
-    if (event == json::parse_event_t::object_start) keys[depth + 1].clear();
-    if (event == json::parse_event_t::key && parsed.is_string()) {
-      const std::string k = parsed.get<std::string>();
-      if (!keys[depth].insert(k).second && duplicate.empty()) {
-        duplicate = k;
-        duplicate_in = depth >= 2 ? last[depth - 1] : "";
-      }
-      last[depth] = k;
-    }
-    return true;
-  };
-  json header;
-  try {
-    header = json::parse(hb, hb + header_len, cb);
-  } catch (const json::exception& e) {
-    fail(path, std::string("expected a JSON header, found invalid JSON: ") + e.what());
-  }
-  if (!header.is_object()) fail(path, "expected a JSON object as header, found " + show(header));
-  if (!duplicate.empty() && duplicate_in.empty()) {
-    fail_tensor(path, duplicate, "appears more than once in the header");
-  }
-  if (!duplicate.empty()) {
-    fail(path, "key '" + duplicate + "' appears more than once in '" + duplicate_in + "'");
-  }
-
-  return header;
+int64_t modified_ns(const struct stat& st) {
+  return int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
 }
 
 // Tensors' data ranges must be disjoint: sorted by start, each begins at or after the previous
@@ -266,12 +220,23 @@ void check_disjoint(const std::string& path, const std::map<std::string, TensorI
 SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   SafeTensorsFile f;
   f.path_ = path;
-  std::tie(f.map_, f.map_size_) = map_file(path);
-  // From here on `f` owns the mapping: a throw unmaps it in the destructor.
-  const size_t size = f.map_size_;
-  const auto* bytes = static_cast<const std::byte*>(f.map_);
+  // O_NONBLOCK: a FIFO (or device) must reach the regular-file check below instead of blocking
+  // open() until a writer appears; regular files ignore the flag.
+  f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (f.fd_ < 0) fail(path, "cannot open: " + errno_text());
+  // From here on `f` owns the descriptor: a throw closes it in the destructor.
+  struct stat st;
+  if (::fstat(f.fd_, &st) != 0) fail(path, "cannot stat: " + errno_text());
+  if (!S_ISREG(st.st_mode)) fail(path, "expected a regular file");
+  f.file_size_ = static_cast<uint64_t>(st.st_size);
+  f.modified_ns_ = modified_ns(st);
+  const uint64_t size = f.file_size_;
+  if (size < 8) {
+    fail(path, "expected at least 8 bytes (the header length), found a file of " +
+                   std::to_string(size) + " bytes");
+  }
   uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes, 8);
+  f.read_at(0, &header_len, 8, "the header length");
   if (header_len > kMaxHeaderBytes) {
     fail(path, "header length " + std::to_string(header_len) + " is absurd (expected at most " +
                    std::to_string(kMaxHeaderBytes) + " bytes)");
@@ -280,27 +245,37 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
     fail(path, "header length " + std::to_string(header_len) + " exceeds the file: only " +
                    std::to_string(size - 8) + " bytes follow the length (file truncated?)");
   }
-  f.data_ = bytes + 8 + header_len;
-  f.data_size_ = size - 8 - static_cast<size_t>(header_len);
+  f.data_start_ = 8 + header_len;
+  f.data_size_ = static_cast<size_t>(size - 8 - header_len);
+  std::string text(static_cast<size_t>(header_len), '\0');
+  f.read_at(8, text.data(), text.size(), "the header");
 
-  const json header = parse_header(path, reinterpret_cast<const char*>(bytes + 8), header_len);
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    if (name == "__metadata__") {
-      if (!it->is_object()) {
-        fail(path, "expected __metadata__ as an object of strings, found " + show(*it));
+  // Each entry is checked as soon as the parser has it, and dropped: memory holds the entries'
+  // TensorInfo, never the header as a JSON document.
+  json root;
+  try {
+    root = parse_json_members(text, header_limits(), [&](const std::string& name, json& value) {
+      if (name != "__metadata__") {
+        f.infos_[name] = parse_entry(path, name, value, f.data_size_);
+        return;
       }
-      for (auto m = it->begin(); m != it->end(); ++m) {
+      if (!value.is_object()) {
+        fail(path, "expected __metadata__ as an object of strings, found " + show(value));
+      }
+      for (auto m = value.begin(); m != value.end(); ++m) {
         if (!m->is_string()) {
           fail(path, "expected __metadata__ values to be strings, found key '" + m.key() +
                          "' = " + show(*m));
         }
         f.metadata_[m.key()] = m->get<std::string>();
       }
-      continue;
-    }
-    f.infos_[name] = parse_entry(path, name, *it, f.data_size_);
+    });
+  } catch (const SafeTensorsError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    fail(path, std::string("header: ") + e.what());
   }
+  if (!root.is_object()) fail(path, "expected a JSON object as header, found " + show(root));
   check_disjoint(path, f.infos_);
   return f;
 }
@@ -309,11 +284,12 @@ SafeTensorsFile::SafeTensorsFile(SafeTensorsFile&& o) noexcept { *this = std::mo
 
 SafeTensorsFile& SafeTensorsFile::operator=(SafeTensorsFile&& o) noexcept {
   if (this != &o) {
-    unmap();
+    close_file();
     path_ = std::move(o.path_);
-    map_ = std::exchange(o.map_, nullptr);
-    map_size_ = std::exchange(o.map_size_, 0);
-    data_ = std::exchange(o.data_, nullptr);
+    fd_ = std::exchange(o.fd_, -1);
+    file_size_ = o.file_size_;
+    modified_ns_ = o.modified_ns_;
+    data_start_ = o.data_start_;
     data_size_ = std::exchange(o.data_size_, 0);
     metadata_ = std::move(o.metadata_);
     infos_ = std::move(o.infos_);
@@ -321,12 +297,42 @@ SafeTensorsFile& SafeTensorsFile::operator=(SafeTensorsFile&& o) noexcept {
   return *this;
 }
 
-SafeTensorsFile::~SafeTensorsFile() { unmap(); }
+SafeTensorsFile::~SafeTensorsFile() { close_file(); }
 
-void SafeTensorsFile::unmap() {
-  if (map_ != nullptr) ::munmap(map_, map_size_);
-  map_ = nullptr;
-  map_size_ = 0;
+void SafeTensorsFile::close_file() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void SafeTensorsFile::read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const {
+  auto* out = static_cast<char*>(dst);
+  size_t done = 0;
+  while (done < n) {
+    // Linux moves at most about 2 GiB per call; a smaller piece keeps the loop honest.
+    const size_t want = std::min<size_t>(n - done, size_t{1} << 30);
+    const ssize_t got = ::pread(fd_, out + done, want, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(path_, "cannot read " + what + ": " + errno_text());
+    if (got == 0) {
+      fail(path_, "the file ends at byte " + std::to_string(offset + done) + " inside " + what +
+                      " (bytes " + std::to_string(offset) + " to " + std::to_string(offset + n) +
+                      "), but it had " + std::to_string(file_size_) +
+                      " bytes when it was opened: it was truncated or overwritten while being "
+                      "read");
+    }
+    done += static_cast<size_t>(got);
+  }
+}
+
+void SafeTensorsFile::check_unchanged(const std::string& name) const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) fail_tensor(path_, name, "cannot stat: " + errno_text());
+  if (static_cast<uint64_t>(st.st_size) != file_size_ || modified_ns(st) != modified_ns_) {
+    fail_tensor(path_, name,
+                "the file changed while it was read (" + std::to_string(file_size_) +
+                    " bytes when opened, " + std::to_string(st.st_size) +
+                    " now, modified since): load it again once it is complete");
+  }
 }
 
 std::vector<std::string> SafeTensorsFile::names() const {
@@ -345,17 +351,24 @@ const TensorInfo& SafeTensorsFile::info(const std::string& name) const {
   return it->second;
 }
 
-std::span<const std::byte> SafeTensorsFile::raw(const std::string& name) const {
+std::vector<std::byte> SafeTensorsFile::raw(const std::string& name) const {
   const TensorInfo& i = info(name);
-  return {data_ + i.begin, i.end - i.begin};
+  std::vector<std::byte> bytes(i.end - i.begin);
+  read_at(data_start_ + i.begin, bytes.data(), bytes.size(), "tensor '" + name + "'");
+  check_unchanged(name);
+  return bytes;
 }
 
 Tensor SafeTensorsFile::get(const std::string& name) const {
   const TensorInfo& i = info(name);
   if (i.dtype != "F32" && i.dtype != "F16" && i.dtype != "BF16") {
+    const bool integer = i.dtype[0] == 'I' || i.dtype[0] == 'U' || i.dtype == "BOOL";
     fail_tensor(path_, name,
                 "expected dtype F32, F16 or BF16 to load as f32, found " + i.dtype +
-                    " (integer tensors are derived buffers: skip them)");
+                    (integer            ? " (integer tensors are derived buffers: skip them)"
+                     : i.dtype == "F64" ? " (64-bit floats are not loaded: convert the "
+                                          "checkpoint to F32, F16 or BF16)"
+                                        : ""));
   }
   if (static_cast<int>(i.shape.size()) > kMaxDims) {
     fail_tensor(path_, name,
@@ -364,19 +377,25 @@ Tensor SafeTensorsFile::get(const std::string& name) const {
   }
   Tensor t = Tensor::empty(Shape(i.shape));
   float* dst = t.f32();
-  const std::byte* src = data_ + i.begin;
   const int64_t n = i.numel();
+  const std::string what = "tensor '" + name + "'";
   if (i.dtype == "F32") {
-    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+    read_at(data_start_ + i.begin, dst, static_cast<size_t>(n) * 4, what);
   } else {
-    // The data section need not be 2-byte aligned in a hostile file: read with memcpy.
+    // Converted in pieces, so a half-precision tensor needs no second copy of its size.
     const bool bf16 = i.dtype == "BF16";
-    for (int64_t k = 0; k < n; ++k) {
-      uint16_t h;
-      std::memcpy(&h, src + 2 * k, 2);
-      dst[k] = bf16 ? bf16_to_float(h) : f16_to_float(h);
+    constexpr int64_t kPiece = 1 << 15;
+    std::vector<uint16_t> half(static_cast<size_t>(std::min(n, kPiece)));
+    for (int64_t k0 = 0; k0 < n; k0 += kPiece) {
+      const int64_t m = std::min(kPiece, n - k0);
+      read_at(data_start_ + i.begin + static_cast<uint64_t>(2 * k0), half.data(),
+              static_cast<size_t>(2 * m), what);
+      for (int64_t k = 0; k < m; ++k) {
+        dst[k0 + k] = bf16 ? bf16_to_float(half[k]) : f16_to_float(half[k]);
+      }
     }
   }
+  check_unchanged(name);
   return t;
 }
 

@@ -1,19 +1,22 @@
-// safetensors checkpoints: a validating, memory-mapped reader and an atomic writer.
+// safetensors checkpoints: a validating reader and an atomic writer.
 //
 // Format (https://github.com/huggingface/safetensors): 8 bytes little-endian header length N,
 // N bytes of JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
 // "__metadata__": {"key": "value"}}, then the data section; offsets are relative to it.
 //
 // The reader trusts nothing in the file: every size, offset, dtype and shape is checked when
-// the file is opened, so `get` can never read outside the mapping. Every error is a
-// std::runtime_error naming the file, the tensor (when there is one), what was expected and what
-// was found.
+// the file is opened (the header through the bounded JSON reader, ops/json_limits.h), and the
+// tensors are read with pread into memory this process owns, every byte count checked. The file
+// is not memory-mapped: a mapped file that shrinks while it is read (a `cp` or `rsync --inplace`
+// over a model being loaded) kills the reader with SIGBUS; read this way it is an error naming
+// the tensor, as is a file whose size or modification time changed since it was opened. Every
+// error is a std::runtime_error naming the file, the tensor (when there is one), what was
+// expected and what was found.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +36,8 @@ struct TensorInfo {
 
 class SafeTensorsFile {
  public:
-  // Maps and validates the file; throws std::runtime_error naming the file otherwise.
+  // Opens and validates the file (reading its header); throws std::runtime_error naming the file
+  // otherwise. The file stays open until this object is destroyed.
   static SafeTensorsFile open(const std::string& path);
 
   SafeTensorsFile(SafeTensorsFile&& o) noexcept;
@@ -49,21 +53,27 @@ class SafeTensorsFile {
   // Throws naming the file and the tensor when it is absent.
   const TensorInfo& info(const std::string& name) const;
 
-  // The tensor as a new f32 CPU tensor: F32 copied, F16 and BF16 converted exactly. Integer and
-  // other dtypes (derived buffers such as Swin's relative_position_index) are validated at open
-  // but cannot be loaded: skip them by name or dtype, `get` throws for them.
+  // The tensor as a new f32 CPU tensor: F32 read in place, F16 and BF16 converted exactly.
+  // Integer and other dtypes (derived buffers such as Swin's relative_position_index) are
+  // validated at open but cannot be loaded: skip them by name or dtype, `get` throws for them.
+  // Safe to call from several threads.
   Tensor get(const std::string& name) const;
-  // The tensor's bytes, little-endian, inside the mapping (valid while this object lives).
-  std::span<const std::byte> raw(const std::string& name) const;
+  // The tensor's bytes, little-endian, as stored.
+  std::vector<std::byte> raw(const std::string& name) const;
 
  private:
   SafeTensorsFile() = default;
-  void unmap();
+  void close_file();
+  // n bytes at `offset` of the file into dst; throws naming `what` when the file ends early.
+  void read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const;
+  // Throws naming the tensor when the file's size or modification time changed since open.
+  void check_unchanged(const std::string& name) const;
 
   std::string path_;
-  void* map_ = nullptr;
-  size_t map_size_ = 0;
-  const std::byte* data_ = nullptr;  // start of the data section
+  int fd_ = -1;
+  uint64_t file_size_ = 0;   // at open
+  int64_t modified_ns_ = 0;  // st_mtim at open
+  uint64_t data_start_ = 0;  // file offset of the data section
   size_t data_size_ = 0;
   std::map<std::string, std::string> metadata_;
   std::map<std::string, TensorInfo> infos_;

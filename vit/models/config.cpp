@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "ops/json_limits.h"
 #include "ops/util.h"
 #include "vit/models/family.h"
 
@@ -156,7 +157,7 @@ std::string ModelConfig::to_json() const {
 ModelConfig ModelConfig::from_json(const std::string& text) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = parse_json_limited(text, JsonLimits{.max_depth = 8});  // a checkpoint's: from outside
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("model config: invalid JSON: ") + e.what());
   }

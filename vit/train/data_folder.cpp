@@ -9,7 +9,7 @@
 // refuses empty classes too); and no entry that would be read but cannot be resolved: a broken
 // symbolic link and one in a loop are both refused, listed, rather than the dataset silently
 // losing images or a whole class. Class names are the folder names with bytes that are not
-// UTF-8 escaped (utf8_escaped), as they go into JSON (the model's config, reports).
+// UTF-8 escaped (utf8_safe), as they go into JSON (the model's config, reports).
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -175,7 +175,7 @@ class Folder : public Dataset {
         targets_.push_back(static_cast<int32_t>(labels_.size()));
         ++images;
       }
-      labels_.push_back(utf8_escaped(d.path().filename().string()));
+      labels_.push_back(utf8_safe(d.path().filename().string()));
       if (images == 0) {
         empty.push_back(labels_.back() + (others == 0 ? ""
                                           : others == 1

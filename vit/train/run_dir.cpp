@@ -28,7 +28,7 @@ namespace {
 // What must match between a run and its resumption.
 json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
   json j = {{"config", json::parse(c.to_json())},
-            {"dataset", utf8_escaped(o.data.name)},  // "folder:PATH": bytes, JSON needs UTF-8
+            {"dataset", utf8_safe(o.data.name)},  // "folder:PATH": bytes, JSON needs UTF-8
             {"train_limit", o.data.limit},
             {"test_limit", o.test_limit},
             {"data_seed", o.data.seed},

@@ -218,5 +218,35 @@ TEST(Classifier, BadInputsAreErrorsThatSayWhat) {
             std::string::npos);
 }
 
+// The API's images in our own words: a float image names its samples (it once said "OpenCV depth
+// 5"), a 3-D cv::Mat its dimensions (it once got OpenCV's assertion text), and a NaN input is
+// blamed on the input, not on "NaN or Inf weights".
+TEST(Classifier, ImagesItCannotTakeAreNamedInItsOwnWords) {
+  Classifier classifier(kModel);
+  const cv::Mat floats(28, 28, CV_32FC1, cv::Scalar(0.5));
+  std::string m = testing::message_of([&] { classifier.classify(floats, 3); });
+  EXPECT_NE(m.find("expected 8- or 16-bit unsigned samples, found 32-bit float samples"),
+            std::string::npos)
+      << m;
+  const int sizes[] = {4, 28, 28};
+  const cv::Mat cube(3, sizes, CV_8UC1, cv::Scalar(1));
+  m = testing::message_of([&] { classifier.classify(cube, 3); });
+  EXPECT_NE(m.find("expected a 2-D image (rows x cols with 1 to 4 channels), found 3 dimensions"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("Assertion"), std::string::npos) << m;
+  std::vector<float> input(28 * 28, 0.0f);
+  input[3 * 28 + 5] = std::nanf("");
+  m = testing::message_of([&] { classifier.classify_preprocessed(input.data(), 1); });
+  EXPECT_NE(m.find("image 0 of the batch holds a non-finite input value (nan at channel 0, row 3, "
+                   "column 5)"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("weights"), std::string::npos) << m;
+  // Finite input still classifies.
+  input[3 * 28 + 5] = 0.0f;
+  EXPECT_EQ(classifier.classify_preprocessed(input.data(), 1, 2).at(0).size(), 2u);
+}
+
 }  // namespace
 }  // namespace vitpe
