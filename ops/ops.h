@@ -66,7 +66,10 @@ bool cpu_has_bf16();
 const char* cpu_isa_name();
 
 // ---- linear ---------------------------------------------------------------------------------
-enum class Act : uint8_t { none, gelu };
+// The activation a linear layer applies before its residual: none, GELU (erf, exact), or
+// quick_gelu, x sigmoid(1.702 x) (OpenAI CLIP's).
+enum class Act : uint8_t { none, gelu, quick_gelu };
+constexpr float kQuickGeluAlpha = 1.702f;
 // How a backward writes an input gradient: added to what the tensor holds (the convention
 // above), or overwritten, so a fresh buffer needs neither zeroing nor reading.
 enum class GradWrite : uint8_t { accumulate, overwrite };
@@ -176,6 +179,10 @@ void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& d
 // while dx is in cache, instead of another pass over it.
 void gelu_backward_with_derivative(Tensor& dx, const Tensor& dy, const Tensor& dydx,
                                    Tensor& column_sums);
+// quick_gelu (OpenAI CLIP's MLP): y = x sigmoid(1.702 x); y may alias x.
+void quick_gelu_forward(Tensor& y, const Tensor& x);
+// dx = dy (s + 1.702 x s (1 - s)) with s = sigmoid(1.702 x), overwritten (dx may be dy).
+void quick_gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x);
 // y = a + b (same shapes; y may alias a or b).
 void add_forward(Tensor& y, const Tensor& a, const Tensor& b);
 void add_backward(Tensor& da, Tensor& db, const Tensor& dy);
@@ -244,6 +251,17 @@ void attention_forward_tokens(Tensor& out, const Tensor& qkv, int64_t heads, flo
 // For training, the same keeping the probabilities: probs [B, H, N, N] as attention_forward's.
 void attention_forward_tokens(Tensor& out, Tensor& probs, const Tensor& qkv, int64_t heads,
                               float scale, const Tensor& bias = {}, const Tensor& mask = {});
+// Attention pooling with a learned query (SigLIP's "map" head, timm's AttentionPoolLatent with
+// one latent): the same query for every image attends over its tokens, head by head. q: [H * hd]
+// (the projected latent, head h at h * hd), kv: [B, N, 2 * H * hd] (rows [k | v], as timm's kv
+// projection) -> out: [B, H * hd] = softmax(q_h k_h^T * scale) v_h for every head h, and probs:
+// [B, H, N] the softmax, which the backward needs. out and probs overwritten.
+void latent_attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const Tensor& kv,
+                              int64_t heads, float scale);
+// dout: [B, H * hd] -> dkv: [B, N, 2 * H * hd] (overwritten) and dq: [H * hd] (accumulated: the
+// batch's sum, in the same order whatever the thread count).
+void latent_attention_backward(Tensor& dq, Tensor& dkv, const Tensor& dout, const Tensor& q,
+                               const Tensor& kv, const Tensor& probs, int64_t heads, float scale);
 // dout: [B, H, N, hd] -> dq, dk, dv: [B, H, N, hd]; dbias: [H, N, N] = sum over the batch of
 // the logits' gradient (or undefined). The mask has no gradient.
 void attention_backward(Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dbias, const Tensor& dout,

@@ -31,6 +31,8 @@ struct LayerNormOut {
 LayerNormOut layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 
 Tensor gelu(const Tensor& x);
+// x sigmoid(1.702 x), in double.
+Tensor quick_gelu(const Tensor& x);
 // x + gamma * a (gamma [D] over the last dimension), in double.
 Tensor layer_scale_add(const Tensor& x, const Tensor& gamma, const Tensor& a);
 Tensor softmax(const Tensor& x);
@@ -45,5 +47,7 @@ double cross_entropy(const Tensor& logits, const int32_t* targets, float smoothi
 // softmax(q k^T * scale + bias + mask) v, see attention_forward.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                  const Tensor& bias = {}, const Tensor& mask = {});
+// One query q [H * hd] for every image over kv [B, N, 2 * H * hd], see latent_attention_forward.
+Tensor latent_attention(const Tensor& q, const Tensor& kv, int64_t heads, float scale);
 
 }  // namespace vitpe::ref

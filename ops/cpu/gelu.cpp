@@ -329,6 +329,33 @@ void swiglu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
   }
 }
 
+void quick_gelu_forward(Tensor& y, const Tensor& x) {
+  const OpScope scope(OpClass::gelu);
+  check_cpu_f32("quick_gelu_forward", "x", x);
+  check_same("quick_gelu_forward", "y", y, "x", x);
+  const float* px = x.f32();
+  float* py = y.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) py[i] = px[i] / (1.0f + std::exp(-kQuickGeluAlpha * px[i]));
+}
+
+void quick_gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
+  const OpScope scope(OpClass::gelu);
+  check_cpu_f32("quick_gelu_backward", "x", x);
+  check_same("quick_gelu_backward", "dy", dy, "x", x);
+  check_same("quick_gelu_backward", "dx", dx, "x", x);
+  const float* px = x.f32();
+  const float* pdy = dy.f32();
+  float* pdx = dx.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = 1.0f / (1.0f + std::exp(-kQuickGeluAlpha * px[i]));
+    pdx[i] = pdy[i] * (s + kQuickGeluAlpha * px[i] * s * (1.0f - s));
+  }
+}
+
 namespace {
 
 // gamma [D] against x [..., D]: the rows and D.

@@ -125,6 +125,10 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
     dnnl::memory::desc y_md({m, n}, dt::f32, dims{n, 1});
     dnnl::post_ops po;
     if (act == Act::gelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    // oneDNN's swish is x sigmoid(alpha x): quick_gelu with alpha 1.702.
+    if (act == Act::quick_gelu) {
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, kQuickGeluAlpha, 0.f);
+    }
     if (res == Residual::binary) po.append_binary(dnnl::algorithm::binary_add, y_md);
     if (res == Residual::in_place) po.append_sum(1.0f);
     dnnl::primitive_attr attr;
@@ -138,7 +142,7 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
     if (b) e.bind(DNNL_ARG_BIAS, b_md);
     e.bind(DNNL_ARG_DST, y_md);
     if (res == Residual::binary) {
-      const int index = act == Act::gelu ? 1 : 0;  // position of the binary post-op
+      const int index = act != Act::none ? 1 : 0;  // position of the binary post-op
       e.bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, y_md);
     }
   });

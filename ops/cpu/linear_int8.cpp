@@ -494,6 +494,19 @@ void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const
   cpu::check_linear_outputs(op, x, y, b, residual, n, m);
   if (m == 0) return;
   const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
+  if (act == Act::quick_gelu) {
+    // Not in the integer epilogue: the product and bias, the activation over them, then the
+    // residual (act before residual). CLIP's MLP, the only user, adds no residual here.
+    if (residual.defined() && residual.raw() == y.raw()) {
+      throw std::invalid_argument(std::string(op) +
+                                  ": quick_gelu with the residual in y itself is not supported");
+    }
+    cpu::linear_int8_rows_forward(y.f32(), x.f32(), w, b.defined() ? b.f32() : nullptr, m,
+                                  Act::none, nullptr);
+    quick_gelu_forward(y, y);
+    if (residual.defined()) add_forward(y, y, residual);
+    return;
+  }
   cpu::linear_int8_rows_forward(y.f32(), x.f32(), w, b.defined() ? b.f32() : nullptr, m, act,
                                 residual.defined() ? residual.f32() : nullptr);
 }

@@ -191,6 +191,10 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
          x.dtype());
     return;
   }
+  if (act != Act::gelu) {
+    throw std::invalid_argument(std::string(op) +
+                                ": the GPU runs no activation but GELU (quick_gelu is CPU only)");
+  }
   // GELU: GEMM + bias, exact GELU in place, then the residual (act before residual).
   gemm(y.raw(), x.raw(), w.raw(), bias, nullptr, 0.f, M, N, K, x.dtype());
   cuda::gelu_forward(y, y);

@@ -45,4 +45,30 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
   return out;
 }
 
+Tensor latent_attention(const Tensor& q, const Tensor& kv, int64_t heads, float scale) {
+  const int64_t b = kv.size(0), n = kv.size(1), d = q.size(0), hd = d / heads;
+  Tensor out = Tensor::empty({b, d});
+  std::vector<double> s(n);
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t h = 0; h < heads; ++h) {
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < hd; ++c) {
+          dot += static_cast<double>(q.at(h * hd + c)) * kv.at((bi * n + j) * 2 * d + h * hd + c);
+        }
+        s[j] = dot * scale;
+        mx = std::max(mx, s[j]);
+      }
+      for (int64_t j = 0; j < n; ++j) sum += s[j] = std::exp(s[j] - mx);
+      for (int64_t c = 0; c < hd; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < n; ++j) acc += s[j] * kv.at((bi * n + j) * 2 * d + d + h * hd + c);
+        out.at(bi * d + h * hd + c) = static_cast<float>(acc / sum);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace vitpe::ref

@@ -16,6 +16,15 @@ Tensor gelu(const Tensor& x) {
   return y;
 }
 
+Tensor quick_gelu(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double v = x.at(i);
+    y.at(i) = static_cast<float>(v / (1.0 + std::exp(-1.702 * v)));
+  }
+  return y;
+}
+
 Tensor layer_scale_add(const Tensor& x, const Tensor& gamma, const Tensor& a) {
   Tensor y = Tensor::empty(x.shape());
   const int64_t D = gamma.numel();

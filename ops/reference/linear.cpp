@@ -29,6 +29,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, Act act, const 
       double s = bp ? bp[j] : 0.0;
       for (int64_t l = 0; l < k; ++l) s += static_cast<double>(xp[i * k + l]) * wp[j * k + l];
       if (act == Act::gelu) s = 0.5 * s * (1.0 + std::erf(s / std::sqrt(2.0)));
+      if (act == Act::quick_gelu) s = s / (1.0 + std::exp(-1.702 * s));
       if (rp) s += rp[i * n + j];
       yp[i * n + j] = static_cast<float>(s);
     }

@@ -21,6 +21,7 @@ namespace {
 using testing::max_rel_error;
 using testing::numeric_grad;
 using testing::random_tensor;
+using testing::weighted_sum;
 
 double gelu_d(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -341,6 +342,35 @@ TEST(Add, ForwardBackward) {
   Tensor wrong = Tensor::zeros(Shape{3, 197, 21});
   expect_shape_error([&] { add_forward(y, a, wrong); }, "add_forward", Shape{3, 197, 20},
                      Shape{3, 197, 21});
+}
+
+// OpenAI CLIP's activation, x sigmoid(1.702 x): against the double reference (also in place and
+// in the tails, where the sigmoid saturates), and its backward against finite differences.
+TEST(QuickGelu, ForwardMatchesReferenceAndRunsInPlace) {
+  for (const Shape& s : {Shape{2, 5, 3000}, Shape{3, 7}, Shape{1}}) {
+    const Tensor x = random_tensor(s, 4, 6.0);
+    Tensor y = Tensor::full(s, 1e9f);
+    quick_gelu_forward(y, x);
+    EXPECT_LT(max_rel_error(y, ref::quick_gelu(x)), 1e-6) << s.str();
+    Tensor z = x.clone();
+    quick_gelu_forward(z, z);
+    EXPECT_LT(max_rel_error(z, y), 1e-7) << s.str();
+  }
+}
+
+TEST(QuickGelu, BackwardMatchesFiniteDifferences) {
+  Tensor x = random_tensor({2, 3, 11}, 5, 2.5);
+  const Tensor w = random_tensor({2, 3, 11}, 6);
+  Tensor dx = Tensor::full(x.shape(), 1e9f);  // overwritten
+  quick_gelu_backward(dx, w, x);
+  EXPECT_LT(max_rel_error(dx, numeric_grad(x, [&] { return weighted_sum(ref::quick_gelu(x), w); })),
+            1e-3);
+  Tensor inplace = w.clone();
+  quick_gelu_backward(inplace, inplace, x);
+  EXPECT_LT(max_rel_error(inplace, dx), 1e-7);
+  const Tensor wrong = Tensor::empty({2, 3, 10});
+  const std::string m = testing::message_of([&] { quick_gelu_backward(dx, wrong, x); });
+  EXPECT_NE(m.find("quick_gelu_backward"), std::string::npos) << m;
 }
 
 }  // namespace

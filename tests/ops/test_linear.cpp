@@ -63,6 +63,12 @@ TEST(LinearForward, FusedGeluMatchesReference) {
   check_forward({Shape{7, 13}, 5}, Act::gelu, false, false, 9);
 }
 
+// OpenAI CLIP's quick_gelu (oneDNN's swish with alpha 1.702), before the residual too.
+TEST(LinearForward, FusedQuickGeluMatchesReference) {
+  check_forward({Shape{1, 50, 96}, 384}, Act::quick_gelu, true, false, 40);
+  check_forward({Shape{7, 13}, 5}, Act::quick_gelu, false, true, 41);
+}
+
 TEST(LinearForward, FusedResidualMatchesReference) {
   check_forward({Shape{1, 197, 384}, 384}, Act::none, true, true, 10);  // proj + residual
   check_forward({Shape{7, 13}, 5}, Act::none, false, true, 11);

@@ -87,6 +87,7 @@ Tensor ref_linear_int8(const Tensor& x, const Tensor& w, const Tensor& b, Act ac
                  static_cast<double>(acc - int64_t{qa.zero[i]} * qw.sum[j]);
       if (b.defined()) v += b.at(j);
       if (act == Act::gelu) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      if (act == Act::quick_gelu) v = v / (1.0 + std::exp(-1.702 * v));
       if (residual.defined()) v += residual.at(i * n + j);
       y.at(i * n + j) = static_cast<float>(v);
     }
@@ -267,6 +268,7 @@ TEST(LinearInt8, FusedGeluAndResidualMatchReference) {
   check_forward({Shape{2, 17, 40}, 23}, Act::none, true, true, 21);
   check_forward({Shape{2, 17, 40}, 23}, Act::gelu, false, true, 22);  // GELU before the residual
   check_forward({Shape{1, 7}, 9}, Act::gelu, true, true, 23);
+  check_forward({Shape{2, 17, 40}, 23}, Act::quick_gelu, true, true, 24);  // CLIP's, then residual
 }
 
 TEST(LinearInt8, TilesSharedOutAmongThreadsMatchReference) {
