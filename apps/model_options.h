@@ -17,6 +17,7 @@ struct ModelOptions {
   std::string encoding;
   int64_t heads = 0;
   int64_t window = 0;
+  std::string mlp;
   std::string img_size;  // "224" or "224x160"
   std::string labels;
   std::string precision = "f32";
@@ -31,6 +32,7 @@ struct ModelOptions {
     o.encoding = encoding;
     o.heads = heads;
     o.window = window;
+    o.mlp = mlp;
     o.labels_file = labels;
     o.assume_defaults = assume_defaults;
     if (!img_size.empty()) {
@@ -68,6 +70,10 @@ inline void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_labels =
       ->check(CLI::PositiveNumber);
   cmd->add_option("--window", o.window, "For Swin V2 files (which do not store it): the window")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--mlp", o.mlp,
+                  "For ViT files: the MLP's activation, which a CLIP tower's file does not tell "
+                  "(gelu, quick_gelu; swiglu is read off the shapes)")
+      ->check(CLI::IsMember({"gelu", "quick_gelu", "swiglu"}));
   cmd->add_option("--img-size", o.img_size,
                   "Input size N or ROWSxCOLS (default: the checkpoint's, else 224)");
   cmd->add_flag("--assume-defaults", o.assume_defaults,

@@ -288,10 +288,10 @@ void refuse_unsettled(const std::vector<Unsettled>& unsettled, const CheckpointD
 // The classes of a foreign file's weights (its family's head), for a preset's config.
 int64_t head_classes(const FamilyDef& f, const TensorMap& tensors, const std::string& path) {
   auto it = tensors.find(f.head_weight);
-  if (it == tensors.end() || it->second.ndim() != 2) {
-    throw std::runtime_error(
-        path + ": expected the classifier " + f.head_weight + " [classes, width], found " +
-        (it == tensors.end() ? std::string("none") : it->second.shape().str()));
+  if (it == tensors.end()) return 0;  // an image encoder's file (timm's num_classes=0)
+  if (it->second.ndim() != 2) {
+    throw std::runtime_error(path + ": expected the classifier " + f.head_weight +
+                             " [classes, width], found " + it->second.shape().str());
   }
   return it->second.size(0);
 }
@@ -358,7 +358,8 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     }
   } else if (!preset_name.empty()) {
     c = preset(preset_name);
-    if (c.family != match.family->name) {
+    const FamilyDef& pf = family_of(c);
+    if ((pf.files_family.empty() ? pf.name : pf.files_family) != match.family->name) {
       throw std::runtime_error(path + ": the file is a " + match.dialect->name +
                                " checkpoint, but preset '" + preset_name + "' is of family '" +
                                c.family + "'");
@@ -374,6 +375,7 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     hints.img_rows = opts.img_rows;
     hints.img_cols = opts.img_cols;
     hints.encoding_given = !opts.encoding.empty();
+    hints.mlp = opts.mlp;
     InferredConfig inferred = match.dialect->infer(tensors, hints, path);
     c = std::move(inferred.config);  // no label: the family describes the final config
     out.notes.insert(out.notes.end(), inferred.notes.begin(), inferred.notes.end());
@@ -390,6 +392,11 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     if (given != c.encoding) c.label.clear();  // a preset's label names its own encoding
     c.encoding = given;
     out.notes.push_back("encoding '" + c.encoding.str() + "' from the command line");
+  }
+  if (!opts.mlp.empty() && (ours || !preset_name.empty())) {
+    throw std::runtime_error(path + ": --mlp is for timm files read without a config; " +
+                             (ours ? std::string("this checkpoint records its model")
+                                   : "preset '" + preset_name + "' names the model's MLP"));
   }
   if (has_config_json) {
     const std::string applied = apply_timm_config_json(c, config_json);

@@ -38,6 +38,9 @@ struct LoadOptions {
   // or the preset (a file without position tensors cannot tell an Eva RoPE-ViT from none).
   std::string encoding;
   int64_t window = 0;    // Swin V2 files, which do not store it
+  // ViT files: the MLP's activation ("gelu", "quick_gelu", "swiglu"; "": read off the file or
+  // the preset). A CLIP tower's file cannot tell GELU from OpenAI's quick_gelu.
+  std::string mlp;
   int64_t img_rows = 0;  // image size when it cannot be inferred (0: 224, or the preset's)
   int64_t img_cols = 0;
   std::string labels_file;  // one class name per line (overrides the checkpoint's labels)

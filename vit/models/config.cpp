@@ -116,7 +116,7 @@ void ModelConfig::validate() const {
   check_range(fail, "img_cols", img_cols, 1, 16384);
   check_range(fail, "channels", channels, 1, 64);
   check_range(fail, "patch", patch, 1, 1024);
-  check_range(fail, "classes", classes, 1, 1 << 24);
+  check_range(fail, "classes", classes, 0, 1 << 24);  // 0: no head (an image encoder)
   if (img_rows % patch || img_cols % patch) {
     fail("image size " + std::to_string(img_rows) + "x" + std::to_string(img_cols) +
          " is not a multiple of the patch size " + std::to_string(patch));

@@ -73,7 +73,7 @@ struct ModelConfig {
   int64_t img_rows = 224, img_cols = 224;
   int64_t channels = 3;
   int64_t patch = 16;
-  int64_t classes = 1000;
+  int64_t classes = 1000;  // 0: no head; the model outputs its pooled features (DINOv2, ...)
   EncodingSpec encoding = EncodingSpec("learned1d");
   PreprocessConfig preprocess;
   std::vector<std::string> labels;  // class names (optional; empty = print indices)

@@ -9,11 +9,17 @@ namespace vitpe {
 
 const FamilyDef& vit_family_def();   // vit/models/vit/family.cpp
 const FamilyDef& swin_family_def();  // vit/models/swin/family.cpp
+const FamilyDef& dinov2_family_def();  // vit/models/dinov2/family.cpp
+const FamilyDef& clip_family_def();    // vit/models/clip/family.cpp
+const FamilyDef& siglip_family_def();  // vit/models/siglip/family.cpp
 
 const std::vector<const FamilyDef*>& families() {
   static const std::vector<const FamilyDef*> list = {
       &vit_family_def(),
       &swin_family_def(),
+      &dinov2_family_def(),
+      &clip_family_def(),
+      &siglip_family_def(),
   };
   return list;
 }

@@ -75,7 +75,9 @@ int64_t infer_common(ModelConfig& c, const TensorSet& ts, const std::string& hea
   // ImageNet's statistics for RGB (timm's and torchvision's default), 0.5 otherwise.
   c.preprocess.mean = c.channels == 3 ? kImageNetMean : std::vector<float>(c.channels, 0.5f);
   c.preprocess.std_dev = c.channels == 3 ? kImageNetStd : std::vector<float>(c.channels, 0.5f);
-  c.classes = ts.need(head).size(0);
+  // No head: an image encoder (timm's num_classes=0: DINOv2, SigLIP), its output the pooled
+  // features.
+  c.classes = ts.has(head) ? ts.need(head).size(0) : 0;
   c.img_rows = hints.img_rows ? hints.img_rows : 224;
   c.img_cols = hints.img_cols ? hints.img_cols : c.img_rows;
   return pw.size(0);
@@ -98,7 +100,7 @@ void check_common_tensors(const ModelConfig& c, int64_t dim, const TensorSet& ts
   check_matches(ts.path, "dim", dim, pw.size(0));
   check_matches(ts.path, "channels", c.channels, pw.size(1));
   check_matches(ts.path, "patch", c.patch, pw.size(2));
-  check_matches(ts.path, "classes", c.classes, ts.need(head).size(0));
+  check_matches(ts.path, "classes", c.classes, ts.has(head) ? ts.need(head).size(0) : 0);
 }
 
 Tensor as_f32(const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); }

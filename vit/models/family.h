@@ -39,6 +39,7 @@ struct InferHints {
   int64_t window = 0;  // Swin window
   int64_t img_rows = 0, img_cols = 0;
   bool encoding_given = false;  // --encoding will replace what the tensors suggest
+  std::string mlp;              // ViT: the MLP's activation as given ("": not given)
 };
 
 // Something a foreign file does not tell and nothing the user gave settled: what was assumed,
@@ -111,6 +112,10 @@ struct FamilyDef {
   std::function<std::unique_ptr<Model>(const ModelConfig&, uint64_t seed)> build;
 
   std::vector<CheckpointDialect> dialects;
+  // The family whose dialects read this family's files, when it has none of its own: the image
+  // encoders built on timm's VisionTransformer (DINOv2, CLIP, SigLIP) are saved as its state
+  // dicts, so a preset of theirs loads a "timm ViT" file. Empty: this family's own.
+  std::string files_family;
   // How timm's model names of this family begin ("vit_", "deit"): a config.json beside a file
   // of this family naming another architecture ("resnet50") is a mistake, not a variant.
   std::vector<std::string> timm_prefixes;

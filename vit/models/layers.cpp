@@ -165,10 +165,11 @@ const float kMaxLogitScale = static_cast<float>(std::log(100.0));  // timm's cla
 }  // namespace
 
 AttentionLayer::AttentionLayer(const std::string& name, int64_t dim, int64_t heads,
-                               std::unique_ptr<AttentionEncoding> encoding, Rng& rng, bool cosine)
+                               std::unique_ptr<AttentionEncoding> encoding, Rng& rng, bool cosine,
+                               bool qkv_bias)
     : dim_(dim),
       heads_(heads),
-      qkv_(name + ".qkv", dim, 3 * dim, true, rng),
+      qkv_(name + ".qkv", dim, 3 * dim, qkv_bias, rng),
       proj_(name + ".proj", dim, dim, true, rng),
       encoding_(std::move(encoding)) {
   if (cosine) {
@@ -337,15 +338,28 @@ void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
 // ---- MLP ----------------------------------------------------------------------------------------
 
 MlpLayer::MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng, MlpStyle style)
-    : fc1_(name + ".fc1", dim, style.swiglu ? 2 * hidden : hidden, true, rng),
+    : fc1_(name + ".fc1", dim, style.kind == Mlp::swiglu ? 2 * hidden : hidden, true, rng),
       fc2_(name + ".fc2", hidden, dim, true, rng),
       style_(style) {
-  if (style.norm && !style.swiglu) throw std::logic_error("MlpLayer: norm without SwiGLU");
+  if (style.norm && style.kind != Mlp::swiglu) {
+    throw std::logic_error("MlpLayer: norm without SwiGLU");
+  }
   if (style.norm) norm_ = LayerNormLayer(name + ".norm", hidden, style.eps);
 }
 
 void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual) {
-  if (style_.swiglu) {
+  if (style_.kind == Mlp::quick_gelu) {
+    if (training) {
+      fc1_.forward(pre_, x, true);  // the pre-activation, which quick_gelu's backward reads
+      ensure_shape(h_, pre_.shape());
+      quick_gelu_forward(h_, pre_);
+    } else {
+      fc1_.forward(h_, x, false, Act::quick_gelu);
+    }
+    fc2_.forward(y, h_, training, Act::none, residual);
+    return;
+  }
+  if (style_.kind == Mlp::swiglu) {
     fc1_.forward(pre_, x, training);  // [..., 2 hidden]
     ensure_shape(h_, pre_.shape().with_last(pre_.size(-1) / 2));
     swiglu_forward(h_, pre_);
@@ -365,7 +379,13 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
 
 void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
   ensure_shape(dh_, h_.shape());
-  if (style_.swiglu) {
+  if (style_.kind == Mlp::quick_gelu) {
+    fc2_.backward(dh_, dy, /*overwrite_dx=*/true);
+    quick_gelu_backward(dh_, dh_, pre_);
+    fc1_.backward(dx, dh_, overwrite_dx);
+    return;
+  }
+  if (style_.kind == Mlp::swiglu) {
     if (style_.norm) {
       ensure_shape(dhn_, h_.shape());
       fc2_.backward(dhn_, dy, /*overwrite_dx=*/true);
@@ -400,10 +420,12 @@ void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
 TransformerBlock::TransformerBlock(const std::string& name, int64_t dim, int64_t heads,
                                    int64_t hidden, float eps,
                                    std::unique_ptr<AttentionEncoding> encoding, Rng& rng,
-                                   double layer_scale, BlockStyle style, MlpStyle mlp)
+                                   double layer_scale, BlockStyle style, MlpStyle mlp,
+                                   bool qkv_bias)
     : norm1_(name + ".norm1", dim, eps),
       norm2_(name + ".norm2", dim, eps),
-      attn_(name + ".attn", dim, heads, std::move(encoding), rng, style == BlockStyle::swin_v2),
+      attn_(name + ".attn", dim, heads, std::move(encoding), rng, style == BlockStyle::swin_v2,
+            qkv_bias),
       mlp_(name + ".mlp", dim, hidden, rng, mlp),
       style_(style) {
   if (layer_scale > 0 && style == BlockStyle::swin_v2) {
@@ -548,6 +570,71 @@ void TransformerBlock::backward_post_norm(Tensor& dx, const Tensor& dy) {
   ensure_shape(dxw_, xw_.shape());
   attn_.backward(dxw_, daw_, /*overwrite_dx=*/true);
   window_scatter_add(dx, dxw_, *windows_);
+}
+
+// ---- attention pooling (SigLIP) --------------------------------------------------------------
+
+AttentionPoolLayer::AttentionPoolLayer(const std::string& name, int64_t dim, int64_t heads,
+                                       int64_t hidden, float eps, Rng& rng)
+    : dim_(dim),
+      heads_(heads),
+      q_(name + ".q", dim, dim, true, rng),
+      kv_(name + ".kv", dim, 2 * dim, true, rng),
+      proj_(name + ".proj", dim, dim, true, rng),
+      norm_(name + ".norm", dim, eps),
+      mlp_(name + ".mlp", dim, hidden, rng) {
+  Tensor latent = Tensor::empty({1, 1, dim});
+  rng.fill_trunc_normal(latent, 1.0 / std::sqrt(static_cast<double>(dim)));  // timm's std
+  latent_ = make_param(name + ".latent", latent, true);
+}
+
+void AttentionPoolLayer::collect(std::vector<Param*>& out) {
+  out.push_back(&latent_);
+  q_.collect(out);
+  kv_.collect(out);
+  proj_.collect(out);
+  norm_.collect(out);
+  mlp_.collect(out);
+}
+
+void AttentionPoolLayer::collect_linears(std::vector<LinearLayer*>& out) {
+  for (LinearLayer* l : {&q_, &kv_, &proj_}) out.push_back(l);
+  mlp_.collect_linears(out);
+}
+
+void AttentionPoolLayer::forward(Tensor& y, const Tensor& x, bool training) {
+  if (x.ndim() != 3 || x.size(2) != dim_) {
+    throw ShapeError("attention pool: expected tokens [B, N, " + std::to_string(dim_) +
+                     "], found " + x.shape().str());
+  }
+  const int64_t B = x.size(0);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim_ / heads_));
+  q_.forward(query_, latent_.value.reshape({1, dim_}), training);  // [1, D]
+  kv_.forward(kv_out_, x, training);                                // [B, N, 2D]
+  ensure_shape(attended_, {B, dim_});
+  ensure_shape(probs_, {B, heads_, x.size(1)});
+  latent_attention_forward(attended_, probs_, query_.reshape({dim_}), kv_out_, heads_, scale);
+  proj_.forward(pooled_, attended_, training);  // [B, D]
+  norm_.forward(normed_, pooled_, training);
+  mlp_.forward(y, normed_, training, pooled_);  // y = p + mlp(norm(p))
+}
+
+void AttentionPoolLayer::backward(Tensor& dx, const Tensor& dy) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dim_ / heads_));
+  ensure_shape(d_normed_, normed_.shape());
+  mlp_.backward(d_normed_, dy, /*overwrite_dx=*/true);
+  ensure_shape(d_pooled_, pooled_.shape());
+  norm_.backward(d_pooled_, d_normed_, /*residual: the MLP's*/ dy);
+  ensure_shape(d_attended_, attended_.shape());
+  proj_.backward(d_attended_, d_pooled_, /*overwrite_dx=*/true);
+  ensure_shape(d_query_, {dim_});
+  d_query_.zero();
+  ensure_shape(d_kv_, kv_out_.shape());
+  latent_attention_backward(d_query_, d_kv_, d_attended_, query_.reshape({dim_}), kv_out_, probs_,
+                            heads_, scale);
+  kv_.backward(dx, d_kv_, /*overwrite_dx=*/true);
+  Tensor d_latent = latent_.grad.reshape({1, dim_});
+  q_.backward(d_latent, d_query_.reshape({1, dim_}));  // accumulates into the latent's gradient
 }
 
 }  // namespace vitpe

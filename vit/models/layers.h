@@ -100,8 +100,10 @@ class LinearLayer {
 class AttentionLayer {
  public:
   AttentionLayer() = default;
+  // qkv_bias: the projection's bias (DINOv3's has none).
   AttentionLayer(const std::string& name, int64_t dim, int64_t heads,
-                 std::unique_ptr<AttentionEncoding> encoding, Rng& rng, bool cosine = false);
+                 std::unique_ptr<AttentionEncoding> encoding, Rng& rng, bool cosine = false,
+                 bool qkv_bias = true);
   // x: [B, N, D] (B = images x windows), mask: [W, N, N] or undefined, residual: [B, N, D] or
   // undefined -> y: [B, N, D]
   void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
@@ -134,15 +136,17 @@ class AttentionLayer {
   Tensor d_merged_, d_o_, dq_, dk_, dv_, dq_rot_, dk_rot_, dqn_, dkn_, dbias_, d_qkv_;
 };
 
-// The MLP's variant: timm's GELU Mlp, or EVA-02's SwiGLU (fc1 [2 hidden, D]: gate half first),
-// optionally with a LayerNorm over the hidden width before fc2 ("<name>.norm").
+// The MLP's variant (vit/models/vit/arch.h Mlp): timm's GELU Mlp, OpenAI CLIP's quick_gelu, or
+// EVA-02's SwiGLU (fc1 [2 hidden, D]: gate half first), optionally with a LayerNorm over the
+// hidden width before fc2 ("<name>.norm").
 struct MlpStyle {
-  bool swiglu = false;
+  Mlp kind = Mlp::gelu;
   bool norm = false;
   float eps = 1e-6f;
 };
 
-// fc1 -> GELU -> fc2 (+ residual); SwiGLU: fc1 -> silu(gate) * value -> [norm] -> fc2.
+// fc1 -> GELU (or quick_gelu) -> fc2 (+ residual); SwiGLU: fc1 -> silu(gate) * value -> [norm]
+// -> fc2.
 class MlpLayer {
  public:
   MlpLayer() = default;
@@ -185,7 +189,8 @@ class TransformerBlock {
   TransformerBlock() = default;
   TransformerBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
                    std::unique_ptr<AttentionEncoding> encoding, Rng& rng, double layer_scale = 0,
-                   BlockStyle style = BlockStyle::pre_norm, MlpStyle mlp = {});
+                   BlockStyle style = BlockStyle::pre_norm, MlpStyle mlp = {},
+                   bool qkv_bias = true);
   // x: [B, L, D] -> y: [B, L, D]. Without `windows`: attention over all L tokens (geom.tokens()
   // == L) with `mask` ([W, L, L] or undefined). With `windows`: over each window of the layout
   // (geom.window == windows->window), with the layout's mask.
@@ -214,6 +219,32 @@ class TransformerBlock {
   Tensor n1_, x1_, n2_, dn_, dx1_;
   Tensor a_, m_, dbranch_;      // layer scale: the unscaled branch outputs, a branch's gradient
   Tensor xw_, aw_, daw_, dxw_;  // windowed attention's input and output, and their gradients
+};
+
+// SigLIP's attention pooling (timm's AttentionPoolLatent with one latent, global_pool 'map'): a
+// learned query ("<name>.latent" [1, 1, D], projected by "q") attends over the tokens (keys and
+// values from "kv" [2D, D]), "proj" maps the result, and a residual MLP follows on its
+// normalised self: y = p + mlp(norm(p)), p = proj(attention(q(latent), kv(x))).
+class AttentionPoolLayer {
+ public:
+  AttentionPoolLayer() = default;
+  AttentionPoolLayer(const std::string& name, int64_t dim, int64_t heads, int64_t hidden,
+                     float eps, Rng& rng);
+  // x: [B, N, D] -> y: [B, D]
+  void forward(Tensor& y, const Tensor& x, bool training);
+  // dy: [B, D] -> dx: [B, N, D] (overwritten); the parameters' gradients accumulate.
+  void backward(Tensor& dx, const Tensor& dy);
+  void collect(std::vector<Param*>& out);  // timm's order: latent, q, kv, proj, norm, mlp
+  void collect_linears(std::vector<LinearLayer*>& out);
+
+ private:
+  int64_t dim_ = 0, heads_ = 0;
+  Param latent_;
+  LinearLayer q_, kv_, proj_;
+  LayerNormLayer norm_;
+  MlpLayer mlp_;
+  Tensor query_, kv_out_, probs_, attended_, pooled_, normed_;
+  Tensor d_normed_, d_pooled_, d_attended_, d_query_, d_kv_;
 };
 
 }  // namespace vitpe

@@ -49,11 +49,30 @@ class Model {
   virtual const ModelConfig& config() const = 0;
 
   // images: [B, C, H, W] (H, W multiples of the patch; other sizes than the configured one use
-  // resampled encodings) -> logits [B, classes]. The returned tensor is owned by the model and
-  // valid until the next forward.
+  // resampled encodings) -> logits [B, classes] (a model without a head, classes 0: its pooled
+  // features [B, D]). The returned tensor is owned by the model and valid until the next forward.
   virtual const Tensor& forward(const Tensor& images, bool training = false) = 0;
   // dlogits: [B, classes] for the last forward(training=true); accumulates parameter gradients.
   virtual void backward(const Tensor& dlogits) = 0;
+
+  // What one inference pass gives beside the logits: the features applications build on
+  // (retrieval, clustering, dense prediction). The tensors are owned by the model and valid until
+  // its next forward.
+  struct Features {
+    // [B, N, D]: the final tokens as timm's forward_features returns them, after the final norm
+    // (before it for a model whose norm follows the pooling, timm's fc_norm). The first `prefix`
+    // are the prefix tokens (class, distillation, registers), the rest the `grid` of patches in
+    // row-major order (Swin: its last stage's grid).
+    const Tensor* tokens = nullptr;
+    int64_t prefix = 0;
+    Grid grid;
+    // [B, D]: the pooled vector the head reads, timm's forward_head(x, pre_logits=True).
+    const Tensor* pooled = nullptr;
+    // [B, classes]: the logits; for a model without a head (classes 0) the pooled vector.
+    const Tensor* logits = nullptr;
+  };
+  // images as forward() (inference) -> the tokens, the pooled vector and the logits of one pass.
+  virtual Features forward_features(const Tensor& images) = 0;
 
   // Every parameter with its full checkpoint name (timm names), in a stable order.
   virtual std::vector<Param*> params() = 0;

@@ -17,6 +17,7 @@
 #include "tests/testing.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/safetensors.h"
+#include "vit/models/family.h"
 
 namespace vitpe {
 namespace {
@@ -627,6 +628,163 @@ TEST(Zoo, PresetParameterCountsAreTimms) {
   EXPECT_EQ(make_model(preset("eva02_base_patch14_448"), 0)->num_params(), 87117544 + 12 * 768);
   // The same for Swin V2 (2 x 96 + 2 x 192 + 6 x 384 + 2 x 768 k-bias values).
   EXPECT_EQ(make_model(preset("swinv2_tiny_window8_256"), 0)->num_params(), 28347154 + 4416);
+}
+
+
+// ---- image encoders: DINOv2, CLIP, SigLIP (tests/golden/make_encoder_goldens.py) --------------
+
+// The loaded model's features against timm's at 32x32 and 48x32: forward_features' tokens, the
+// pooled pre-logits (forward_head(pre_logits=True)) and the output, all from one pass.
+void expect_features(Model& m, SafeTensorsFile& io, const std::string& golden) {
+  for (const auto& [suffix, input, shape] :
+       {std::tuple{"", "input", Shape{2, 3, 32, 32}},
+        std::tuple{"_48x32", "input_48x32", Shape{1, 3, 48, 32}}}) {
+    const std::string what = golden + std::string(suffix);
+    const Model::Features f = m.forward_features(testing::synthetic_tensor(input, shape));
+    ASSERT_NE(f.tokens, nullptr);
+    ASSERT_NE(f.pooled, nullptr);
+    ASSERT_NE(f.logits, nullptr);
+    const Tensor tokens = io.get(std::string("tokens") + suffix);
+    const Tensor pooled = io.get(std::string("pre_logits") + suffix);
+    const Tensor logits = io.get(std::string("logits") + suffix);
+    ASSERT_EQ(f.tokens->shape(), tokens.shape()) << what;
+    EXPECT_LT(testing::max_rel_error(*f.tokens, tokens), 1e-4) << what << " tokens";
+    ASSERT_EQ(f.pooled->shape(), pooled.shape()) << what;
+    EXPECT_LT(testing::max_rel_error(*f.pooled, pooled), 1e-4) << what << " pre-logits";
+    ASSERT_EQ(f.logits->shape(), logits.shape()) << what;
+    EXPECT_LT(testing::max_rel_error(*f.logits, logits), 1e-4) << what << " logits";
+    EXPECT_EQ(f.prefix, m.config().prefix_tokens()) << what;
+    EXPECT_EQ(f.grid.rows * f.grid.cols + f.prefix, tokens.size(1)) << what;
+  }
+}
+
+// A family on the ViT architecture read from timm's file with the user's flags `o`: the config
+// read off the tensors (`check`), the features and outputs at two sizes, and the round trip
+// through our format.
+void check_encoder(const std::string& golden, const ModelConfig& c, const LoadOptions& o,
+                   const std::function<void(const ModelConfig&)>& check) {
+  SafeTensorsFile io = SafeTensorsFile::open(zoo(golden));
+  const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden);
+  LoadedModel m = load_model(path, o);
+  EXPECT_EQ(m.format, "timm ViT") << golden;
+  check(m.model->config());
+  expect_features(*m.model, io, golden);
+  expect_two_sizes_and_round_trip(m, io, golden, path);
+}
+
+LoadOptions heads_of(const ModelConfig& c) {
+  LoadOptions o;
+  o.heads = c.vit().heads;
+  return o;
+}
+
+// DINOv2: layer scale 1e-5, class token, no head (the output is the class token's features).
+TEST(Encoders, Dinov2FeaturesMatchTimm) {
+  ModelConfig c = small_vit();
+  c.classes = 0;
+  c.vit().layer_scale = 1e-5;
+  check_encoder("dinov2_synth_io.safetensors", c, heads_of(c), [](const ModelConfig& got) {
+    EXPECT_EQ(got.classes, 0);
+    EXPECT_GT(got.vit().layer_scale, 0);
+    EXPECT_EQ(got.vit().pool, Pool::cls);
+  });
+}
+
+// DINOv2 with registers and the giant's packed SwiGLU (fc1 makes both halves, the first gated).
+TEST(Encoders, Dinov2RegistersAndPackedSwigluMatchTimm) {
+  ModelConfig c = small_vit();
+  c.classes = 0;
+  VitArch& a = c.vit();
+  a.layer_scale = 1e-5;
+  a.reg_tokens = 4;
+  a.no_embed_class = true;
+  a.mlp = Mlp::swiglu;
+  a.mlp_dim = 128;
+  check_encoder("dinov2_reg_synth_io.safetensors", c, heads_of(c), [](const ModelConfig& got) {
+    EXPECT_EQ(got.vit().reg_tokens, 4);
+    EXPECT_EQ(got.vit().mlp, Mlp::swiglu);
+    EXPECT_EQ(got.vit().mlp_dim, 128);
+  });
+}
+
+// A CLIP tower (OpenAI's activation): norm_pre, eps 1e-5, quick_gelu, a projection head. The
+// file cannot tell the activation: refused without --mlp, naming it.
+TEST(Encoders, ClipQuickGeluTowerMatchesTimmAndNeedsItsActivationNamed) {
+  ModelConfig c = small_vit();
+  VitArch& a = c.vit();
+  a.norm_pre = true;
+  a.eps = 1e-5f;
+  a.mlp = Mlp::quick_gelu;
+  {
+    SafeTensorsFile io = SafeTensorsFile::open(zoo("clip_quickgelu_synth_io.safetensors"));
+    const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"),
+                                             "clip_refused.safetensors");
+    try {
+      load_model(path, heads_of(c));
+      ADD_FAILURE() << "a CLIP tower's file loaded without its activation";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("--mlp quick_gelu"), std::string::npos) << e.what();
+    }
+    fs::remove_all(fs::path(path).parent_path());
+  }
+  LoadOptions o = heads_of(c);
+  o.mlp = "quick_gelu";
+  check_encoder("clip_quickgelu_synth_io.safetensors", c, o, [](const ModelConfig& got) {
+    EXPECT_TRUE(got.vit().norm_pre);
+    EXPECT_FLOAT_EQ(got.vit().eps, 1e-5f);
+    EXPECT_EQ(got.vit().mlp, Mlp::quick_gelu);
+    EXPECT_EQ(got.classes, 10);
+  });
+}
+
+// SigLIP: no class token, attention pooling ("map"), no head.
+TEST(Encoders, SiglipAttentionPoolingMatchesTimm) {
+  ModelConfig c = small_vit();
+  c.classes = 0;
+  c.vit().class_token = false;
+  c.vit().pool = Pool::map;
+  check_encoder("siglip_synth_io.safetensors", c, heads_of(c), [](const ModelConfig& got) {
+    EXPECT_EQ(got.vit().pool, Pool::map);
+    EXPECT_FALSE(got.vit().class_token);
+    EXPECT_EQ(got.classes, 0);
+  });
+}
+
+// SigLIP's gap variant: the mean of the normalised tokens; and a ViT without qkv bias.
+TEST(Encoders, SiglipGapMeanOfNormalisedTokensWithoutQkvBiasMatchesTimm) {
+  ModelConfig c = small_vit();
+  c.classes = 0;
+  VitArch& a = c.vit();
+  a.class_token = false;
+  a.pool = Pool::avg;
+  a.norm_before_pool = true;
+  a.qkv_bias = false;
+  check_encoder("siglip_gap_synth_io.safetensors", c, heads_of(c), [](const ModelConfig& got) {
+    EXPECT_EQ(got.vit().pool, Pool::avg);
+    EXPECT_TRUE(got.vit().norm_before_pool);
+    EXPECT_FALSE(got.vit().qkv_bias);
+  });
+}
+
+// The encoder presets: timm 1.0.31's parameter counts, and no head where timm's default weights
+// have none.
+TEST(Encoders, PresetsHaveTimmsParameterCounts) {
+  const std::pair<const char*, int64_t> want[] = {
+      {"vit_small_patch14_dinov2", 22056192},
+      {"vit_small_patch14_reg4_dinov2", 22057344},
+      {"vit_base_patch32_clip_quickgelu_224", 87849728},
+      {"vit_base_patch16_siglip_224", 92884224},
+      {"vit_base_patch16_siglip_gap_224", 85797120},
+  };
+  for (const auto& [name, count] : want) {
+    EXPECT_EQ(make_model(preset(name), 0)->num_params(), count) << name;
+  }
+  EXPECT_EQ(preset("vit_small_patch14_dinov2").classes, 0);
+  EXPECT_EQ(preset("vit_small_patch14_dinov2").img_rows, 518);
+  EXPECT_EQ(preset("vit_base_patch16_siglip_384").classes, 0);
+  EXPECT_EQ(preset("vit_base_patch16_clip_quickgelu_224").classes, 512);
+  EXPECT_EQ(preset("vit_base_patch16_clip_224").vit().mlp, Mlp::gelu);
+  EXPECT_EQ(family_of(preset("vit_small_patch14_dinov2")).name, "dinov2");
 }
 
 }  // namespace

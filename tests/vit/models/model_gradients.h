@@ -21,7 +21,8 @@ inline void check_model_gradients(Model& model, const Tensor& x, int64_t samples
   Rng rng(11);
   for (Param* p : model.params())
     for (int64_t i = 0; i < p->value.numel(); ++i) p->value.at(i) += 0.2f * rng.normal();
-  const Tensor w = random_tensor({x.size(0), model.config().classes}, 9);
+  // The output's shape: [B, classes], or the pooled features [B, D] of a model without a head.
+  const Tensor w = random_tensor(model.forward(x).shape(), 9);
   model.zero_grad();
   model.forward(x, true);
   model.backward(w);

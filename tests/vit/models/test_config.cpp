@@ -83,6 +83,29 @@ const std::map<std::string, std::string> kLabels = {
     {"swinv2_base_window8_256", "Swin V2"},
     {"swinv2_base_window16_256", "Swin V2"},
     {"vit-fmnist", "ViT"},
+    // The image-encoder families (labels their presets were given when they were added).
+    {"vit_small_patch14_dinov2", "DINOv2"},
+    {"vit_base_patch14_dinov2", "DINOv2"},
+    {"vit_large_patch14_dinov2", "DINOv2"},
+    {"vit_giant_patch14_dinov2", "DINOv2 (SwiGLU)"},
+    {"vit_small_patch14_reg4_dinov2", "DINOv2 + 4 register tokens"},
+    {"vit_base_patch14_reg4_dinov2", "DINOv2 + 4 register tokens"},
+    {"vit_large_patch14_reg4_dinov2", "DINOv2 + 4 register tokens"},
+    {"vit_giant_patch14_reg4_dinov2", "DINOv2 (SwiGLU) + 4 register tokens"},
+    {"vit_base_patch32_clip_224", "CLIP image tower"},
+    {"vit_base_patch16_clip_224", "CLIP image tower"},
+    {"vit_large_patch14_clip_224", "CLIP image tower"},
+    {"vit_base_patch32_clip_quickgelu_224", "CLIP image tower (quick_gelu)"},
+    {"vit_base_patch16_clip_quickgelu_224", "CLIP image tower (quick_gelu)"},
+    {"vit_large_patch14_clip_quickgelu_224", "CLIP image tower (quick_gelu)"},
+    {"vit_base_patch16_siglip_224", "SigLIP image tower"},
+    {"vit_base_patch16_siglip_256", "SigLIP image tower"},
+    {"vit_base_patch16_siglip_384", "SigLIP image tower"},
+    {"vit_base_patch16_siglip_512", "SigLIP image tower"},
+    {"vit_base_patch16_siglip_gap_224", "SigLIP image tower (mean pooling)"},
+    {"vit_base_patch16_siglip_gap_256", "SigLIP image tower (mean pooling)"},
+    {"vit_base_patch16_siglip_gap_384", "SigLIP image tower (mean pooling)"},
+    {"vit_base_patch16_siglip_gap_512", "SigLIP image tower (mean pooling)"},
     {"swin-fmnist", "Swin"},
 };
 // clang-format on
@@ -147,7 +170,7 @@ TEST(ModelConfig, OlderFilesReadWithTheirDefaults) {
 TEST(ModelConfig, UnknownFamilyAndWrongArchitectureAreErrors) {
   std::string m =
       testing::message_of([] { ModelConfig::from_json(R"({"kind":"resnet","img_size":[8,8]})"); });
-  EXPECT_NE(m.find("unknown model family 'resnet' (known: vit, swin)"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown model family 'resnet' (known: vit, swin, dinov2, clip, siglip)"), std::string::npos) << m;
   ModelConfig c = preset("vit-fmnist");
   c.family = "swin";  // a Swin family over a ViT architecture
   m = testing::message_of([&] { c.validate(); });

@@ -174,7 +174,7 @@ SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed)
     }
   }
   norm_ = LayerNormLayer("norm", C0 << (S - 1), arch_.eps);
-  head_ = LinearLayer("head.fc", C0 << (S - 1), cfg_.classes, true, rng);
+  if (cfg_.classes > 0) head_ = LinearLayer("head.fc", C0 << (S - 1), cfg_.classes, true, rng);
   merged_.resize(S);
   outs_.resize(S);
   for (size_t s = 0; s < S; ++s) outs_[s].resize(stages_[s].size());
@@ -186,7 +186,7 @@ void SwinTransformer::collect_linears(std::vector<LinearLayer*>& out) {
     if (s > 0) merges_[s - 1]->collect_linears(out);
     for (auto& b : stages_[s]) b->collect_linears(out);
   }
-  out.push_back(&head_);
+  if (cfg_.classes > 0) out.push_back(&head_);
 }
 
 std::vector<Param*> SwinTransformer::params() {
@@ -200,7 +200,7 @@ std::vector<Param*> SwinTransformer::params() {
     for (auto& b : stages_[s]) b->collect(out);
   }
   norm_.collect(out);
-  head_.collect(out);
+  if (cfg_.classes > 0) head_.collect(out);
   return out;
 }
 
@@ -238,16 +238,31 @@ const Tensor& SwinTransformer::forward(const Tensor& images, bool training) {
   norm_.forward(normed_, *x, training);
   ensure_shape(pooled_, {B, normed_.size(2)});
   mean_tokens_forward(pooled_, normed_, 0);
+  if (cfg_.classes == 0) return pooled_;
   head_.forward(logits_, pooled_, training);
   return logits_;
 }
 
+Model::Features SwinTransformer::forward_features(const Tensor& images) {
+  Features f;
+  f.logits = &forward(images, false);
+  f.tokens = &normed_;  // timm's forward_features: the last stage after the norm
+  f.grid = res_.back();
+  f.pooled = &pooled_;
+  return f;
+}
+
 void SwinTransformer::backward(const Tensor& dlogits) {
-  check_shape("SwinTransformer::backward", "dlogits", dlogits, logits_.shape());
+  check_shape("SwinTransformer::backward", "dlogits", dlogits,
+              cfg_.classes > 0 ? logits_.shape() : pooled_.shape());
   ensure_grads();
   ensure_shape(d_pooled_, pooled_.shape());
-  d_pooled_.zero();
-  head_.backward(d_pooled_, dlogits);
+  if (cfg_.classes > 0) {
+    d_pooled_.zero();
+    head_.backward(d_pooled_, dlogits);
+  } else {
+    d_pooled_.copy_from(dlogits);
+  }
   ensure_shape(d_normed_, normed_.shape());
   d_normed_.zero();
   mean_tokens_backward(d_normed_, d_pooled_, 0);

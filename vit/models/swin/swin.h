@@ -70,6 +70,7 @@ class SwinTransformer : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
   const Tensor& forward(const Tensor& images, bool training = false) override;
+  Features forward_features(const Tensor& images) override;
   void backward(const Tensor& dlogits) override;
   std::vector<Param*> params() override;
   EncodingParts encoding_parts() override;

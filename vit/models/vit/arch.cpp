@@ -7,20 +7,43 @@
 
 namespace vitpe {
 
-const char* pool_name(Pool p) { return p == Pool::cls ? "cls" : "avg"; }
-
-Pool parse_pool(const std::string& name, const std::string& what) {
-  if (name == "cls") return Pool::cls;
-  if (name == "avg") return Pool::avg;
-  throw std::invalid_argument(what + " must be 'cls' or 'avg', found '" + name + "'");
+const char* pool_name(Pool p) {
+  switch (p) {
+    case Pool::cls:
+      return "cls";
+    case Pool::avg:
+      return "avg";
+    case Pool::map:
+      return "map";
+  }
+  return "?";
 }
 
-const char* mlp_name(Mlp m) { return m == Mlp::gelu ? "gelu" : "swiglu"; }
+Pool parse_pool(const std::string& name, const std::string& what) {
+  for (Pool p : {Pool::cls, Pool::avg, Pool::map}) {
+    if (name == pool_name(p)) return p;
+  }
+  throw std::invalid_argument(what + " must be 'cls', 'avg' or 'map', found '" + name + "'");
+}
+
+const char* mlp_name(Mlp m) {
+  switch (m) {
+    case Mlp::gelu:
+      return "gelu";
+    case Mlp::swiglu:
+      return "swiglu";
+    case Mlp::quick_gelu:
+      return "quick_gelu";
+  }
+  return "?";
+}
 
 Mlp parse_mlp(const std::string& name, const std::string& what) {
-  if (name == "gelu") return Mlp::gelu;
-  if (name == "swiglu") return Mlp::swiglu;
-  throw std::invalid_argument(what + " must be 'gelu' or 'swiglu', found '" + name + "'");
+  for (Mlp m : {Mlp::gelu, Mlp::swiglu, Mlp::quick_gelu}) {
+    if (name == mlp_name(m)) return m;
+  }
+  throw std::invalid_argument(what + " must be 'gelu', 'swiglu' or 'quick_gelu', found '" + name +
+                              "'");
 }
 
 namespace vit_family {
@@ -41,7 +64,10 @@ void arch_to_json(const ModelConfig& c, nlohmann::json& j) {
   j["mlp"] = mlp_name(a.mlp);
   j["mlp_norm"] = a.mlp_norm;
   j["pool"] = pool_name(a.pool);
+  j["norm_before_pool"] = a.norm_before_pool;
   j["class_token"] = a.class_token;
+  j["norm_pre"] = a.norm_pre;
+  j["qkv_bias"] = a.qkv_bias;
   j["layer_scale"] = a.layer_scale;
   j["no_embed_class"] = a.no_embed_class;
   j["reg_tokens"] = a.reg_tokens;
@@ -65,6 +91,9 @@ void arch_from_json(const nlohmann::json& j, ModelConfig& c) {
   a.dist_token = json_bool(j, "dist_token", false);
   a.mlp = parse_mlp(json_string(j, "mlp", "gelu"), "model config: mlp");
   a.mlp_norm = json_bool(j, "mlp_norm", false);
+  a.norm_before_pool = json_bool(j, "norm_before_pool", false);
+  a.norm_pre = json_bool(j, "norm_pre", false);
+  a.qkv_bias = json_bool(j, "qkv_bias", true);
 }
 
 void validate(const ModelConfig& c, const std::function<void(const std::string&)>& fail) {
@@ -80,6 +109,12 @@ void validate(const ModelConfig& c, const std::function<void(const std::string&)
   }
   if (!(a.eps > 0 && a.eps < 1)) fail("eps must be in (0, 1), found " + std::to_string(a.eps));
   if (!a.class_token && a.pool == Pool::cls) fail("pool 'cls' needs a class token");
+  if (a.norm_before_pool && a.pool != Pool::avg) {
+    fail("norm_before_pool goes with pool 'avg' (the others always normalise the tokens first), "
+         "found pool '" +
+         std::string(pool_name(a.pool)) + "'");
+  }
+  if (a.mlp_norm && a.mlp != Mlp::swiglu) fail("mlp_norm goes with mlp 'swiglu' (EVA-02)");
   check_range(fail, "reg_tokens", a.reg_tokens, 0, 64);
   if (a.dist_token && (!a.class_token || a.pool != Pool::cls || a.reg_tokens != 0)) {
     fail("dist_token needs a class token and class-token pooling, and no registers (DeiT)");
@@ -106,6 +141,8 @@ std::string describe(const ModelConfig& c) {
     return std::string("RoPE-ViT (Eva) ") + (mixed ? "mixed" : "axial") + (ape ? " + APE" : "") +
            reg;
   }
+  if (a.norm_pre) return std::string("ViT with pre-norm (CLIP)") + reg;
+  if (a.pool == Pool::map) return "ViT with attention pooling" + reg;
   if (ls && nec && a.class_token && !a.reg_tokens) return "DeiT-III";
   if (ls && nec) return "ViT with layer scale, pos_embed without prefix rows" + reg;
   if (ls) return "ViT with layer scale" + reg;
@@ -115,12 +152,18 @@ std::string describe(const ModelConfig& c) {
 
 std::vector<std::pair<std::string, std::string>> info(const ModelConfig& c) {
   const VitArch& a = c.vit();
-  std::string pooling = a.pool == Pool::cls ? "class token" : "mean (fc_norm)";
+  std::string pooling = a.pool == Pool::cls   ? "class token"
+                        : a.pool == Pool::map ? "attention pooling (attn_pool)"
+                        : a.norm_before_pool  ? "mean of the normalised tokens"
+                                              : "mean (fc_norm)";
+  if (c.classes == 0) pooling += "; no head (the output is the pooled features)";
   std::string tokens = "class token " + std::string(a.class_token ? "yes" : "no");
   if (a.dist_token) tokens += ", distillation token";
   if (a.reg_tokens) tokens += ", " + std::to_string(a.reg_tokens) + " register tokens";
   std::string block = "mlp " + std::string(mlp_name(a.mlp)) + (a.mlp_norm ? " with norm" : "");
   if (a.layer_scale > 0) block += ", layer scale (init " + std::to_string(a.layer_scale) + ")";
+  if (!a.qkv_bias) block += ", no qkv bias";
+  if (a.norm_pre) block += "; a LayerNorm before the blocks (norm_pre)";
   return {{"width", std::to_string(a.dim) + ", depth " + std::to_string(a.depth) + ", heads " +
                         std::to_string(a.heads) + ", mlp " + std::to_string(a.mlp_dim)},
           {"pooling", pooling},

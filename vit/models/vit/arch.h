@@ -1,6 +1,7 @@
 // The architecture of timm's VisionTransformer family as plain fields: the plain ViT and the
 // variants timm builds from the same blocks (DeiT, DeiT-III, BEiT, Eva's RoPE-ViTs and EVA-02,
-// register tokens), as `vit/models/vit/vit.h` runs them.
+// register tokens, the DINOv2/DINOv3, CLIP and SigLIP encoders), as `vit/models/vit/vit.h` runs
+// them.
 #pragma once
 
 #include <cstdint>
@@ -9,15 +10,17 @@
 namespace vitpe {
 
 // How a ViT turns its final tokens into one vector: the class token (timm's global_pool
-// 'token'), or the mean of the patch tokens with fc_norm ('avg').
-enum class Pool : uint8_t { cls, avg };
-const char* pool_name(Pool p);  // "cls", "avg" (as our files write them)
+// 'token'), the mean of the patch tokens ('avg'), or SigLIP's attention pooling ('map': a learned
+// query attends over the tokens, then a residual MLP; "attn_pool.*").
+enum class Pool : uint8_t { cls, avg, map };
+const char* pool_name(Pool p);  // "cls", "avg", "map" (as our files write them)
 Pool parse_pool(const std::string& name, const std::string& what);  // throws invalid_argument
 
-// The MLP of a block: fc1 -> GELU -> fc2, or EVA-02's SwiGLU (fc1 makes 2 x mlp_dim, the first
-// half gates the second through SiLU, then fc2 from mlp_dim).
-enum class Mlp : uint8_t { gelu, swiglu };
-const char* mlp_name(Mlp m);                                      // "gelu", "swiglu"
+// The MLP of a block: fc1 -> GELU -> fc2; EVA-02's SwiGLU (fc1 makes 2 x mlp_dim, the first half
+// gates the second through SiLU, then fc2 from mlp_dim); or OpenAI CLIP's fc1 -> quick_gelu
+// (x sigmoid(1.702 x)) -> fc2.
+enum class Mlp : uint8_t { gelu, swiglu, quick_gelu };
+const char* mlp_name(Mlp m);                                      // "gelu", "swiglu", "quick_gelu"
 Mlp parse_mlp(const std::string& name, const std::string& what);  // throws invalid_argument
 
 struct VitArch {
@@ -28,6 +31,10 @@ struct VitArch {
   Mlp mlp = Mlp::gelu;
   bool mlp_norm = false;  // a LayerNorm over the hidden width before fc2 ("mlp.norm", EVA-02 B/L)
   Pool pool = Pool::cls;
+  // Mean pooling of the normalised tokens (the final LayerNorm "norm" before the pooling; DINOv3,
+  // SigLIP's gap variant) instead of timm's default, the norm after it ("fc_norm"). Class-token
+  // and attention pooling always normalise the tokens first.
+  bool norm_before_pool = false;
   bool class_token = true;  // a learned class token first (timm's default)
   // Each residual branch scaled by a learned per-channel gamma initialised to this (timm's
   // init_values; DeiT-III 1e-6); 0: no layer scale.
@@ -41,7 +48,11 @@ struct VitArch {
   // DeiT's distillation token after the class token, with its own head ("head_dist"); the logits
   // are the mean of the two heads.
   bool dist_token = false;
-  float eps = 1e-6f;  // LayerNorm epsilon (timm's ViT 1e-6)
+  // CLIP's LayerNorm after the position encoding, before the blocks ("norm_pre"); the patch
+  // embedding has no bias then (timm's pre_norm).
+  bool norm_pre = false;
+  bool qkv_bias = true;  // the qkv projections' bias (DINOv3's models have none)
+  float eps = 1e-6f;     // LayerNorm epsilon (timm's ViT 1e-6)
 
   // The tokens before the patch tokens: class, distillation, registers.
   int64_t prefix_tokens() const {

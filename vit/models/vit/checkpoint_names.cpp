@@ -196,7 +196,45 @@ void infer_vit(InferredConfig& out, const TensorSet& ts, const InferHints& hints
     a.reg_tokens = reg[1];
     notes.push_back(std::to_string(a.reg_tokens) + " register tokens (reg_token)");
   }
-  a.pool = ts.has("fc_norm.weight") ? Pool::avg : Pool::cls;
+  if (ts.has("attn_pool.latent")) {
+    a.pool = Pool::map;  // SigLIP
+    notes.push_back("attention pooling (attn_pool, SigLIP's 'map' head)");
+  } else if (ts.has("fc_norm.weight")) {
+    a.pool = Pool::avg;
+  } else if (!a.class_token) {
+    // No class token, no fc_norm, no attention pool: the mean of the normalised tokens (timm's
+    // global_pool 'avg' with fc_norm=False, SigLIP's gap variants).
+    a.pool = Pool::avg;
+    a.norm_before_pool = true;
+    notes.push_back("mean pooling of the normalised tokens (no class token, norm before pooling)");
+  } else {
+    a.pool = Pool::cls;
+  }
+  if (ts.has("norm_pre.weight")) {
+    a.norm_pre = true;  // CLIP's pre-norm
+    a.eps = 1e-5f;      // timm builds its CLIP towers with LayerNorm(eps=1e-5)
+    notes.push_back("a LayerNorm before the blocks (norm_pre: a CLIP image tower, eps 1e-5)");
+    if (hints.mlp.empty()) out.unsettled.push_back(
+          {"the MLP's activation: CLIP towers use GELU (LAION, timm's *_clip_*) or quick_gelu "
+           "(OpenAI's and MetaCLIP's weights, timm's *_clip_quickgelu_*); the file does not say, "
+           "GELU assumed",
+           "--mlp quick_gelu or --mlp gelu, or --preset with the model's timm name (e.g. "
+           "vit_base_patch16_clip_quickgelu_224)"});
+  }
+  if (!hints.mlp.empty()) {
+    const Mlp given = parse_mlp(hints.mlp, "--mlp");
+    if ((given == Mlp::swiglu) != (a.mlp == Mlp::swiglu)) {
+      throw std::runtime_error(ts.path + ": --mlp " + hints.mlp + ", but the MLP's shapes (fc1 " +
+                               ts.need("blocks.0.mlp.fc1.weight").shape().str() + ", fc2 " +
+                               ts.need("blocks.0.mlp.fc2.weight").shape().str() + ") are " +
+                               (a.mlp == Mlp::swiglu ? "SwiGLU's" : "not SwiGLU's"));
+    }
+    a.mlp = given;
+    notes.push_back(std::string("MLP activation '") + mlp_name(given) + "' from the command line");
+  }
+  a.qkv_bias = ts.has("blocks.0.attn.qkv.bias");
+  if (!a.qkv_bias) notes.push_back("no qkv bias (blocks.N.attn.qkv.bias absent)");
+  if (c.classes == 0) notes.push_back("no head: the output is the pooled features");
   const bool abs = ts.has("pos_embed");
   const bool rel = ts.has("blocks.0.attn.relative_position_bias_table");
   const bool mixed = ts.has("blocks.0.attn.rope.freqs");  // timm's Eva, rope_type 'mixed'

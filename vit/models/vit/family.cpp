@@ -1,5 +1,7 @@
 // The ViT family: timm's VisionTransformer zoo (ViT, DeiT, DeiT-III, BEiT, Eva's RoPE-ViTs and
 // EVA-02, register tokens) and torchvision's vit_*, built as VisionTransformer.
+#include <utility>
+
 #include "vit/models/vit/vit.h"
 #include "vit/models/vit/vit_family.h"
 
@@ -15,6 +17,25 @@ std::string gpu_unsupported(const ModelConfig& c) {
   }
   if (a.mlp_norm) return "the LayerNorm inside the MLP (mlp_norm)";
   return "";
+}
+
+FamilyDef vit_based_family(const std::string& name, const std::string& summary,
+                           std::vector<PresetDef> presets,
+                           std::function<std::string(const ModelConfig&)> describe) {
+  FamilyDef f = vit_family_def();
+  f.name = name;
+  f.summary = summary;
+  f.presets = std::move(presets);
+  f.blank = [name] {
+    ModelConfig c = blank();
+    c.family = name;
+    return c;
+  };
+  f.describe = std::move(describe);
+  f.dialects.clear();
+  f.files_family = "vit";
+  f.timm_prefixes = {"vit_"};
+  return f;
 }
 
 }  // namespace vit_family

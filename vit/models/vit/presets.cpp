@@ -7,7 +7,11 @@ namespace vitpe::vit_family {
 
 namespace {
 
-ModelConfig vit(int64_t dim, int64_t depth, int64_t heads) {
+ModelConfig vit(int64_t dim, int64_t depth, int64_t heads) { return vit_of(dim, depth, heads); }
+
+}  // namespace
+
+ModelConfig vit_of(int64_t dim, int64_t depth, int64_t heads) {
   ModelConfig c = blank();
   VitArch& a = c.vit();
   a.dim = dim;
@@ -16,6 +20,14 @@ ModelConfig vit(int64_t dim, int64_t depth, int64_t heads) {
   a.mlp_dim = 4 * dim;
   return c;
 }
+
+// OpenAI CLIP's statistics (EVA-02's, betwixt's and the CLIP towers' weights).
+void clip_statistics(ModelConfig& c) {
+  c.preprocess.mean = {0.48145466f, 0.4578275f, 0.40821073f};
+  c.preprocess.std_dev = {0.26862954f, 0.26130258f, 0.27577711f};
+}
+
+namespace {
 
 ModelConfig vit_fmnist() {
   ModelConfig c = fashion_mnist_input(vit(128, 6, 4));
@@ -28,12 +40,6 @@ ModelConfig vit_fmnist() {
   a.pool = Pool::avg;
   a.class_token = false;
   return c;
-}
-
-// OpenAI CLIP's statistics (EVA-02's and betwixt's weights).
-void clip_statistics(ModelConfig& c) {
-  c.preprocess.mean = {0.48145466f, 0.4578275f, 0.40821073f};
-  c.preprocess.std_dev = {0.26862954f, 0.26130258f, 0.27577711f};
 }
 
 // timm's preprocessing for its ViT presets' default weights (the augreg tags): mean = std = 0.5,

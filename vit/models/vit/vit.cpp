@@ -15,6 +15,7 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed)
   const EncodingSpec& spec = cfg_.encoding;
 
   std::tie(patch_w_, patch_b_) = make_patch_embed_params(D, C, p, rng);
+  if (arch_.norm_pre) patch_b_ = Param();  // timm's pre_norm: the patch embedding has no bias
   if (arch_.class_token) {
     Tensor cls = Tensor::empty({1, 1, D});
     rng.fill_normal(cls, 1e-6);  // timm
@@ -41,21 +42,30 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed)
         " is past the last block of this ViT (depth " + std::to_string(arch_.depth) +
         "); accepted: after=0.." + std::to_string(arch_.depth));
   }
+  if (arch_.norm_pre) norm_pre_ = LayerNormLayer("norm_pre", D, arch_.eps);
   const int64_t hd = D / arch_.heads;
   for (int64_t i = 0; i < arch_.depth; ++i) {
     blocks_.emplace_back("blocks." + std::to_string(i), D, arch_.heads, arch_.mlp_dim, arch_.eps,
                          make_attention_encoding(spec, arch_.heads, hd, grid, prefix(), rng), rng,
                          arch_.layer_scale, BlockStyle::pre_norm,
-                         MlpStyle{arch_.mlp == Mlp::swiglu, arch_.mlp_norm, arch_.eps});
+                         MlpStyle{arch_.mlp, arch_.mlp_norm, arch_.eps}, arch_.qkv_bias);
   }
-  norm_ = LayerNormLayer(arch_.pool == Pool::cls ? "norm" : "fc_norm", D, arch_.eps);
-  head_ = LinearLayer("head", D, cfg_.classes, true, rng);
-  if (arch_.dist_token) head_dist_ = LinearLayer("head_dist", D, cfg_.classes, true, rng);
+  const bool fc_norm = arch_.pool == Pool::avg && !arch_.norm_before_pool;
+  norm_ = LayerNormLayer(fc_norm ? "fc_norm" : "norm", D, arch_.eps);
+  if (arch_.pool == Pool::map) {
+    attn_pool_ = AttentionPoolLayer("attn_pool", D, arch_.heads, arch_.mlp_dim, arch_.eps, rng);
+  }
+  if (cfg_.classes > 0) {
+    head_ = LinearLayer("head", D, cfg_.classes, true, rng);
+    if (arch_.dist_token) head_dist_ = LinearLayer("head_dist", D, cfg_.classes, true, rng);
+  }
   outs_.resize(blocks_.size());
 }
 
 void VisionTransformer::collect_linears(std::vector<LinearLayer*>& out) {
   for (auto& b : blocks_) b.collect_linears(out);
+  if (arch_.pool == Pool::map) attn_pool_.collect_linears(out);
+  if (cfg_.classes == 0) return;
   out.push_back(&head_);
   if (arch_.dist_token) out.push_back(&head_dist_);
 }
@@ -77,9 +87,12 @@ std::vector<Param*> VisionTransformer::params() {
     for (Param* p : cond_enc_->params()) out.push_back(p);
   }
   out.push_back(&patch_w_);
-  out.push_back(&patch_b_);
+  if (!arch_.norm_pre) out.push_back(&patch_b_);
+  if (arch_.norm_pre) norm_pre_.collect(out);
   for (auto& b : blocks_) b.collect(out);
   norm_.collect(out);
+  if (arch_.pool == Pool::map) attn_pool_.collect(out);
+  if (cfg_.classes == 0) return out;
   head_.collect(out);
   if (arch_.dist_token) head_dist_.collect(out);
   return out;
@@ -104,7 +117,7 @@ Model::AttentionMaps VisionTransformer::attention_maps() {
   return maps;
 }
 
-const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
+const Tensor& VisionTransformer::encode(const Tensor& images, bool training) {
   grid_ = check_images("VisionTransformer::forward", images, cfg_);
   const int64_t B = images.size(0), D = arch_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
@@ -128,30 +141,77 @@ const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
   const AttnGeometry geom{grid_, P};
   const Tensor no_mask;
   Tensor* x = &tokens_;
+  if (arch_.norm_pre) {
+    norm_pre_.forward(pre_normed_, tokens_, training);  // CLIP: [B, N, D]
+    x = &pre_normed_;
+  }
   apply_conditional(0, *x);
   for (size_t i = 0; i < blocks_.size(); ++i) {
     blocks_[i].forward(outs_[i], *x, geom, no_mask, training);
     x = &outs_[i];
     apply_conditional(i + 1, *x);
   }
+  return *x;
+}
 
-  if (arch_.dist_token) return forward_distilled(*x, training);
-  ensure_shape(pooled_, {B, D});
-  if (arch_.pool == Pool::cls) {
-    // LayerNorm is per token, so normalising only the class token equals timm's norm-then-pool.
-    for (int64_t b = 0; b < B; ++b)
-      std::memcpy(pooled_.f32() + b * D, x->f32() + b * N * D, D * sizeof(float));
-  } else {
-    mean_tokens_forward(pooled_, *x, P);
+const Tensor& VisionTransformer::forward(const Tensor& images, bool training) {
+  return pool_and_head(encode(images, training), training, /*all_tokens=*/false);
+}
+
+Model::Features VisionTransformer::forward_features(const Tensor& images) {
+  const Tensor& x = encode(images, false);
+  const Tensor& out = pool_and_head(x, false, /*all_tokens=*/true);
+  Features f;
+  const bool fc_norm = arch_.pool == Pool::avg && !arch_.norm_before_pool;
+  f.tokens = fc_norm ? &x : &tokens_normed_;  // timm: norm is identity when fc_norm follows
+  f.prefix = prefix();
+  f.grid = grid_;
+  f.pooled = &pre_logits();
+  f.logits = &out;
+  return f;
+}
+
+const Tensor& VisionTransformer::pre_logits() const {
+  if (arch_.dist_token) return dist_mean_;  // the two tokens' mean, made by forward_distilled
+  if (arch_.pool == Pool::map || arch_.norm_before_pool) return pooled_;
+  return normed_;
+}
+
+const Tensor& VisionTransformer::pool_and_head(const Tensor& x, bool training, bool all_tokens) {
+  if (arch_.dist_token) return forward_distilled(x, training, all_tokens);
+  const int64_t B = x.size(0), N = x.size(1), D = arch_.dim, P = prefix();
+  // Pooling of normalised tokens (the attention pool, DINOv3's mean) normalises them all; the
+  // class token alone otherwise, unless the caller wants every token.
+  const bool tokens_first = arch_.pool == Pool::map || arch_.norm_before_pool;
+  if (tokens_first || (all_tokens && arch_.pool == Pool::cls)) {
+    norm_.forward(tokens_normed_, x, training && tokens_first);  // [B, N, D]
   }
-  norm_.forward(normed_, pooled_, training);
-  head_.forward(logits_, normed_, training);  // [B, classes]
+  ensure_shape(pooled_, {B, D});
+  if (arch_.pool == Pool::map) {
+    attn_pool_.forward(pooled_, tokens_normed_, training);
+  } else if (arch_.pool == Pool::avg && arch_.norm_before_pool) {
+    mean_tokens_forward(pooled_, tokens_normed_, P);
+  } else {
+    if (arch_.pool == Pool::cls) {
+      // LayerNorm is per token, so normalising only the class token equals timm's
+      // norm-then-pool.
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(pooled_.f32() + b * D, x.f32() + b * N * D, D * sizeof(float));
+    } else {
+      mean_tokens_forward(pooled_, x, P);
+    }
+    norm_.forward(normed_, pooled_, training);
+  }
+  if (cfg_.classes == 0) return pre_logits();
+  head_.forward(logits_, pre_logits(), training);  // [B, classes]
   return logits_;
 }
 
 // DeiT distilled: the class and distillation tokens ([2, B, D]: token t of image b at t * B + b),
-// normalised, through head and head_dist; the logits are their mean.
-const Tensor& VisionTransformer::forward_distilled(const Tensor& x, bool training) {
+// normalised, through head and head_dist; the logits are their mean (the pre-logits too, timm's
+// forward_head(pre_logits=True), kept in dist_mean_ when asked for).
+const Tensor& VisionTransformer::forward_distilled(const Tensor& x, bool training,
+                                                   bool all_tokens) {
   const int64_t B = x.size(0), N = x.size(1), D = arch_.dim;
   ensure_shape(pooled_, {2, B, D});
   for (int64_t t = 0; t < 2; ++t) {
@@ -160,6 +220,13 @@ const Tensor& VisionTransformer::forward_distilled(const Tensor& x, bool trainin
     }
   }
   norm_.forward(normed_, pooled_, training);
+  if (all_tokens || cfg_.classes == 0) {
+    if (all_tokens) norm_.forward(tokens_normed_, x, false);
+    ensure_shape(dist_mean_, {B, D});
+    const float* n = normed_.f32();
+    for (int64_t i = 0; i < B * D; ++i) dist_mean_.f32()[i] = 0.5f * (n[i] + n[B * D + i]);
+  }
+  if (cfg_.classes == 0) return dist_mean_;
   head_.forward(logits_, normed_.slice(0, 1).reshape({B, D}), training);
   head_dist_.forward(logits_dist_, normed_.slice(1, 2).reshape({B, D}), training);
   float* l = logits_.f32();
@@ -169,24 +236,30 @@ const Tensor& VisionTransformer::forward_distilled(const Tensor& x, bool trainin
 }
 
 void VisionTransformer::backward(const Tensor& dlogits) {
-  const int64_t B = logits_.size(0), D = arch_.dim, P = prefix();
+  const Tensor& out = cfg_.classes > 0 ? logits_ : pre_logits();
+  check_shape("VisionTransformer::backward", "dlogits", dlogits, out.shape());
+  const int64_t B = out.size(0), D = arch_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
-  check_shape("VisionTransformer::backward", "dlogits", dlogits, logits_.shape());
   ensure_grads();
 
   ensure_shape(d_a_, {B, N, D});
   ensure_shape(d_b_, {B, N, D});
   d_a_.zero();
   if (arch_.dist_token) {
-    // Each head got half of the logits' gradient.
+    // Each head got half of the logits' gradient (without heads: each token half of the mean's).
     ensure_shape(d_half_, dlogits.shape());
     for (int64_t i = 0; i < dlogits.numel(); ++i) d_half_.f32()[i] = 0.5f * dlogits.f32()[i];
     ensure_shape(d_normed_, {2, B, D});
     d_normed_.zero();
     Tensor d_cls = d_normed_.slice(0, 1).reshape({B, D});
     Tensor d_dist = d_normed_.slice(1, 2).reshape({B, D});
-    head_.backward(d_cls, d_half_);
-    head_dist_.backward(d_dist, d_half_);
+    if (cfg_.classes > 0) {
+      head_.backward(d_cls, d_half_);
+      head_dist_.backward(d_dist, d_half_);
+    } else {
+      d_cls.copy_from(d_half_);
+      d_dist.copy_from(d_half_);
+    }
     ensure_shape(d_pooled_, {2, B, D});
     d_pooled_.zero();
     norm_.backward(d_pooled_, d_normed_);
@@ -196,10 +269,32 @@ void VisionTransformer::backward(const Tensor& dlogits) {
                     D * sizeof(float));
       }
     }
+  } else if (arch_.pool == Pool::map || arch_.norm_before_pool) {
+    // The pooled vector is the pre-logits: its gradient back through the pooling, then through
+    // the norm over every token.
+    ensure_shape(d_pooled_, {B, D});
+    if (cfg_.classes > 0) {
+      d_pooled_.zero();
+      head_.backward(d_pooled_, dlogits);
+    } else {
+      d_pooled_.copy_from(dlogits);
+    }
+    ensure_shape(d_tokens_normed_, {B, N, D});
+    if (arch_.pool == Pool::map) {
+      attn_pool_.backward(d_tokens_normed_, d_pooled_);  // overwrites
+    } else {
+      d_tokens_normed_.zero();
+      mean_tokens_backward(d_tokens_normed_, d_pooled_, P);
+    }
+    norm_.backward(d_a_, d_tokens_normed_);
   } else {
     ensure_shape(d_normed_, {B, D});
-    d_normed_.zero();
-    head_.backward(d_normed_, dlogits);
+    if (cfg_.classes > 0) {
+      d_normed_.zero();
+      head_.backward(d_normed_, dlogits);
+    } else {
+      d_normed_.copy_from(dlogits);
+    }
     ensure_shape(d_pooled_, {B, D});
     d_pooled_.zero();
     norm_.backward(d_pooled_, d_normed_);
@@ -217,6 +312,12 @@ void VisionTransformer::backward(const Tensor& dlogits) {
     blocks_[i].backward(*dx, *dy);  // overwrites dx
     std::swap(dx, dy);
     apply_conditional_backward(i, *dy);
+  }
+  if (arch_.norm_pre) {
+    // dy: the gradient of norm_pre's output; back to the encoded tokens.
+    dx->zero();
+    norm_pre_.backward(*dx, *dy);
+    std::swap(dx, dy);
   }
   // dy: gradient of the encoded tokens
   if (token_enc_ && !arch_.no_embed_class) token_enc_->backward(*dy, grid_);
@@ -254,7 +355,13 @@ double VisionTransformer::flops_per_image() const {
                        (arch_.mlp == Mlp::swiglu ? 6.0 : 4.0) * N * D * arch_.mlp_dim +
                        (arch_.layer_scale > 0 ? 4.0 * N * D : 0.0);
   const double peg = cond_enc_ ? 2.0 * 9 * Np * D : 0.0;  // a depthwise 3x3 convolution
-  return pe + arch_.depth * block + peg + (arch_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
+  // SigLIP's attention pool: the keys and values of every token, one query's attention, the
+  // query, output projection and MLP of one token.
+  const double pool = arch_.pool == Pool::map
+                          ? 2.0 * N * D * 2 * D + 4.0 * N * D + 4.0 * D * D + 4.0 * D * arch_.mlp_dim
+                          : 0.0;
+  return pe + arch_.depth * block + peg + pool +
+         (arch_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
 }
 
 }  // namespace vitpe

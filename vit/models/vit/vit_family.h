@@ -6,6 +6,10 @@
 
 #include "vit/models/family.h"
 
+namespace vitpe {
+const FamilyDef& vit_family_def();  // family.cpp
+}  // namespace vitpe
+
 namespace vitpe::vit_family {
 
 // arch.cpp: the architecture's JSON, validation, description and sites.
@@ -21,6 +25,17 @@ std::string gpu_unsupported(const ModelConfig& c);
 
 // presets.cpp
 std::vector<PresetDef> presets();
+
+// family.cpp: a family built on this architecture (VitArch, VisionTransformer) under its own
+// name, presets and description, whose files are this family's (timm's VisionTransformer state
+// dicts): the ViT family's definition with those replaced and no dialects of its own.
+FamilyDef vit_based_family(const std::string& name, const std::string& summary,
+                           std::vector<PresetDef> presets,
+                           std::function<std::string(const ModelConfig&)> describe);
+// presets.cpp: the preprocessing of OpenAI CLIP's weights (mean and std).
+void clip_statistics(ModelConfig& c);
+// A ViT of that width, depth and heads with an MLP of 4x the width, timm's defaults elsewhere.
+ModelConfig vit_of(int64_t dim, int64_t depth, int64_t heads);
 
 // checkpoint_names.cpp: timm's and torchvision's files.
 std::vector<CheckpointDialect> dialects();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -200,6 +201,44 @@ TEST(VitGradients, SwigluMlp) {
     auto model = make_model(c, 7);
     testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12,
                                    norm ? "swiglu+norm" : "swiglu");
+  }
+}
+
+// The image encoders' structures: SigLIP's attention pooling without a class token, and its gap
+// variant (the mean of the normalised tokens) without qkv bias; CLIP's norm_pre with quick_gelu
+// and a patch embedding without bias; DINOv2's headless model (the gradient of its pooled
+// features).
+TEST(VitGradients, EncoderStructures) {
+  struct Case {
+    const char* what;
+    std::function<void(ModelConfig&)> set;
+  };
+  const Case cases[] = {
+      {"siglip map", [](ModelConfig& c) {
+         c.vit().class_token = false;
+         c.vit().pool = Pool::map;
+       }},
+      {"siglip gap, no qkv bias", [](ModelConfig& c) {
+         c.vit().class_token = false;
+         c.vit().pool = Pool::avg;
+         c.vit().norm_before_pool = true;
+         c.vit().qkv_bias = false;
+       }},
+      {"clip", [](ModelConfig& c) {
+         c.vit().norm_pre = true;
+         c.vit().mlp = Mlp::quick_gelu;
+       }},
+      {"dinov2 without a head", [](ModelConfig& c) {
+         c.vit().layer_scale = 1e-5;
+         c.classes = 0;
+       }},
+  };
+  for (const Case& k : cases) {
+    ModelConfig c = tiny_vit("learned1d");
+    c.vit().depth = 1;
+    k.set(c);
+    auto model = make_model(c, 7);
+    testing::check_model_gradients(*model, random_tensor({2, 2, 12, 8}, 8), 12, k.what);
   }
 }
 
@@ -411,7 +450,7 @@ TEST(Vit, ConfigJsonRefusesNonIntegersAndUnknownValues) {
   EXPECT_NE(message("depth", 2.5).find("depth must be an integer"), std::string::npos);
   EXPECT_NE(message("dim", 18446744073709551615ull).find("dim must be an integer"),
             std::string::npos);
-  EXPECT_NE(message("pool", "max").find("pool must be 'cls' or 'avg'"), std::string::npos);
+  EXPECT_NE(message("pool", "max").find("pool must be 'cls', 'avg' or 'map'"), std::string::npos);
   EXPECT_NE(message("eps", -1.0).find("eps must be in (0, 1)"), std::string::npos);
 }
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Parity goldens for the image-encoder families (tests/vit/models/test_encoders.cpp), timm 1.0.31:
+DINOv2, CLIP and SigLIP image towers, small (img 32, patch 8, D 64, depth 2, heads 4) with the
+structure of each family, and synthetic weights as in make_zoo_goldens.py (each tensor a function
+of its timm name, tests/golden/synthetic_weights.h), so only the outputs are stored. For each,
+at 32x32 (synthetic("input", [2, 3, 32, 32])) and at 48x32 (synthetic("input_48x32",
+[1, 3, 48, 32]), pos_embed resampled by timm's dynamic_img_size):
+  logits, logits_48x32          model(x): the head's output, or the pooled features without one
+  pre_logits, pre_logits_48x32  model.forward_head(model.forward_features(x), pre_logits=True)
+  tokens, tokens_48x32          model.forward_features(x): the final tokens after the norm
+
+  dinov2          VisionTransformer(init_values=1e-5, num_classes=0): vit_*_patch14_dinov2
+  dinov2_reg      + reg_tokens=4, no_embed_class=True, SwiGLUPacked MLP (act SiLU, the giant's)
+  clip_quickgelu  pre_norm=True, LayerNorm eps 1e-5, act_layer='quick_gelu', a 10-wide head
+                  (the projection): vit_*_clip_quickgelu_224
+  siglip          class_token=False, global_pool='map' (AttentionPoolLatent), num_classes=0
+  siglip_gap      class_token=False, global_pool='avg', fc_norm=False, num_classes=0,
+                  qkv_bias=False (a ViT without qkv bias)
+Tooling only (the venv of scripts/peers-setup, or one with torch, timm, safetensors, numpy):
+    /opt/vitpe-peers/bin/python tests/golden/make_encoder_goldens.py
+"""
+import os
+from functools import partial
+
+import torch
+from timm.layers import SwiGLUPacked
+from timm.models.vision_transformer import VisionTransformer
+
+import make_goldens
+from make_goldens import save, synthetic
+from make_zoo_goldens import metadata, synthesize
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+BASE = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, dynamic_img_size=True)
+
+VARIANTS = (
+    ("dinov2", dict(init_values=1e-5, num_classes=0)),
+    ("dinov2_reg", dict(init_values=1e-5, num_classes=0, reg_tokens=4, no_embed_class=True,
+                        mlp_ratio=4.0, mlp_layer="SwiGLUPacked", act_layer="silu")),
+    ("clip_quickgelu", dict(pre_norm=True, norm_layer="layernorm_eps5", act_layer="quick_gelu",
+                            num_classes=10)),
+    ("siglip", dict(class_token=False, global_pool="map", num_classes=0)),
+    ("siglip_gap", dict(class_token=False, global_pool="avg", fc_norm=False, num_classes=0,
+                        qkv_bias=False)),
+)
+
+
+def build(cfg):
+    args = dict(cfg)
+    if args.get("mlp_layer") == "SwiGLUPacked":
+        args["mlp_layer"] = SwiGLUPacked
+    if args.get("norm_layer") == "layernorm_eps5":
+        args["norm_layer"] = partial(torch.nn.LayerNorm, eps=1e-5)
+    return synthesize(VisionTransformer(**args))
+
+
+@torch.no_grad()
+def main():
+    for name, extra in VARIANTS:
+        cfg = dict(BASE, **extra)
+        model = build(cfg)
+        out = {}
+        for suffix, x in (("", synthetic("input", [2, 3, 32, 32])),
+                          ("_48x32", synthetic("input_48x32", [1, 3, 48, 32]))):
+            tokens = model.forward_features(x)
+            out["tokens" + suffix] = tokens
+            out["pre_logits" + suffix] = model.forward_head(tokens, pre_logits=True)
+            out["logits" + suffix] = model(x)
+        save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    make_goldens.OUT = os.path.join(HERE, "..", "data", "zoo")
+    main()
