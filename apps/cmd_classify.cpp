@@ -48,6 +48,11 @@ void run_classify(const ClassifyOptions& o) {
     model.set_precision(precision);
   }
   const ModelConfig& c = model.config();
+  if (c.classes == 0) {
+    throw ExitError{2, printable(o.model) +
+                           ": the model has no classifier head (classes 0: an image encoder, such "
+                           "as DINOv2's or SigLIP's): `vitpe embed` writes its features"};
+  }
   if (!o.json) {
     for (const auto& note : loaded.notes) {
       std::fprintf(stderr, "note: %s\n", printable_lines(note).c_str());

@@ -139,7 +139,7 @@ namespace {
 // computes is enough (a false match only costs that time).
 void restart_if_computing(char** argv) {
   for (char** a = argv + 1; *a != nullptr; ++a) {
-    for (const char* c : {"classify", "eval", "bench", "train", "compare", "demo"}) {
+    for (const char* c : {"classify", "embed", "eval", "bench", "train", "compare", "demo"}) {
       if (std::strcmp(*a, c) == 0) {
         vitpe::restart_with_short_openmp_spin(argv);
         return;

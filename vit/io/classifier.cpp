@@ -84,6 +84,11 @@ class ThreadScope {
 
 std::vector<std::vector<Prediction>> Classifier::run(const Tensor& images, int k) {
   const ModelConfig& c = config();
+  if (c.classes == 0) {
+    throw std::invalid_argument(
+        "Classifier::classify: the model has no classifier head (classes 0: an image encoder, "
+        "such as DINOv2's or SigLIP's): use embed() for its features");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadScope scope(threads_);
   // One workload per input shape (batch, rows, cols): their times are not comparable.
@@ -116,6 +121,53 @@ std::vector<Prediction> Classifier::classify(const cv::Mat& image, int k) {
 std::vector<std::vector<Prediction>> Classifier::classify(const std::vector<cv::Mat>& images,
                                                           int k) {
   if (images.empty()) return {};
+  return run(batch_of(images, "Classifier::classify"), k);
+}
+
+std::vector<float> Classifier::embed(const cv::Mat& image, bool normalize) {
+  return embed(std::vector<cv::Mat>{image}, normalize).front();
+}
+
+std::vector<std::vector<float>> Classifier::embed(const std::vector<cv::Mat>& images,
+                                                  bool normalize) {
+  if (images.empty()) return {};
+  if (gpu_) {
+    throw std::runtime_error(
+        "Classifier::embed: runs on the CPU (the GPU path computes logits only): construct the "
+        "Classifier with Device::cpu");
+  }
+  const Tensor batch = batch_of(images, "Classifier::embed");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ThreadScope scope(threads_);
+  const uint64_t key = (static_cast<uint64_t>(batch.size(0)) << 32) ^
+                       (static_cast<uint64_t>(batch.size(2)) << 16) ^
+                       static_cast<uint64_t>(batch.size(3));
+  AdaptiveThreads::Call call(*adaptive_, key);
+  const Model::Features f = loaded_.model->forward_features(batch);
+  const Tensor& pooled = *f.pooled;  // [B, D]
+  const int64_t D = pooled.size(1);
+  std::vector<std::vector<float>> out;
+  for (int64_t i = 0; i < batch.size(0); ++i) {
+    const float* row = pooled.f32() + i * D;
+    std::vector<float> v(row, row + D);
+    if (!std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); })) {
+      throw std::runtime_error("Classifier::embed: image " + std::to_string(i) +
+                               " of the batch: the features are not finite (the weights?)");
+    }
+    if (normalize) {
+      double sq = 0;
+      for (float x : v) sq += static_cast<double>(x) * x;
+      const double norm = std::sqrt(sq);
+      if (norm > 0) {
+        for (float& x : v) x = static_cast<float>(x / norm);
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+Tensor Classifier::batch_of(const std::vector<cv::Mat>& images, const char* what) const {
   const Preprocess& p = preprocess_;
   const int64_t B = static_cast<int64_t>(images.size());
   Tensor batch = Tensor::empty({B, p.channels, p.rows, p.cols});
@@ -133,9 +185,9 @@ std::vector<std::vector<Prediction>> Classifier::classify(const std::vector<cv::
     }
   }
   for (const std::string& e : errors) {
-    if (!e.empty()) throw std::invalid_argument("Classifier::classify: " + e);
+    if (!e.empty()) throw std::invalid_argument(std::string(what) + ": " + e);
   }
-  return run(batch, k);
+  return batch;
 }
 
 std::vector<std::vector<Prediction>> Classifier::classify_preprocessed(const float* images,

@@ -77,6 +77,15 @@ class Classifier {
   // (std::invalid_argument naming the image and where), so non-finite logits mean the model.
   std::vector<std::vector<Prediction>> classify_preprocessed(const float* images, int64_t batch,
                                                              int k = 5);
+  // The image's features: the pooled vector the head reads (timm's forward_head(x,
+  // pre_logits=True): the class token, the mean of the patch tokens or SigLIP's attention pool,
+  // after the final norm), model.embed_dim() floats; with `normalize`, scaled to unit L2 norm
+  // (for cosine similarity). The embedding of an image encoder without a head (DINOv2, SigLIP)
+  // or of any classifier. CPU only (Device::cuda: std::runtime_error). Throws as classify().
+  std::vector<float> embed(const cv::Mat& image, bool normalize = false);
+  // Several images in one forward pass; results in input order.
+  std::vector<std::vector<float>> embed(const std::vector<cv::Mat>& images,
+                                        bool normalize = false);
 
   const ModelConfig& config() const { return loaded_.model->config(); }
   // The transform classify() applies (rows x cols, crop, interpolation, mean, std).
@@ -88,6 +97,8 @@ class Classifier {
 
  private:
   std::vector<std::vector<Prediction>> run(const Tensor& images, int k);
+  // The images preprocessed into one batch; errors name `what` and the image.
+  Tensor batch_of(const std::vector<cv::Mat>& images, const char* what) const;
 
   LoadedModel loaded_;
   std::unique_ptr<CudaModel> gpu_;  // Device::cuda: the GPU copy of loaded_.model

@@ -355,6 +355,15 @@ cv::Mat decode_image(const std::string& path, int64_t max_bytes) {
   return decode_held(path, max_bytes).mat;
 }
 
+bool has_image_extension(const std::string& path) {
+  std::string e = std::filesystem::path(path).extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+  return e == ".png" || e == ".jpg" || e == ".jpeg" || e == ".bmp" || e == ".webp" || e == ".tif" ||
+         e == ".tiff" || e == ".ppm" || e == ".pgm";
+}
+
+const char* image_extensions_text() { return "png, jpg, jpeg, bmp, webp, tif, tiff, ppm, pgm"; }
+
 cv::Mat read_image(const std::string& path, int channels) {
   const DecodedImage d = decode_held(path, kMaxDecodedImageBytes);
   return to_uint8_channels(d.mat, channels, path);

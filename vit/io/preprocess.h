@@ -70,6 +70,13 @@ cv::Mat decode_image(const std::string& path, int64_t max_bytes);
 // decode_image, then step 1: uint8 RGB (channels == 3) or L (channels == 1).
 cv::Mat read_image(const std::string& path, int channels = 3);
 
+// Whether the name ends in an extension of the formats read_image reads (.png, .jpg, .jpeg,
+// .bmp, .webp, .tif, .tiff, .ppm, .pgm; any case): how a folder's images are told from its other
+// files.
+bool has_image_extension(const std::string& path);
+// "png, jpg, jpeg, bmp, webp, tif, tiff, ppm, pgm", for messages.
+const char* image_extensions_text();
+
 // Step 1 on an already decoded OpenCV image (BGR channel order, as cv::imread returns it).
 // `source` names the image in error messages.
 cv::Mat to_uint8_channels(const cv::Mat& decoded, int channels, const std::string& source);

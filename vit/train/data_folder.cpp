@@ -31,12 +31,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_image(const fs::path& p) {
-  std::string e = p.extension().string();
-  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
-  return e == ".png" || e == ".jpg" || e == ".jpeg" || e == ".bmp" || e == ".webp" || e == ".tif" ||
-         e == ".tiff" || e == ".ppm" || e == ".pgm";
-}
+bool is_image(const fs::path& p) { return has_image_extension(p.string()); }
 
 class Folder : public Dataset {
  public:
