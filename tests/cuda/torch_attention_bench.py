@@ -110,7 +110,7 @@ def print_table(torch_rows, ours):
         tf = f"{t['flops'] / (ink * 1e-3) / 1e12:.1f}" if ink else "n/a"
         print(f"{model:<15}{fmt(ink):>16}{fmt(dense):>13}{t['sdpa_bias']:>11.4f}"
               f"{t['sdpa_none']:>14.4f}{speed:>9}{tf:>9}")
-    print("target (issue 7): attention with relative bias >= 1.5x SDPA with a bias tensor")
+    print("target: attention with relative bias >= 1.5x SDPA with a bias tensor")
 
 
 def main():
