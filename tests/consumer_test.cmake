@@ -53,6 +53,18 @@ function(vitpe_consumer prefix build)
     ${VITPE_SOURCE_DIR}/models/vit-fmnist.safetensors
     ${VITPE_SOURCE_DIR}/tests/data/images/rgb_67x45.png)
   message(STATUS "${output}")
+  # Retrieval over committed images, one of them twice: its copy is its nearest neighbour.
+  set(gallery ${build}/gallery)
+  file(REMOVE_RECURSE ${gallery})
+  file(COPY ${VITPE_SOURCE_DIR}/tests/data/images/rgb_67x45.png
+    ${VITPE_SOURCE_DIR}/tests/data/images/gray_40x52.png
+    ${VITPE_SOURCE_DIR}/tests/data/images/rgba_50x50.png DESTINATION ${gallery})
+  file(COPY_FILE ${VITPE_SOURCE_DIR}/tests/data/images/rgb_67x45.png ${gallery}/rgb_copy.png)
+  vitpe_run("the retrieval example" ${build}/retrieval
+    ${VITPE_SOURCE_DIR}/models/vit-fmnist.safetensors ${gallery} 2)
+  message(STATUS "${output}")
+  vitpe_expect("${output}" "rgb_67x45.png\n  1. rgb_copy.png (cosine 1.000)"
+    "an image's copy must be its nearest neighbour with cosine 1")
 endfunction()
 
 # vitpe_check_layout(PREFIX LIBDIR): the installed files an application relies on.
