@@ -16,6 +16,12 @@ at 32x32 (synthetic("input", [2, 3, 32, 32])) and at 48x32 (synthetic("input_48x
   siglip          class_token=False, global_pool='map' (AttentionPoolLatent), num_classes=0
   siglip_gap      class_token=False, global_pool='avg', fc_norm=False, num_classes=0,
                   qkv_bias=False (a ViT without qkv bias)
+At the families' own patch sizes and resolutions (pre_logits and logits only, to keep files small):
+  dinov2_p14      the dinov2 structure with patch 14 built for 518 (pos_embed 37 x 37): at 518
+                  (synthetic("input_518", [1, 3, 518, 518])) and at 224 (synthetic("input_224",
+                  [1, 3, 224, 224]), pos_embed resampled to 16 x 16): *_518, *_224
+  siglip_p16      the siglip structure with patch 16 built for 224: at 224 and at 384
+                  (synthetic("input_384", [1, 3, 384, 384])): *_224, *_384
 Tooling only (the venv of scripts/peers-setup, or one with torch, timm, safetensors, numpy):
     /opt/vitpe-peers/bin/python tests/golden/make_encoder_goldens.py
 """
@@ -67,6 +73,22 @@ def main():
             out["tokens" + suffix] = tokens
             out["pre_logits" + suffix] = model.forward_head(tokens, pre_logits=True)
             out["logits" + suffix] = model(x)
+        save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
+    native = (
+        ("dinov2_p14", dict(img_size=518, patch_size=14, init_values=1e-5, num_classes=0),
+         (518, 224)),
+        ("siglip_p16", dict(img_size=224, patch_size=16, class_token=False, global_pool="map",
+                            num_classes=0), (224, 384)),
+    )
+    for name, extra, sizes in native:
+        cfg = dict(BASE, **extra)
+        model = build(cfg)
+        out = {}
+        for size in sizes:
+            x = synthetic(f"input_{size}", [1, 3, size, size])
+            out[f"pre_logits_{size}"] = model.forward_head(model.forward_features(x),
+                                                           pre_logits=True)
+            out[f"logits_{size}"] = model(x)
         save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
 
 

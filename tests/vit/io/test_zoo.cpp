@@ -766,6 +766,47 @@ TEST(Encoders, SiglipGapMeanOfNormalisedTokensWithoutQkvBiasMatchesTimm) {
   });
 }
 
+// At the families' own patch and resolutions: DINOv2 (patch 14) at its native 518 and at 224
+// (pos_embed 37 x 37 resampled to 16 x 16 as timm does), SigLIP (patch 16) at 224 and 384.
+TEST(Encoders, Dinov2At518And224AndSiglipAt224And384MatchTimm) {
+  struct Case {
+    const char* golden;
+    int64_t patch, native, other;
+    std::function<void(ModelConfig&)> set;
+  };
+  const Case cases[] = {
+      {"dinov2_p14_synth_io.safetensors", 14, 518, 224,
+       [](ModelConfig& c) { c.vit().layer_scale = 1e-5; }},
+      {"siglip_p16_synth_io.safetensors", 16, 224, 384,
+       [](ModelConfig& c) {
+         c.vit().class_token = false;
+         c.vit().pool = Pool::map;
+       }},
+  };
+  for (const Case& k : cases) {
+    ModelConfig c = small_vit();
+    c.patch = k.patch;
+    c.img_rows = c.img_cols = k.native;
+    c.classes = 0;
+    k.set(c);
+    SafeTensorsFile io = SafeTensorsFile::open(zoo(k.golden));
+    const std::string path =
+        write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), k.golden);
+    LoadedModel m = load_model(path, heads_of(c));
+    EXPECT_EQ(m.model->config().img_rows, k.native) << k.golden;  // from pos_embed's grid
+    for (const int64_t size : {k.native, k.other}) {
+      const std::string at = std::to_string(size);
+      const Model::Features f = m.model->forward_features(
+          testing::synthetic_tensor("input_" + at, {1, 3, size, size}));
+      EXPECT_LT(testing::max_rel_error(*f.pooled, io.get("pre_logits_" + at)), 1e-4)
+          << k.golden << " at " << at;
+      EXPECT_LT(testing::max_rel_error(*f.logits, io.get("logits_" + at)), 1e-4)
+          << k.golden << " at " << at;
+    }
+    fs::remove_all(fs::path(path).parent_path());
+  }
+}
+
 // The encoder presets: timm 1.0.31's parameter counts, and no head where timm's default weights
 // have none.
 TEST(Encoders, PresetsHaveTimmsParameterCounts) {
