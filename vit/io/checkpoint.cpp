@@ -334,6 +334,11 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     const std::string arch = timm_config_architecture(config_json);
     if (is_preset(arch)) {
       preset_name = arch;
+    } else if (arch.find("dinov3") != std::string::npos) {
+      throw std::runtime_error(config_json + " names '" + arch +
+                               "': timm's DINOv3, whose RoPE on normalised coordinates vitpe "
+                               "does not run yet (refused rather than run with another "
+                               "position encoding)");
     } else if (!arch.empty()) {
       const std::vector<std::string>& prefixes = match.family->timm_prefixes;
       if (std::none_of(prefixes.begin(), prefixes.end(),

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -764,6 +765,43 @@ TEST(Encoders, SiglipGapMeanOfNormalisedTokensWithoutQkvBiasMatchesTimm) {
     EXPECT_TRUE(got.vit().norm_before_pool);
     EXPECT_FALSE(got.vit().qkv_bias);
   });
+}
+
+// A DINOv3 file (timm's Eva with rope_type 'dinov3': class token, 4 register tokens, layer scale
+// gamma_1/gamma_2, no qkv bias, no position tensors) is refused naming DINOv3, never run as a
+// ViT without its RoPE; so is a config.json naming a DINOv3 architecture.
+TEST(Encoders, Dinov3FilesAreRefusedNamingIt) {
+  ModelConfig c = small_vit();
+  c.classes = 0;
+  c.encoding = "none";
+  VitArch& a = c.vit();
+  a.reg_tokens = 4;
+  a.layer_scale = 1e-5;
+  a.qkv_bias = false;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  const auto model = make_model(c, 0);
+  for (Param* p : model->params()) {
+    std::string name = p->name;  // timm's Eva names layer scale gamma_1 / gamma_2
+    for (const auto& [ours, eva] :
+         {std::pair{".ls1.gamma", ".gamma_1"}, std::pair{".ls2.gamma", ".gamma_2"}}) {
+      if (const size_t at = name.find(ours); at != std::string::npos) {
+        name.replace(at, std::strlen(ours), eva);
+      }
+    }
+    tensors.emplace_back(name, testing::synthetic_tensor(name, p->value.shape()));
+  }
+  const fs::path dir = fs::temp_directory_path() / ("vitpe_dinov3_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "model.safetensors").string();
+  save_safetensors(path, tensors);
+  std::string m = testing::message_of([&] { load_model(path, heads_of(c)); });
+  EXPECT_NE(m.find("timm's DINOv3"), std::string::npos) << m;
+  EXPECT_NE(m.find("does not run yet"), std::string::npos) << m;
+  std::ofstream(dir / "config.json")
+      << R"({"architecture": "vit_small_patch16_dinov3", "pretrained_cfg": {}})";
+  m = testing::message_of([&] { load_model(path, heads_of(c)); });
+  EXPECT_NE(m.find("names 'vit_small_patch16_dinov3': timm's DINOv3"), std::string::npos) << m;
+  fs::remove_all(dir);
 }
 
 // At the families' own patch and resolutions: DINOv2 (patch 14) at its native 518 and at 224

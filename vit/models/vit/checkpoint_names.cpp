@@ -244,6 +244,17 @@ void infer_vit(InferredConfig& out, const TensorSet& ts, const InferHints& hints
   c.encoding = token_part.empty() ? (attn_part.empty() ? "none" : attn_part)
                                   : (attn_part.empty() ? token_part : token_part + "+" + attn_part);
   if (mixed) notes.push_back("RoPE-Mixed frequencies (rope.freqs, timm's Eva RoPE-ViT)");
+  if (!abs && !rel && !mixed && a.class_token && a.reg_tokens > 0 && !hints.encoding_given) {
+    // timm's DINOv3 (its Eva class with rope_type 'dinov3'): the RoPE on coordinates normalised
+    // to [-1, 1], computed in code, with channels rotated in halves. Run with another encoding
+    // it would give wrong features without a word.
+    throw std::runtime_error(
+        ts.path + ": a class token, " + std::to_string(a.reg_tokens) +
+        " register tokens and no position tensors: timm's DINOv3 (vit_*_patch16_dinov3, whose "
+        "RoPE on normalised coordinates is computed in code), which vitpe does not run yet; it "
+        "is refused rather than run with another position encoding (--encoding KIND runs it "
+        "with the one named, at your risk)");
+  }
   if (!abs && !rel && !mixed && !hints.encoding_given) {
     out.unsettled.push_back(
         {"the position encoding: the file has no position tensors, and timm's Eva RoPE-ViTs "
