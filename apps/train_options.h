@@ -22,7 +22,18 @@ struct TrainCli {
 };
 
 inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
-  cmd->add_option("--model", o.model, preset_help())->capture_default_str();
+  CLI::Option* model = cmd->add_option("--model", o.model, preset_help())->capture_default_str();
+  cmd->add_option("--init", o.init,
+                  "Fine-tune: start from this checkpoint (ours, timm, torchvision) instead of a "
+                  "fresh --model; a head for other classes, a new --encoding's parts and tables "
+                  "at another size are made new or resampled, and the start lists which")
+      ->check(CLI::ExistingFile)
+      ->excludes(model);
+  cmd->add_option("--init-heads", o.init_heads,
+                  "With --init of a timm ViT file: its attention heads (not stored in the file)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--init-preset", o.init_preset,
+                  "With --init of a foreign file: the preset naming its architecture");
   cmd->add_option("--set", o.overrides,
                   "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
   cmd->add_option("--dataset", o.data.name,

@@ -317,7 +317,13 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
   DialectMatch match;
   TensorMap tensors;
   if (ours) {
-    for (const auto& n : file.names()) tensors.emplace(n, file.get(n));
+    // A training run's last.safetensors also holds the optimizer's state ("optim.*", with the
+    // "vitpe.train" metadata): not the model's, and not read here.
+    const bool trainer_state = file.metadata().count("vitpe.train") > 0;
+    for (const auto& n : file.names()) {
+      if (trainer_state && starts_with(n, "optim.")) continue;
+      tensors.emplace(n, file.get(n));
+    }
   } else {
     match = recognise_checkpoint(file.names());
     out.format = match.dialect->name;

@@ -45,6 +45,11 @@ json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
   // Only recorded when off, so runs started before the option existed still resume.
   if (o.augment && !o.flip) j["flip"] = false;
   if (o.adaptive_threads) j["adaptive_threads"] = true;  // the same: recorded only when on
+  // The checkpoint a fine-tuning run started from: its path and its bytes' hash, so a resumption
+  // (or compare's reuse) from another file is refused.
+  if (!o.init.empty()) {
+    j["init"] = {{"file", utf8_safe(o.init)}, {"fnv1a64", file_fingerprint(o.init)}};
+  }
   return j;
 }
 

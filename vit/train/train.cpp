@@ -18,6 +18,7 @@
 #include "ops/ops.h"
 #include "ops/util.h"
 #include "vit/io/checkpoint.h"
+#include "vit/models/family.h"
 #include "vit/train/loader.h"
 #include "vit/train/optim.h"
 #include "vit/train/run_dir.h"
@@ -247,8 +248,33 @@ ModelConfig apply_overrides(const ModelConfig& config, const std::vector<std::st
   return c;
 }
 
-ModelConfig make_train_config(const TrainOptions& o, const Dataset& d) {
-  ModelConfig c = preset(o.model);
+namespace {
+
+LoadOptions init_load_options(const TrainOptions& o) {
+  LoadOptions l;
+  l.heads = o.init_heads;
+  l.preset = o.init_preset;
+  l.assume_defaults = o.init_assume_defaults;
+  return l;
+}
+
+std::unique_ptr<Model> load_init(const TrainOptions& o) {
+  try {
+    return load_model(o.init, init_load_options(o)).model;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("train --init: ") + e.what());
+  }
+}
+
+}  // namespace
+
+ModelConfig make_train_config(const TrainOptions& o, const Dataset& d, const Model* init) {
+  ModelConfig c = init ? init->config() : preset(o.model);
+  if (init && c.channels != d.channels()) {
+    throw std::invalid_argument("train --init " + o.init + ": the checkpoint's model takes " +
+                                std::to_string(c.channels) + "-channel images, the dataset has " +
+                                std::to_string(d.channels()) + " channels");
+  }
   if (!o.encoding.empty()) c.encoding = o.encoding;
   c = apply_overrides(c, o.overrides);
   c.img_rows = d.rows();
@@ -258,8 +284,87 @@ ModelConfig make_train_config(const TrainOptions& o, const Dataset& d) {
   c.labels = d.labels();
   c.preprocess.mean = d.mean();
   c.preprocess.std_dev = d.std_dev();
+  if (init && !o.encoding.empty() && c.encoding != init->config().encoding) c.label.clear();
   c.validate();
   return c;
+}
+
+std::string file_fingerprint(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw std::runtime_error(path + ": cannot be read");
+  uint64_t h = 0xcbf29ce484222325ull;
+  std::vector<unsigned char> buf(1 << 20);
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), f)) > 0;) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ buf[i]) * 0x100000001b3ull;
+  }
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) throw std::runtime_error(path + ": read error");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+InitReport init_from(Model& model, Model& source) {
+  const ModelConfig& to = model.config();
+  const ModelConfig& from = source.config();
+  const Grid grid{to.img_rows / to.patch, to.img_cols / to.patch};
+  const Grid old_grid{from.img_rows / from.patch, from.img_cols / from.patch};
+  std::map<std::string, Shape> before;
+  for (Param* p : source.params()) before[p->name] = p->value.shape();
+  if (grid != old_grid) {
+    Model::EncodingParts parts = source.encoding_parts();
+    if (parts.token) parts.token->resample(grid);
+    // Global attention (ViT) sees the whole grid; windowed models (Swin) keep their windows.
+    if (family_of(from).layout == AttentionLayout::global) {
+      for (AttentionEncoding* a : parts.attention) {
+        if (a) a->resample(grid);
+      }
+    }
+  }
+  std::map<std::string, Param*> src;
+  for (Param* p : source.params()) src[p->name] = p;
+  InitReport r;
+  for (Param* p : model.params()) {
+    auto it = src.find(p->name);
+    if (it == src.end()) {
+      r.fresh.push_back(p->name);
+      r.fresh_why.push_back("not in the checkpoint");
+      continue;
+    }
+    const Tensor& v = it->second->value;
+    if (v.shape() != p->value.shape()) {
+      r.fresh.push_back(p->name);
+      r.fresh_why.push_back("the checkpoint's is " + v.shape().str() + ", the model's " +
+                            p->value.shape().str());
+    } else {
+      std::memcpy(p->value.f32(), v.f32(), static_cast<size_t>(v.numel()) * sizeof(float));
+      (before.at(p->name) == v.shape() ? r.loaded : r.resampled).push_back(p->name);
+    }
+    src.erase(it);
+  }
+  for (const auto& [name, p] : src) r.dropped.push_back(name);
+  return r;
+}
+
+std::string init_report_text(const InitReport& r, const std::string& file) {
+  auto list = [](const std::vector<std::string>& names, size_t most) {
+    std::string s;
+    for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
+    if (names.size() > most) s += ", ... (" + std::to_string(names.size() - most) + " more)";
+    return s;
+  };
+  std::string s = "init from " + file + ": " + std::to_string(r.loaded.size()) +
+                  " tensors loaded, " + std::to_string(r.resampled.size()) + " resampled, " +
+                  std::to_string(r.fresh.size()) + " new, " + std::to_string(r.dropped.size()) +
+                  " dropped\n";
+  if (!r.resampled.empty()) s += "  resampled to the new grid: " + list(r.resampled, 8) + "\n";
+  for (size_t i = 0; i < r.fresh.size() && i < 12; ++i) {
+    s += "  new: " + r.fresh[i] + " (" + r.fresh_why[i] + ")\n";
+  }
+  if (r.fresh.size() > 12) s += "  new: ... (" + std::to_string(r.fresh.size() - 12) + " more)\n";
+  if (!r.dropped.empty()) s += "  dropped from the checkpoint: " + list(r.dropped, 12) + "\n";
+  return s;
 }
 
 // ---- training ----------------------------------------------------------------------------------
@@ -536,9 +641,15 @@ TrainResult train(const TrainOptions& options) {
   const Splits data = open_splits(o);
 
   TrainResult result;
-  result.config = make_train_config(o, *data.train);
+  std::unique_ptr<Model> init = o.init.empty() ? nullptr : load_init(o);
+  result.config = make_train_config(o, *data.train, init.get());
   result.model = make_model(result.config, o.seed);
   Model& model = *result.model;
+  if (init) {
+    const InitReport report = init_from(model, *init);
+    if (o.verbose) std::fprintf(stderr, "%s", init_report_text(report, o.init).c_str());
+    init.reset();
+  }
   result.params = model.num_params();
   AdamWOptions ao;
   ao.weight_decay = static_cast<float>(o.weight_decay);

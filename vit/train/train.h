@@ -92,6 +92,14 @@ struct TrainOptions {
   std::string model = "vit-fmnist";
   std::string encoding;
   std::vector<std::string> overrides;
+  // Fine-tuning: start from this checkpoint (ours, timm, torchvision; any family vitpe loads,
+  // read with init_heads etc. as `load_model` reads it) instead of a fresh `model`. Its config
+  // is the model's, with the encoding, overrides and the dataset's size, channels and classes
+  // applied; every tensor that still applies is loaded (init_from below says which).
+  std::string init;
+  int64_t init_heads = 0;       // for a timm ViT file: its heads (as --heads)
+  std::string init_preset;      // for a foreign file: the preset naming its architecture
+  bool init_assume_defaults = false;
 
   DatasetOptions data;     // the training split; test split = same with train = false
   int64_t test_limit = 0;  // samples of the test split (0 = all)
@@ -163,8 +171,27 @@ struct TrainResult {
 void allreduce_gradients(Communicator& comm, const std::vector<Param*>& params,
                          std::vector<float>& flat);
 
-// Builds the config of a run: preset + encoding + overrides + dataset geometry.
-ModelConfig make_train_config(const TrainOptions& options, const Dataset& train_data);
+// Builds the config of a run: preset (or the --init checkpoint's model) + encoding + overrides +
+// dataset geometry.
+ModelConfig make_train_config(const TrainOptions& options, const Dataset& train_data,
+                              const Model* init = nullptr);
+// FNV-1a (64 bits) of a file's bytes as 16 hex digits: how a run records its --init file.
+std::string file_fingerprint(const std::string& path);
+
+// What starting from a checkpoint did with each tensor, by name: loaded as it was, resampled to
+// the new grid (position tables at another image size), new (not in the checkpoint, or of
+// another shape: a head for other classes, a new encoding's parts), dropped (the checkpoint's
+// tensors the model has no place for: the old head, the old encoding's parts).
+struct InitReport {
+  std::vector<std::string> loaded, resampled, fresh, dropped;
+  std::vector<std::string> fresh_why;  // per fresh tensor: "not in the checkpoint", "shape ..."
+};
+// Copies into `model` (freshly built) every parameter of `source` with its name and shape;
+// `source`'s encoding parts are first resampled to `model`'s patch grid when it differs (so a
+// learned table at another image size is resampled, as evaluation at that size would).
+InitReport init_from(Model& model, Model& source);
+// The report as the few lines `train` prints at the start.
+std::string init_report_text(const InitReport& r, const std::string& file);
 
 // Trains (or resumes) a run. Throws with an actionable message on bad options or files.
 TrainResult train(const TrainOptions& options);

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -513,5 +515,105 @@ TEST(Progress, LineShowsPercentRateAndEta) {
   EXPECT_EQ(Progress::format_duration(3725), "1:02:05");
 }
 
+
+// ---- fine-tuning from a checkpoint (--init) ---------------------------------------------------
+
+std::map<std::string, Tensor> snapshot(Model& m) {
+  std::map<std::string, Tensor> out;
+  for (Param* p : m.params()) out[p->name] = p->value.clone();
+  return out;
+}
+
+void expect_bitwise(Model& m, const std::map<std::string, Tensor>& was,
+                    const std::vector<std::string>& names) {
+  std::map<std::string, Param*> by_name;
+  for (Param* p : m.params()) by_name[p->name] = p;
+  for (const std::string& n : names) {
+    const Tensor& a = by_name.at(n)->value;
+    const Tensor& b = was.at(n);
+    ASSERT_EQ(a.shape(), b.shape()) << n;
+    EXPECT_EQ(std::memcmp(a.f32(), b.f32(), a.numel() * sizeof(float)), 0) << n;
+  }
+}
+
+// A timm file with another class count: the head is new, every other tensor is the file's,
+// bit for bit.
+TEST(Init, ATimmFileWithOtherClassesKeepsEveryOtherTensorBitwise) {
+  LoadOptions lo;
+  lo.heads = 4;
+  LoadedModel src = load_model(std::string(VITPE_TEST_DATA) + "/vit_timm.safetensors", lo);
+  const auto was = snapshot(*src.model);
+  ModelConfig c = src.model->config();
+  c.classes = src.model->config().classes + 3;
+  c.labels.clear();
+  auto model = make_model(c, 3);
+  const InitReport r = init_from(*model, *src.model);
+  EXPECT_EQ(r.fresh, (std::vector<std::string>{"head.weight", "head.bias"}));
+  EXPECT_TRUE(r.dropped.empty());
+  EXPECT_TRUE(r.resampled.empty());
+  EXPECT_EQ(r.loaded.size() + 2, model->params().size());
+  expect_bitwise(*model, was, r.loaded);
+  const std::string text = init_report_text(r, "vit_timm.safetensors");
+  EXPECT_NE(text.find("2 new"), std::string::npos) << text;
+  EXPECT_NE(text.find("new: head.weight (the checkpoint's is [10, 64], the model's [13, 64])"),
+            std::string::npos)
+      << text;
+}
+
+// Another encoding keeps every other tensor bitwise (the old table dropped, the new parts new);
+// another image size resamples the learned table to the new grid.
+TEST(Init, AnEncodingSwapKeepsTheRestAndANewSizeResamplesTheTable) {
+  LoadOptions lo;
+  lo.heads = 4;
+  const std::string file = std::string(VITPE_TEST_DATA) + "/vit_timm.safetensors";
+  LoadedModel src = load_model(file, lo);
+  const auto was = snapshot(*src.model);
+  ModelConfig c = src.model->config();
+  c.encoding = "rope-mixed";
+  auto swapped = make_model(c, 3);
+  const InitReport r = init_from(*swapped, *src.model);
+  EXPECT_EQ(r.dropped, (std::vector<std::string>{"pos_embed"}));
+  ASSERT_FALSE(r.fresh.empty());
+  for (const std::string& n : r.fresh) EXPECT_NE(n.find("rope.freqs"), std::string::npos) << n;
+  EXPECT_EQ(r.loaded.size() + r.fresh.size(), swapped->params().size());
+  expect_bitwise(*swapped, was, r.loaded);
+
+  LoadedModel src2 = load_model(file, lo);
+  ModelConfig big = src2.model->config();
+  big.img_rows = big.img_rows * 3 / 2;  // a taller grid
+  auto resized = make_model(big, 3);
+  const InitReport r2 = init_from(*resized, *src2.model);
+  EXPECT_EQ(r2.resampled, (std::vector<std::string>{"pos_embed"}));
+  EXPECT_TRUE(r2.fresh.empty());
+  EXPECT_TRUE(r2.dropped.empty());
+}
+
+// train --init: the run starts from the file and records it; resuming with another file is
+// refused, naming it; a checkpoint for other channels is refused before training.
+TEST(Init, TrainStartsFromTheFileAndResumeRefusesAnother) {
+  const fs::path dir = temp_dir("init");
+  TrainOptions o = tiny_options();
+  o.epochs = 1;
+  o.out = (dir / "first").string();
+  train(o);
+  TrainOptions f = tiny_options();
+  f.init = (dir / "first" / "best.safetensors").string();
+  f.encoding.clear();
+  f.overrides.clear();
+  f.epochs = 2;
+  f.stop_after_epochs = 1;
+  f.out = (dir / "tuned").string();
+  const TrainResult r = train(f);
+  EXPECT_EQ(r.history.size(), 1u);
+  const std::string state = SafeTensorsFile::open((dir / "tuned" / "last.safetensors").string())
+                                .metadata()
+                                .at("vitpe.train");
+  EXPECT_NE(state.find(file_fingerprint(f.init)), std::string::npos) << state;
+  f.resume = true;
+  f.init = (dir / "first" / "last.safetensors").string();
+  const std::string m = testing::message_of([&] { train(f); });
+  EXPECT_NE(m.find("init (run: "), std::string::npos) << m;
+  fs::remove_all(dir);
+}
 }  // namespace
 }  // namespace vitpe
