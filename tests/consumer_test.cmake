@@ -105,6 +105,26 @@ endfunction()
 # ---- 1. install ---------------------------------------------------------------------------------
 set(prefix ${WORK_DIR}/prefix)
 vitpe_run("cmake --install" ${CMAKE_COMMAND} --install ${VITPE_BINARY_DIR} --prefix ${prefix})
+# The Python module, when the build made one: installed in the prefix's dist-packages, imported
+# from there (its library found through its RPATH), its version the library's.
+file(GLOB built_module ${VITPE_BINARY_DIR}/python/vitpe/_vitpe*.so)
+if(built_module)
+  file(GLOB installed_module ${prefix}/lib/python3*/dist-packages/vitpe/_vitpe*.so)
+  if(NOT installed_module)
+    message(FATAL_ERROR "the build has the Python module, the install has none under "
+      "${prefix}/lib/python3*/dist-packages/vitpe")
+  endif()
+  get_filename_component(site ${installed_module} DIRECTORY)
+  get_filename_component(site ${site} DIRECTORY)
+  # (No semicolons in the script: CMake would split the argument there.)
+  vitpe_run("importing the installed Python module" ${CMAKE_COMMAND} -E env PYTHONPATH=${site}
+    python3 -c "import vitpe\nprint(vitpe.__file__)\nprint(vitpe.__version__, end='')")
+  vitpe_expect("${output}" "${site}/vitpe/__init__.py" "the module must import from the prefix")
+  string(REGEX REPLACE ".*\n" "" module_version "${output}")
+  vitpe_run("the installed vitpe --version" ${prefix}/bin/vitpe --version)
+  vitpe_expect("${output}" "${module_version}"
+    "the installed module must report the installed library's version")
+endif()
 file(GLOB_RECURSE pc_files ${prefix}/*/vitpe.pc)
 if(NOT pc_files)
   message(FATAL_ERROR "the install has no vitpe.pc")

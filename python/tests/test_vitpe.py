@@ -1,0 +1,130 @@
+"""The Python module against the library's goldens and its own command: forward parity with
+timm's logits, classify equal to `vitpe classify --json`, embed equal to the features pass, and
+every error path (wrong dtype, shape, layout, missing file, bad image) as a Python exception
+with the library's message. Run by ctest (python_module) with PYTHONPATH at build/python."""
+import json
+import os
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import vitpe
+
+DATA = os.environ.get("VITPE_TEST_DATA", os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data"))
+BINARY = os.environ.get("VITPE_BINARY_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+SOURCE = os.environ.get("VITPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUNDLED = os.path.join(SOURCE, "models", "vit-fmnist.safetensors")
+IMAGES = [os.path.join(DATA, "images", n) for n in ("gray_40x52.png", "rgb_20x14.png")]
+
+
+def read_safetensors(path):
+    """A safetensors file's F32 and BF16 tensors as float32 numpy arrays (no extra package)."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = t["data_offsets"]
+        blob = raw[8 + n + begin:8 + n + end]
+        if t["dtype"] == "F32":
+            a = np.frombuffer(blob, dtype="<f4")
+        elif t["dtype"] == "BF16":
+            a = (np.frombuffer(blob, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            continue
+        out[name] = a.reshape(t["shape"]).astype(np.float32)
+    return out
+
+
+def test_version_is_the_commands():
+    out = subprocess.run([os.path.join(BINARY, "vitpe"), "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert vitpe.version() in out
+    assert vitpe.__version__ == vitpe.version()
+
+
+def test_forward_matches_timms_logits_at_two_sizes():
+    model = vitpe.load(os.path.join(DATA, "vit_timm.safetensors"), heads=4)
+    assert model.format == "timm ViT"
+    assert model.config["encoding"] == "learned1d"
+    io = read_safetensors(os.path.join(DATA, "vit_timm_io.safetensors"))
+    for x, want in (("input", "logits"), ("input_48x48", "logits_48x48")):
+        got = model.forward(np.ascontiguousarray(io[x]))
+        np.testing.assert_allclose(got, io[want], rtol=1e-4, atol=1e-5)
+
+
+def test_features_are_one_pass_of_tokens_pooled_and_logits():
+    model = vitpe.load(BUNDLED)
+    x = np.stack([model.preprocess(p) for p in IMAGES])
+    f = model.features(x)
+    assert f["tokens"].shape == (2, 49, 128) and f["prefix"] == 0 and f["grid"] == (7, 7)
+    assert f["pooled"].shape == (2, 128)
+    np.testing.assert_allclose(f["logits"], model.forward(x), rtol=1e-5, atol=1e-6)
+
+
+def test_classify_equals_the_commands_json():
+    clf = vitpe.Classifier(BUNDLED)
+    got = clf.classify(IMAGES, k=3)
+    out = subprocess.run([os.path.join(BINARY, "vitpe"), "classify", "--json", "--topk", "3",
+                          "--model", BUNDLED] + IMAGES, capture_output=True, text=True,
+                         check=True).stdout
+    want = json.loads(out)
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        assert [p["index"] for p in g] == [p["index"] for p in w["top"]]
+        assert [p["label"] for p in g] == [p["label"] for p in w["top"]]
+        np.testing.assert_allclose([p["probability"] for p in g],
+                                   [p["probability"] for p in w["top"]], rtol=1e-5)
+    # One image (not a list) gives one list of predictions; an array in RGB order too.
+    one = clf.classify(IMAGES[1], k=1)
+    assert one[0]["label"] == got[1][0]["label"]
+
+
+def test_embed_gives_the_pooled_features_and_unit_rows():
+    clf = vitpe.Classifier(BUNDLED)
+    e = clf.embed(IMAGES)
+    model = vitpe.load(BUNDLED)
+    x = np.stack([model.preprocess(p) for p in IMAGES])
+    np.testing.assert_allclose(e, model.features(x)["pooled"], rtol=1e-5, atol=1e-6)
+    u = clf.embed(IMAGES, normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(u, axis=1), 1.0, rtol=1e-5)
+
+
+def test_arrays_in_rgb_order_equal_the_files():
+    clf = vitpe.Classifier("vit-fmnist")
+    rgb = np.zeros((30, 20, 3), dtype=np.uint8)
+    rgb[:, :10, 0] = 255  # red left half
+    bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+    np.testing.assert_allclose(clf.embed(rgb), clf.embed(bgr, bgr=True), rtol=1e-6)
+
+
+def test_bad_inputs_are_python_errors_with_the_librarys_message():
+    model = vitpe.load("vit-fmnist")
+    with pytest.raises(ValueError, match=r"expected a C-contiguous float32 array \[B, 1, H, W\].*float64"):
+        model.forward(np.zeros((1, 1, 28, 28)))
+    with pytest.raises(ValueError, match=r"found float32 array of shape \(1, 3, 28, 28\)"):
+        model.forward(np.zeros((1, 3, 28, 28), dtype=np.float32))
+    with pytest.raises(ValueError, match="non-contiguous"):
+        model.forward(np.zeros((1, 1, 28, 56), dtype=np.float32)[:, :, :, ::2])
+    with pytest.raises(RuntimeError, match="missing.safetensors"):
+        vitpe.load("/nonexistent/missing.safetensors")
+    with pytest.raises(RuntimeError, match="neither a checkpoint file nor a preset"):
+        vitpe.load("vit_no_such_model")
+    clf = vitpe.Classifier("vit-fmnist")
+    with pytest.raises(RuntimeError, match="nonexistent.png"):
+        clf.classify("/nonexistent.png")
+    with pytest.raises(ValueError, match="expected a C-contiguous uint8 array"):
+        clf.classify(np.zeros((4, 4), dtype=np.float32))
+    with pytest.raises(ValueError, match="expected a file path or a numpy uint8 array"):
+        clf.classify(42)
+
+
+def test_the_encodings_registry():
+    kinds = {k["name"]: k for k in vitpe.encodings()}
+    assert {"none", "learned1d", "sincos2d", "relbias", "rope-mixed", "alibi2d"} <= set(kinds)
+    assert kinds["relbias"]["site"] == "attention"
+    assert kinds["learned1d"]["site"] == "token"
