@@ -1,7 +1,11 @@
 // `vitpe classify --model CHECKPOINT_OR_PRESET [--labels FILE] [--topk 5] [--json]
-// [--device cpu|cuda] IMAGES...`: top-k classes per image, with timm's evaluation preprocessing,
-// in batches. An unreadable image gets an error naming it; the others are still classified; the
-// exit code is 1 when any image failed. --device cuda runs the model on the GPU
+// [--results-file FILE [--results-format csv|json]] [--device cpu|cuda] IMAGES|FOLDERS...`: top-k
+// classes per image, with timm's evaluation preprocessing, in batches (decoded and preprocessed in
+// parallel); a folder stands for its image files, recursively, sorted by path. An unreadable image
+// gets an error naming it; the others are still classified; the exit code is 1 when any image
+// failed. --results-file writes one row per image as timm's inference.py does (path, then the
+// top-k indices, labels and probabilities; a failed image's row names its error), whole or not at
+// all, with a progress bar on stderr. --device cuda runs the model on the GPU
 // (vit/models/cuda_model.h; precision f32 or bf16) and fails with a message without one.
 // Paths and labels come from outside: JSON gets them with the bytes that are not UTF-8 written
 // \xNN (utf8_safe), text output with control characters escaped too (printable).
@@ -12,7 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.h"
+#include "apps/image_inputs.h"
 #include "apps/model_options.h"
+#include "ops/files.h"
+#include "vit/train/train.h"
 #include "ops/adaptive_threads.h"
 #include "ops/util.h"
 #include "vit/io/classifier.h"
@@ -27,11 +34,74 @@ struct ClassifyOptions : ModelOptions {
   int topk = 5;
   int batch = 16;
   bool json = false;
+  std::string results_file, results_format;
+  bool no_progress = false, overwrite = false;
   std::string device = "cpu";
   bool fixed_threads = false;
 };
 
+// csv or json: --results-format, else the file's extension.
+std::string results_format(const ClassifyOptions& o) {
+  if (!o.results_format.empty()) return o.results_format;
+  std::string e = std::filesystem::path(o.results_file).extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (e == ".csv") return "csv";
+  if (e == ".json") return "json";
+  throw ExitError{2, "--results-file " + printable(o.results_file) +
+                         ": expected a .csv or .json file, or --results-format csv|json"};
+}
+
+std::string csv_cell(const std::string& text) {
+  const std::string safe = utf8_safe(text);
+  if (safe.find_first_of(",\"\n\r") == std::string::npos) return safe;
+  std::string q = "\"";
+  for (char c : safe) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// timm's inference.py table: image, then top-k indices, labels and probabilities; an error column
+// for the images that failed.
+std::string results_csv(const nlohmann::json& results, int k) {
+  std::string out = "image";
+  for (int i = 1; i <= k; ++i) {
+    out += ",index_" + std::to_string(i) + ",label_" + std::to_string(i) + ",prob_" +
+           std::to_string(i);
+  }
+  out += ",error\n";
+  char buf[32];
+  for (const nlohmann::json& r : results) {
+    out += csv_cell(r["image"].get<std::string>());
+    const size_t n = r.contains("top") ? r["top"].size() : 0;
+    for (int i = 0; i < k; ++i) {
+      if (static_cast<size_t>(i) < n) {
+        const nlohmann::json& t = r["top"][i];
+        std::snprintf(buf, sizeof buf, "%.6g", t["probability"].get<double>());
+        out += "," + std::to_string(t["index"].get<int64_t>()) + "," +
+               csv_cell(t["label"].get<std::string>()) + "," + buf;
+      } else {
+        out += ",,,";
+      }
+    }
+    out += "," + (r.contains("error") ? csv_cell(r["error"].get<std::string>()) : "") + "\n";
+  }
+  return out;
+}
+
 void run_classify(const ClassifyOptions& o) {
+  const std::string format = o.results_file.empty() ? "" : results_format(o);
+  if (!o.results_file.empty()) {
+    const std::filesystem::path dir = std::filesystem::path(o.results_file).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+      throw ExitError{2, "--results-file " + printable(o.results_file) + ": the folder " +
+                             printable(dir.string()) + " does not exist"};
+    }
+    if (std::filesystem::exists(o.results_file, ec) && !o.overwrite) {
+      throw ExitError{2, "--results-file " + printable(o.results_file) +
+                             ": exists already (kept; pass --overwrite to replace it)"};
+    }
+  }
+  const std::vector<std::string> images = image_inputs(o.images);
   LoadedModel loaded = load_model(o.model, o.load_options());
   Model& model = *loaded.model;
   const Precision precision = parse_precision(o.precision);
@@ -64,9 +134,12 @@ void run_classify(const ClassifyOptions& o) {
   AdaptiveThreads adaptive(!o.fixed_threads && adaptive_threads_default());
   nlohmann::json results = nlohmann::json::array();
   int failures = 0;
-  for (size_t start = 0; start < o.images.size(); start += o.batch) {
-    const size_t end = std::min(o.images.size(), start + o.batch);
-    std::vector<std::string> paths(o.images.begin() + start, o.images.begin() + end);
+  Progress progress("classify", static_cast<int64_t>(images.size()), stderr,
+                    !o.results_file.empty() && !o.no_progress);
+  const double start = monotonic_seconds();
+  for (size_t start = 0; start < images.size(); start += o.batch) {
+    const size_t end = std::min(images.size(), start + o.batch);
+    std::vector<std::string> paths(images.begin() + start, images.begin() + end);
     std::vector<std::string> errors;
     Tensor x = preprocess_files(paths, pre, &errors);
     const Tensor* out = nullptr;
@@ -113,10 +186,18 @@ void run_classify(const ClassifyOptions& o) {
       }
       results.push_back(r);
     }
+    const double elapsed = monotonic_seconds() - start;
+    progress.update(static_cast<int64_t>(end), "", elapsed > 0 ? end / elapsed : 0);
+  }
+  if (!o.results_file.empty()) {
+    const double elapsed = monotonic_seconds() - start;
+    progress.finish("", elapsed > 0 ? images.size() / elapsed : 0);
+    write_file_atomic(o.results_file,
+                      format == "csv" ? results_csv(results, o.topk) : results.dump(2) + "\n");
   }
   if (o.json) std::printf("%s\n", results.dump(2).c_str());
   if (failures) {
-    throw ExitError{1, std::to_string(failures) + " of " + std::to_string(o.images.size()) +
+    throw ExitError{1, std::to_string(failures) + " of " + std::to_string(images.size()) +
                            " images could not be classified"};
   }
 }
@@ -125,7 +206,9 @@ void setup(CLI::App& root) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = root.add_subcommand("classify", "Classify images: top-k classes per image");
   cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")->required();
-  cmd->add_option("images", o->images, "Image files: PNG, JPEG, BMP, WebP, TIFF or PNM")
+  cmd->add_option("images", o->images,
+                  "Image files (PNG, JPEG, BMP, WebP, TIFF or PNM), or folders of them "
+                  "(recursively, sorted by path)")
       ->required();
   // A whole number from 1; more than the model's classes prints them all.
   cmd->add_option("--topk,-k", o->topk, "Classes to print per image")
@@ -141,6 +224,14 @@ void setup(CLI::App& root) {
           "a whole number from 1 to the class count"));
   cmd->add_option("--batch", o->batch, "Images per forward pass")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print JSON instead of text");
+  cmd->add_option("--results-file", o->results_file,
+                  "Also write one row per image (path, top-k indices, labels, probabilities; "
+                  "errors) to this file, as timm's inference.py");
+  cmd->add_flag("--overwrite", o->overwrite, "Replace --results-file when it exists");
+  cmd->add_option("--results-format", o->results_format,
+                  "csv or json (default: the results file's extension)")
+      ->check(CLI::IsMember({"csv", "json"}));
+  cmd->add_flag("--no-progress", o->no_progress, "No progress bar with --results-file");
   cmd->add_flag("--fixed-threads", o->fixed_threads,
                 "Run every batch on all the threads; by default a batch runs on fewer when that "
                 "is faster on a busy machine (VITPE_ADAPTIVE_THREADS=0 makes fixed the default)");

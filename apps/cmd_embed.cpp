@@ -4,7 +4,7 @@
 // preprocessing, in batches, with a progress bar. FILE by its extension: .safetensors (tensor
 // "features" [N, D] f32, the images' paths in the metadata "images" as a JSON list), .npy ([N, D]
 // float32) or .csv (one row per image: its path, then D values; for small sets). Rows follow the
-// images in the order given (a folder: its image files sorted by name, not recursing). Nothing is
+// images in the order given (a folder: its image files, recursively, sorted by path). Nothing is
 // written unless every image embeds: an unreadable image, an empty folder or a bad --out is an
 // error naming it, and an existing FILE is kept unless --overwrite; the file is written whole
 // (a temporary file renamed) or not at all.
@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/command.h"
+#include "apps/image_inputs.h"
 #include "apps/model_options.h"
 #include "ops/files.h"
 #include "ops/util.h"
@@ -70,34 +71,6 @@ void check_out(const EmbedOptions& o) {
   }
 }
 
-// The image paths: files as given, folders expanded to their image files sorted by name.
-std::vector<std::string> image_paths(const std::vector<std::string>& inputs) {
-  std::vector<std::string> out;
-  for (const std::string& in : inputs) {
-    std::error_code ec;
-    if (!fs::is_directory(in, ec)) {
-      out.push_back(in);  // read_image says what is wrong with it
-      continue;
-    }
-    std::vector<std::string> found;
-    for (const auto& e : fs::directory_iterator(in, ec)) {
-      if (e.is_regular_file(ec) && has_image_extension(e.path().string())) {
-        found.push_back(e.path().string());
-      }
-    }
-    if (ec) {
-      throw ExitError{1, printable(in) + ": cannot list the folder: " + ec.message()};
-    }
-    if (found.empty()) {
-      throw ExitError{1, printable(in) + ": the folder holds no image files (expected " +
-                             image_extensions_text() + ")"};
-    }
-    std::sort(found.begin(), found.end());
-    out.insert(out.end(), found.begin(), found.end());
-  }
-  return out;
-}
-
 std::string npy_bytes(const std::vector<float>& data, int64_t rows, int64_t cols) {
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
                        std::to_string(rows) + ", " + std::to_string(cols) + "), }";
@@ -127,7 +100,7 @@ std::string csv_field(const std::string& text) {
 
 void run_embed(const EmbedOptions& o) {
   check_out(o);
-  const std::vector<std::string> paths = image_paths(o.inputs);
+  const std::vector<std::string> paths = image_inputs(o.inputs);
   LoadedModel loaded = load_model(o.model, o.load_options());
   Model& model = *loaded.model;
   model.set_precision(parse_precision(o.precision));
@@ -208,7 +181,7 @@ void setup(CLI::App& root) {
                ".csv file");
   cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")->required();
   cmd->add_option("images", o->inputs,
-                  "Image files, or folders (their image files, sorted by name)")
+                  "Image files, or folders (their image files, recursively, sorted by path)")
       ->required();
   cmd->add_option("--out,-o", o->out,
                   "Output file: .safetensors (features [N, D] + the paths), .npy or .csv")
