@@ -115,8 +115,27 @@ int64_t count_correct(const Tensor& logits, const std::vector<int32_t>& labels) 
 
 }  // namespace
 
+namespace {
+
+// Entries of the batch whose target is among the 5 highest of its row (ties counted against it).
+int64_t count_top5(const Tensor& logits, const std::vector<int32_t>& targets) {
+  const int64_t C = logits.size(1);
+  int64_t hits = 0;
+  for (size_t b = 0; b < targets.size(); ++b) {
+    const float* row = logits.f32() + static_cast<int64_t>(b) * C;
+    const float t = row[targets[b]];
+    int64_t above = 0;
+    for (int64_t j = 0; j < C; ++j) above += row[j] > t;
+    hits += above < 5;
+  }
+  return hits;
+}
+
+}  // namespace
+
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progress,
-                    const std::string& label, Communicator* comm, bool adaptive_threads) {
+                    const std::string& label, Communicator* comm, bool adaptive_threads,
+                    const EvalLabels* remap) {
   // The same logits, hence loss and accuracy, on any thread count.
   const FixedWorkSplit fixed;
   AdaptiveThreads adaptive(adaptive_threads);
@@ -130,10 +149,19 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
   Loader loader(data, lo);
   loader.start_epoch(0);
   Progress bar(label, loader.batches_per_epoch(), stderr, progress);
-  Tensor images, probs;
+  Tensor images, probs, scored;
   std::vector<int32_t> labels;
   double loss_sum = 0;
-  int64_t correct = 0, count = 0, done = 0;
+  int64_t correct = 0, top5 = 0, count = 0, done = 0;
+  // With a class map or valid labels: the model class each dataset class is, and its column among
+  // the scored logits.
+  std::vector<int64_t> column_of_model_class;
+  if (remap && !remap->valid.empty()) {
+    column_of_model_class.assign(static_cast<size_t>(model.config().classes), -1);
+    for (size_t j = 0; j < remap->valid.size(); ++j) {
+      column_of_model_class[static_cast<size_t>(remap->valid[j])] = static_cast<int64_t>(j);
+    }
+  }
   const double t0 = monotonic_seconds();
   char text[64];
   if (data.size() == 0) {
@@ -146,7 +174,28 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
       AdaptiveThreads::Call call(adaptive, static_cast<uint64_t>(images.size(0)));
       out = &model.forward(images, false);
     }
-    const Tensor& logits = *out;
+    const Tensor* all = out;
+    if (remap) {
+      for (int32_t& l : labels) {
+        const int64_t m =
+            remap->model_class.empty() ? l : remap->model_class[static_cast<size_t>(l)];
+        l = static_cast<int32_t>(column_of_model_class.empty()
+                                     ? m
+                                     : column_of_model_class[static_cast<size_t>(m)]);
+      }
+      if (!remap->valid.empty()) {
+        const int64_t rows = out->size(0), C = out->size(1);
+        const auto V = static_cast<int64_t>(remap->valid.size());
+        if (!scored.defined() || scored.size(0) != rows) scored = Tensor::empty({rows, V});
+        for (int64_t b = 0; b < rows; ++b) {
+          for (int64_t j = 0; j < V; ++j) {
+            scored.f32()[b * V + j] = out->f32()[b * C + remap->valid[static_cast<size_t>(j)]];
+          }
+        }
+        all = &scored;
+      }
+    }
+    const Tensor& logits = *all;
     if (!probs.defined() || probs.shape() != logits.shape()) probs = Tensor::empty(logits.shape());
     const auto B = static_cast<int64_t>(labels.size());
     const float loss = cross_entropy_forward(probs, logits, labels.data(), 0.0f);
@@ -158,22 +207,26 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
     }
     loss_sum += loss * static_cast<double>(B);
     correct += count_correct(logits, labels);
+    top5 += count_top5(logits, labels);
     count += B;
     ++done;
     std::snprintf(text, sizeof text, "acc %.2f%%", 100.0 * correct / count);
     bar.update(done, text, count / std::max(1e-9, monotonic_seconds() - t0));
   }
   if (ranks.size() > 1) {
-    double totals[3] = {loss_sum, static_cast<double>(correct), static_cast<double>(count)};
-    ranks.allreduce_sum(totals, 3);
+    double totals[4] = {loss_sum, static_cast<double>(correct), static_cast<double>(count),
+                        static_cast<double>(top5)};
+    ranks.allreduce_sum(totals, 4);
     loss_sum = totals[0];
     correct = static_cast<int64_t>(totals[1]);
     count = static_cast<int64_t>(totals[2]);
+    top5 = static_cast<int64_t>(totals[3]);
   }
   EvalResult r;
   r.count = count;
   r.loss = count ? loss_sum / count : 0;
   r.accuracy = count ? static_cast<double>(correct) / count : 0;
+  r.top5 = count ? static_cast<double>(top5) / count : 0;
   r.seconds = monotonic_seconds() - t0;
   std::snprintf(text, sizeof text, "acc %.2f%%", 100.0 * r.accuracy);
   bar.finish(text, count / std::max(1e-9, r.seconds));

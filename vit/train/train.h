@@ -71,7 +71,8 @@ class Progress {
 
 struct EvalResult {
   double loss = 0;      // mean cross entropy (no smoothing)
-  double accuracy = 0;  // in [0, 1]
+  double accuracy = 0;  // in [0, 1]: top-1
+  double top5 = 0;      // in [0, 1]: the target among the 5 highest logits (all, below 5 classes)
   int64_t count = 0;
   double seconds = 0;
 };
@@ -80,9 +81,16 @@ struct EvalResult {
 // ranks (a collective: every rank calls it), each rank evaluates its part of every batch and
 // the totals are summed, so every rank returns the result of the whole set. adaptive_threads:
 // batches run on fewer threads while fewer are faster (TrainOptions::adaptive_threads).
+// How a dataset's classes meet the model's (timm's --class-map and --valid-labels): dataset
+// class i is model class model_class[i] (empty: i itself), and only the model classes in `valid`
+// are scored (empty: all), as if the model had those outputs alone.
+struct EvalLabels {
+  std::vector<int64_t> model_class;
+  std::vector<int64_t> valid;
+};
 EvalResult evaluate(Model& model, const Dataset& data, int64_t batch = 256, bool progress = false,
                     const std::string& label = "eval", Communicator* comm = nullptr,
-                    bool adaptive_threads = false);
+                    bool adaptive_threads = false, const EvalLabels* labels = nullptr);
 
 // ---- training ----------------------------------------------------------------------------------
 
