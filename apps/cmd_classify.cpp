@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "apps/command.h"
 #include "apps/image_inputs.h"
@@ -36,6 +37,8 @@ struct ClassifyOptions : ModelOptions {
   bool json = false;
   std::string results_file, results_format;
   bool no_progress = false, overwrite = false;
+  std::string video;
+  int64_t every = 1, max_frames = 0;
   std::string device = "cpu";
   bool fixed_threads = false;
 };
@@ -101,7 +104,26 @@ void run_classify(const ClassifyOptions& o) {
                              ": exists already (kept; pass --overwrite to replace it)"};
     }
   }
-  const std::vector<std::string> images = image_inputs(o.images);
+  if (o.video.empty() == o.images.empty()) {
+    throw ExitError{2, o.video.empty() ? "classify: give images or folders, or --video SOURCE"
+                                       : "classify: --video reads frames instead of images: "
+                                         "give one or the other"};
+  }
+  const std::vector<std::string> images = o.video.empty() ? image_inputs(o.images)
+                                                          : std::vector<std::string>{};
+  // A video file, or a camera by its number (OpenCV's VideoCapture).
+  cv::VideoCapture video;
+  if (!o.video.empty()) {
+    const bool device = !o.video.empty() && is_digits(o.video);
+    const bool opened = device ? video.open(std::stoi(o.video)) : video.open(o.video);
+    if (!opened || !video.isOpened()) {
+      throw ExitError{1, "--video " + printable(o.video) + ": cannot be opened (" +
+                             (device ? "no camera of that number" : "a missing file, or a format "
+                                                                   "OpenCV's video backends cannot "
+                                                                   "read") +
+                             ")"};
+    }
+  }
   LoadedModel loaded = load_model(o.model, o.load_options());
   Model& model = *loaded.model;
   const Precision precision = parse_precision(o.precision);
@@ -135,13 +157,58 @@ void run_classify(const ClassifyOptions& o) {
   nlohmann::json results = nlohmann::json::array();
   int failures = 0;
   Progress progress("classify", static_cast<int64_t>(images.size()), stderr,
-                    !o.results_file.empty() && !o.no_progress);
-  const double start = monotonic_seconds();
-  for (size_t start = 0; start < images.size(); start += o.batch) {
-    const size_t end = std::min(images.size(), start + o.batch);
-    std::vector<std::string> paths(images.begin() + start, images.begin() + end);
-    std::vector<std::string> errors;
-    Tensor x = preprocess_files(paths, pre, &errors);
+                    !o.results_file.empty() && !o.no_progress && o.video.empty());
+  const double t0 = monotonic_seconds();
+  size_t next = 0;
+  int64_t frame = 0, frames_read = 0;
+  const double fps = o.video.empty() ? 0 : video.get(cv::CAP_PROP_FPS);
+  // The next batch: image paths, or every --every'th video frame; its names, input and errors.
+  auto next_batch = [&](std::vector<std::string>& paths, Tensor& x,
+                        std::vector<std::string>& errors) {
+    paths.clear();
+    errors.clear();
+    if (o.video.empty()) {
+      if (next >= images.size()) return false;
+      const size_t end = std::min(images.size(), next + o.batch);
+      paths.assign(images.begin() + next, images.begin() + end);
+      next = end;
+      x = preprocess_files(paths, pre, &errors);
+      return true;
+    }
+    std::vector<cv::Mat> frames;
+    cv::Mat f;
+    while (static_cast<int64_t>(frames.size()) < o.batch &&
+           (o.max_frames == 0 || frames_read < o.max_frames) && video.read(f)) {
+      if (frame++ % o.every != 0) continue;
+      ++frames_read;
+      char name[96];
+      if (fps > 0) {
+        std::snprintf(name, sizeof name, "frame %lld (%.3f s)", static_cast<long long>(frame - 1),
+                      (frame - 1) / fps);
+      } else {
+        std::snprintf(name, sizeof name, "frame %lld", static_cast<long long>(frame - 1));
+      }
+      paths.push_back(name);
+      frames.push_back(f.clone());
+    }
+    if (frames.empty()) return false;
+    x = Tensor::empty({static_cast<int64_t>(frames.size()), pre.channels, pre.rows, pre.cols});
+    const size_t per = static_cast<size_t>(pre.channels) * pre.rows * pre.cols;
+    errors.assign(frames.size(), "");
+    for (size_t i = 0; i < frames.size(); ++i) {
+      try {
+        preprocess_into(to_uint8_channels(frames[i], pre.channels, paths[i]), pre,
+                        x.f32() + i * per);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+    return true;
+  };
+  std::vector<std::string> paths, errors;
+  Tensor x;
+  int64_t done = 0;
+  while (next_batch(paths, x, errors)) {
     const Tensor* out = nullptr;
     if (gpu) {
       out = &gpu->forward(x);
@@ -152,7 +219,7 @@ void run_classify(const ClassifyOptions& o) {
     const Tensor& logits = *out;
     for (size_t i = 0; i < paths.size(); ++i) {
       nlohmann::json r;
-      r["image"] = utf8_safe(paths[i]);
+      r["image"] = utf8_safe(o.video.empty() ? paths[i] : o.video + " " + paths[i]);
       if (!is_utf8(paths[i])) {
         r["note"] = "the path is not valid UTF-8: its other bytes are written \\xNN";
       }
@@ -186,19 +253,23 @@ void run_classify(const ClassifyOptions& o) {
       }
       results.push_back(r);
     }
-    const double elapsed = monotonic_seconds() - start;
-    progress.update(static_cast<int64_t>(end), "", elapsed > 0 ? end / elapsed : 0);
+    done += static_cast<int64_t>(paths.size());
+    const double elapsed = monotonic_seconds() - t0;
+    progress.update(done, "", elapsed > 0 ? done / elapsed : 0);
+  }
+  if (!o.video.empty() && done == 0) {
+    throw ExitError{1, "--video " + printable(o.video) + ": no frame could be read"};
   }
   if (!o.results_file.empty()) {
-    const double elapsed = monotonic_seconds() - start;
-    progress.finish("", elapsed > 0 ? images.size() / elapsed : 0);
+    const double elapsed = monotonic_seconds() - t0;
+    progress.finish("", elapsed > 0 ? done / elapsed : 0);
     write_file_atomic(o.results_file,
                       format == "csv" ? results_csv(results, o.topk) : results.dump(2) + "\n");
   }
   if (o.json) std::printf("%s\n", results.dump(2).c_str());
   if (failures) {
-    throw ExitError{1, std::to_string(failures) + " of " + std::to_string(images.size()) +
-                           " images could not be classified"};
+    throw ExitError{1, std::to_string(failures) + " of " + std::to_string(done) +
+                           (o.video.empty() ? " images" : " frames") + " could not be classified"};
   }
 }
 
@@ -208,8 +279,15 @@ void setup(CLI::App& root) {
   cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")->required();
   cmd->add_option("images", o->images,
                   "Image files (PNG, JPEG, BMP, WebP, TIFF or PNM), or folders of them "
-                  "(recursively, sorted by path)")
-      ->required();
+                  "(recursively, sorted by path)");
+  cmd->add_option("--video", o->video,
+                  "Classify a video's frames instead: a file, or a camera's number (0: the first)");
+  cmd->add_option("--every", o->every, "With --video: every N-th frame")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-frames", o->max_frames,
+                  "With --video: stop after this many classified frames (0: the whole video)")
+      ->check(CLI::NonNegativeNumber);
   // A whole number from 1; more than the model's classes prints them all.
   cmd->add_option("--topk,-k", o->topk, "Classes to print per image")
       ->check(CLI::Validator(

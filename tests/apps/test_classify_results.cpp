@@ -8,6 +8,9 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -163,6 +166,55 @@ TEST(EvalLabels, ValidLabelsOnAFolderEqualTheHandComputedAccuracy) {
             " --class-map " + (dir / "classes.txt").string());
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("does not name the dataset's classes: c5, c7"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+// classify --video: a short MJPEG video made at test time, every 2nd of 6 frames classified;
+// each row equals classifying that frame saved as a PNG (read back through VideoCapture, so both
+// see the same decoded pixels).
+TEST(ClassifyResults, VideoFramesEqualTheirSavedImages) {
+  const fs::path dir = fs::temp_directory_path() / ("vitpe_video_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string video = (dir / "clip.avi").string();
+  {
+    cv::VideoWriter w(video, cv::VideoWriter::fourcc('M', 'J', 'P', 'G'), 10.0, cv::Size(64, 48));
+    ASSERT_TRUE(w.isOpened()) << "OpenCV cannot write MJPEG";
+    for (int i = 0; i < 6; ++i) {
+      cv::Mat f(48, 64, CV_8UC3, cv::Scalar(40 * i, 255 - 40 * i, 128));
+      cv::rectangle(f, cv::Rect(4 * i, 8, 20, 20), cv::Scalar(255, 255, 255), cv::FILLED);
+      w.write(f);
+    }
+  }
+  CmdResult r = vitpe("classify --model vit-fmnist --topk 3 --no-progress --video " + video +
+                      " --every 2 --results-file " + (dir / "frames.json").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = nlohmann::json::parse(read_text(dir / "frames.json"));
+  ASSERT_EQ(rows.size(), 3u);
+  cv::VideoCapture cap(video);
+  cv::Mat f;
+  for (int i = 0, k = 0; cap.read(f); ++i) {
+    if (i % 2) continue;
+    const std::string png = (dir / ("frame" + std::to_string(i) + ".png")).string();
+    cv::imwrite(png, f);
+    CmdResult one = vitpe("classify --json --topk 3 --model vit-fmnist " + png, "2>/dev/null");
+    ASSERT_EQ(one.code, 0) << one.out;
+    const auto want = nlohmann::json::parse(one.out)[0]["top"];
+    const auto& got = rows[k++];
+    EXPECT_NE(got["image"].get<std::string>().find("frame " + std::to_string(i)), std::string::npos);
+    ASSERT_EQ(got["top"].size(), 3u);
+    for (size_t j = 0; j < 3; ++j) {
+      EXPECT_EQ(got["top"][j]["index"], want[j]["index"]) << "frame " << i;
+      EXPECT_NEAR(got["top"][j]["probability"].get<double>(),
+                  want[j]["probability"].get<double>(), 1e-6);
+    }
+  }
+  r = vitpe("classify --model vit-fmnist --video " + (dir / "missing.avi").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot be opened"), std::string::npos) << r.out;
+  r = vitpe("classify --model vit-fmnist");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("give images or folders, or --video SOURCE"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 }  // namespace
