@@ -12,6 +12,7 @@
 
 #include "apps/command.h"
 #include "ops/ops.h"
+#include "ops/process.h"
 #include "ops/util.h"
 #include "vit/io/data_files.h"
 #include "vit/models/model.h"
@@ -131,7 +132,7 @@ std::string preset_help() {
 
 namespace {
 
-// The commands that compute start again with OpenMP's short spin (ops/ops.h,
+// The commands that compute start again with OpenMP's short spin (ops/process.h,
 // restart_with_short_openmp_spin): ViT-S batch 1 on 2 threads took 445 ms beside a nice-19
 // build and 194 beside a busy process with libgomp's default, 219 and 120 with the short one (55
 // alone either way; docs/results/shared-machine.md). The second start costs about 0.15 s, so the

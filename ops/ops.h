@@ -19,8 +19,7 @@
 namespace vitpe {
 
 // ---- threads ------------------------------------------------------------------------------
-// The calling thread's compute threads: OpenMP (our loops and oneDNN) and the thread pool of
-// ops/parallel.h follow it.
+// The calling thread's compute threads: OpenMP (our loops and oneDNN) follows it.
 // 0 = keep OMP_NUM_THREADS / the default.
 void set_num_threads(int n);
 int num_threads();
@@ -48,16 +47,6 @@ class FixedWorkSplit {
 // adaptive_threads.h; ClassifierOptions::adaptive_threads): true unless the environment sets
 // VITPE_ADAPTIVE_THREADS=0.
 bool adaptive_threads_default();
-// OpenMP's threads spin for a while before they sleep; libgomp's default, 300,000 rounds
-// (milliseconds), makes a shared core cost 3-30x (README, Benchmarks), and libgomp reads the
-// setting once, when it is loaded, before main. Called first in main(argc, argv) of a program
-// that links vitpe, this starts the program again (execv of /proc/self/exe, the same arguments
-// and pid) with GOMP_SPINCOUNT=1000, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set already;
-// in the second start it takes the variable out of the environment again (VITPE_OMP_WAIT marks
-// it), so the processes the program runs get the environment the user gave. About 0.15 s of
-// loading libraries again; where /proc is missing it does nothing. Returns normally in the
-// second start (or when nothing was needed); call it before starting threads or opening files.
-void restart_with_short_openmp_spin(char** argv);
 
 // ---- the CPU ------------------------------------------------------------------------------
 // True when oneDNN has a bf16 matmul for this CPU (avx512_core and later; not AVX2).

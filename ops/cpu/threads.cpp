@@ -1,6 +1,5 @@
 // Thread count of the CPU ops: OpenMP's count of the calling thread. oneDNN in Debian is built on
-// the OpenMP runtime and our thread pool (ops/parallel.h) sizes its jobs by the same count, so
-// setting it here sets both (inside a pool chunk it is 1: oneDNN then runs on that thread).
+// the OpenMP runtime, so setting it here sets both; and the OpenMP spin of ops/process.h.
 // FixedWorkSplit's flag is the calling thread's too.
 #include <omp.h>
 #include <unistd.h>
@@ -9,6 +8,7 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "ops/process.h"
 
 namespace vitpe {
 

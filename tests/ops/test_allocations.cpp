@@ -1,6 +1,6 @@
 // Steady state allocates nothing: after a first round of linear (+GELU, +residual; f32 and int8;
-// under FixedWorkSplit too), patch embedding and thread-pool calls, repeating them allocates no
-// Tensor storage and makes no heap allocation from vitpe code.
+// under FixedWorkSplit too) and patch embedding calls, repeating them allocates no Tensor storage
+// and makes no heap allocation from vitpe code.
 //
 // This file replaces the global operator new/delete of the test_ops executable with counting
 // versions (plain malloc/free underneath, so every other test is unaffected). While a round is
@@ -19,7 +19,6 @@
 
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/ops.h"
-#include "ops/parallel.h"
 #include "tests/testing.h"
 
 namespace {
@@ -144,10 +143,6 @@ class SteadyState {
     }
     cpu::matmul({.batch = 4, .m = 17, .n = 17, .k = 8, .trans_b = true, .alpha = 0.3f}, a.f32(),
                 a.f32(), s.f32());
-    // The thread pool.
-    parallel_for(h.numel(), 64, [p = h.f32()](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) p[i] *= 0.5f;
-    });
   }
 
   Tensor x, w1, b1, w2, b2, h, y, y2, dx, dw1, db1, img, pw, pb, tokens, dimg, dpw, dpb, a, s;

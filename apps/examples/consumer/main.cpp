@@ -6,34 +6,11 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
 
-// Whether this process was started with GOMP_SPINCOUNT=1000 (its initial environment, which
-// restart_with_short_openmp_spin sets for the second start and then clears), or -1 when
-// /proc/self/environ cannot be read.
-int started_with_short_spin() {
-  std::FILE* f = std::fopen("/proc/self/environ", "rb");
-  if (f == nullptr) return -1;
-  std::string env;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) env.append(buf, n);
-  std::fclose(f);
-  return env.find(std::string("GOMP_SPINCOUNT=1000") + '\0') != std::string::npos ? 1 : 0;
-}
-
 int main(int argc, char** argv) {
-  // --- the README's example, first line ---
-  vitpe::restart_with_short_openmp_spin(argv);
-  // The second start cleared its marks; unless the user chose OpenMP's wait, it ran.
-  const bool user_set = std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT");
-  if (std::getenv("VITPE_OMP_WAIT") != nullptr ||
-      (!user_set && started_with_short_spin() == 0)) {
-    std::printf("vitpe consumer: restart_with_short_openmp_spin did not start it again\n");
-    return 1;
-  }
   // Headers, library and package version file from one install agree.
   if (std::strcmp(vitpe::version(), VITPE_VERSION_STRING) != 0 ||
       std::strcmp(vitpe::version(), VITPE_PACKAGE_VERSION) != 0) {
