@@ -322,7 +322,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_classify(*o); });
 }
 
-VITPE_COMMAND(10, setup);
+VITPE_COMMAND(10, "classify", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -172,7 +172,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(42, setup);
+VITPE_COMMAND(42, "compare", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

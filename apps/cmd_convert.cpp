@@ -36,7 +36,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_convert(*o); });
 }
 
-VITPE_COMMAND(50, setup);
+VITPE_COMMAND(50, "convert", light, setup);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -123,7 +123,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(90, setup);
+VITPE_COMMAND(90, "demo", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

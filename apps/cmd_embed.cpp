@@ -198,7 +198,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_embed(*o); });
 }
 
-VITPE_COMMAND(15, setup);
+VITPE_COMMAND(15, "embed", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -130,7 +130,7 @@ void setup(CLI::App& root) {
   show->callback([s] { run_show(*s); });
 }
 
-VITPE_COMMAND(45, setup);
+VITPE_COMMAND(45, "encodings", light, setup);
 
 }  // namespace
 }  // namespace vitpe::app

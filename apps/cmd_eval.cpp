@@ -272,7 +272,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(41, setup);
+VITPE_COMMAND(41, "eval", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

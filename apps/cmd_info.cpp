@@ -82,7 +82,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_info(*o); });
 }
 
-VITPE_COMMAND(40, setup);
+VITPE_COMMAND(40, "info", light, setup);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -93,6 +93,6 @@ void setup(CLI::App& root) {
 
 }  // namespace
 
-VITPE_COMMAND(43, setup);
+VITPE_COMMAND(43, "report", light, setup);
 
 }  // namespace vitpe::app

@@ -50,7 +50,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(40, setup);
+VITPE_COMMAND(40, "train", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -14,9 +14,15 @@ namespace vitpe::app {
 
 using CommandSetup = std::function<void(CLI::App& root)>;
 
-// order: position in `vitpe --help` (lower first).
+// What a command does, which decides how `vitpe` starts (main.cpp): one that computes (runs a
+// model or ops) starts again with OpenMP's short spin (ops/process.h), which costs about 0.15 s;
+// one that only reads or writes files and text (help, info, ...) does not.
+enum class Work { light, computes };
+
+// order: position in `vitpe --help` (lower first); name: the subcommand `setup` adds, or adds
+// to (several files add to `bench`), checked against the app once `setup` has run.
 struct CommandRegistrar {
-  CommandRegistrar(int order, CommandSetup setup);
+  CommandRegistrar(int order, const char* name, Work work, CommandSetup setup);
 };
 
 // The command line as the user typed it ("vitpe compare --set a=1 --set b=2 ..."), arguments
@@ -68,5 +74,7 @@ inline CLI::App* find_or_add_subcommand(CLI::App& parent, const std::string& nam
 
 #define VITPE_COMMAND_CAT2(a, b) a##b
 #define VITPE_COMMAND_CAT(a, b) VITPE_COMMAND_CAT2(a, b)
-#define VITPE_COMMAND(order, fn) \
-  static ::vitpe::app::CommandRegistrar VITPE_COMMAND_CAT(vitpe_cmd_, __LINE__)(order, fn)
+// VITPE_COMMAND(order, "name", light | computes, setup): registers a subcommand (see above).
+#define VITPE_COMMAND(order, name, work, fn)                                     \
+  static ::vitpe::app::CommandRegistrar VITPE_COMMAND_CAT(vitpe_cmd_, __LINE__)( \
+      order, name, ::vitpe::app::Work::work, fn)

@@ -22,14 +22,20 @@
 namespace vitpe::app {
 
 namespace {
-std::vector<std::pair<int, CommandSetup>>& registry() {
-  static std::vector<std::pair<int, CommandSetup>> r;
+struct Registration {
+  int order;
+  const char* name;
+  Work work;
+  CommandSetup setup;
+};
+std::vector<Registration>& registry() {
+  static std::vector<Registration> r;
   return r;
 }
 }  // namespace
 
-CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) {
-  registry().emplace_back(order, std::move(setup));
+CommandRegistrar::CommandRegistrar(int order, const char* name, Work work, CommandSetup setup) {
+  registry().push_back({order, name, work, std::move(setup)});
 }
 
 namespace {
@@ -132,16 +138,15 @@ std::string preset_help() {
 
 namespace {
 
-// The commands that compute start again with OpenMP's short spin (ops/process.h,
-// restart_with_short_openmp_spin): ViT-S batch 1 on 2 threads took 445 ms beside a nice-19
-// build and 194 beside a busy process with libgomp's default, 219 and 120 with the short one (55
-// alone either way; docs/results/shared-machine.md). The second start costs about 0.15 s, so the
-// others (help, info, encodings, convert, report) do not; a word of argv naming a command that
-// computes is enough (a false match only costs that time).
+// The commands that compute (VITPE_COMMAND's Work) start again with OpenMP's short spin
+// (ops/process.h): ViT-S batch 1 on 2 threads took 445 ms beside a nice-19 build and 194 beside
+// a busy process with libgomp's default, 219 and 120 with the short one (55 alone either way;
+// docs/results/shared-machine.md). The second start costs about 0.15 s, so the others do not; a
+// word of argv naming a command that computes is enough (a false match only costs that time).
 void restart_if_computing(char** argv) {
   for (char** a = argv + 1; *a != nullptr; ++a) {
-    for (const char* c : {"classify", "embed", "eval", "bench", "train", "compare", "demo"}) {
-      if (std::strcmp(*a, c) == 0) {
+    for (const auto& r : vitpe::app::registry()) {
+      if (r.work == vitpe::app::Work::computes && std::strcmp(*a, r.name) == 0) {
         vitpe::restart_with_short_openmp_spin(argv);
         return;
       }
@@ -178,8 +183,23 @@ int main(int argc, char** argv) {
 
   auto& cmds = registry();
   std::stable_sort(cmds.begin(), cmds.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (auto& [order, setup] : cmds) setup(app);
+                   [](const auto& a, const auto& b) { return a.order < b.order; });
+  for (const Registration& r : cmds) {
+    r.setup(app);
+    // The name decides the restart above: a registration that names another command than it
+    // adds would start the wrong ones again.
+    bool added = false;
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      added = added || sub->get_name() == r.name;
+    }
+    if (!added) {
+      std::fprintf(stderr,
+                   "vitpe: internal error: a command registered as '%s' added no such "
+                   "subcommand\n",
+                   r.name);
+      return 1;
+    }
+  }
 
   // Bare `vitpe`: the help, as for --help.
   if (argc == 1) {

@@ -1,5 +1,5 @@
-// The FMA peak (apps/fma_peak.h): register-only loops of fused multiply-adds.
-#include "apps/fma_peak.h"
+// The FMA peak (apps/bench/fma_peak.h): register-only loops of fused multiply-adds.
+#include "apps/bench/fma_peak.h"
 
 #include <fmt/format.h>
 #include <immintrin.h>

@@ -246,7 +246,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_attention_bench(*o); });
 }
 
-VITPE_COMMAND(61, setup);
+VITPE_COMMAND(61, "bench", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

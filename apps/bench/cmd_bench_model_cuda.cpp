@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench_model_cuda.h"
+#include "apps/bench/bench_model_cuda.h"
 #include "apps/command.h"
 #include "ops/random.h"
 #include "vit/io/checkpoint.h"

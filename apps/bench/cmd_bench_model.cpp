@@ -21,14 +21,14 @@
 #include <string>
 #include <vector>
 
-#include "apps/background_load.h"
-#include "apps/bench_model_cuda.h"
+#include "apps/bench/background_load.h"
+#include "apps/bench/bench_model_cuda.h"
+#include "apps/bench/fma_peak.h"
+#include "apps/bench/peer.h"
+#include "apps/bench/peers_python.h"
+#include "apps/bench/profile_table.h"
 #include "apps/command.h"
-#include "apps/fma_peak.h"
 #include "apps/model_options.h"
-#include "apps/peer.h"
-#include "apps/peers_python.h"
-#include "apps/profile_table.h"
 #include "ops/adaptive_threads.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
@@ -536,7 +536,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(60, setup);
+VITPE_COMMAND(60, "bench", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

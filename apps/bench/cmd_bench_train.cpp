@@ -35,12 +35,12 @@
 #include <string>
 #include <vector>
 
-#include "apps/background_load.h"
+#include "apps/bench/background_load.h"
+#include "apps/bench/fma_peak.h"
+#include "apps/bench/peer.h"
+#include "apps/bench/peers_python.h"
+#include "apps/bench/profile_table.h"
 #include "apps/command.h"
-#include "apps/fma_peak.h"
-#include "apps/peer.h"
-#include "apps/peers_python.h"
-#include "apps/profile_table.h"
 #include "ops/files.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
@@ -290,8 +290,8 @@ std::vector<RankSamples> gather_samples(Communicator& comm, const RankSamples& m
 struct StepTimes {
   double forward = 0, backward = 0, allreduce = 0, allreduce_wait = 0, update = 0;
   double step = 0, step_min = 0, step_max = 0;
-  double eval = 0;     // eval forward (alone only)
-  double cpu_use = 0;  // rank 0's
+  double eval = 0;         // eval forward (alone only)
+  double cpu_use = 0;      // rank 0's
   nlohmann::json profile;  // --profile (alone only): {forward, backward, fma_peak_gflops_per_s}
   nlohmann::json peers;    // --vs-torch / --vs-peers (alone only): what vs_torch returned
 };
@@ -659,7 +659,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_bench_train(*o); });
 }
 
-VITPE_COMMAND(63, setup);
+VITPE_COMMAND(63, "bench", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -1,4 +1,4 @@
-#include "apps/background_load.h"
+#include "apps/bench/background_load.h"
 
 #include <signal.h>
 #include <sys/prctl.h>

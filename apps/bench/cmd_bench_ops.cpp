@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/fma_peak.h"
 #include "apps/command.h"
-#include "apps/fma_peak.h"
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -178,7 +178,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_bench_ops(*o); });
 }
 
-VITPE_COMMAND(62, setup);
+VITPE_COMMAND(62, "bench", computes, setup);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -1,4 +1,4 @@
-#include "apps/profile_table.h"
+#include "apps/bench/profile_table.h"
 
 #include <fmt/format.h>
 
