@@ -273,7 +273,7 @@ void run_classify(const ClassifyOptions& o) {
   }
 }
 
-void setup(CLI::App& root) {
+void add_classify(CLI::App& root) {
   auto o = std::make_shared<ClassifyOptions>();
   CLI::App* cmd = root.add_subcommand("classify", "Classify images: top-k classes per image");
   cmd->add_option("--model,-m", o->model, "Checkpoint (.safetensors) or preset name")->required();
@@ -322,7 +322,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_classify(*o); });
 }
 
-VITPE_COMMAND(10, "classify", computes, setup);
+VITPE_COMMAND(10, "classify", computes, add_classify);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -77,7 +77,7 @@ struct CompareCli {
   std::string study;
 };
 
-void setup(CLI::App& root) {
+void add_compare(CLI::App& root) {
   auto* cmd = root.add_subcommand(
       "compare", "Train every encoding with identical settings and compare them (HTML report)");
   auto o = std::make_shared<CompareOptions>();
@@ -172,7 +172,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(42, "compare", computes, setup);
+VITPE_COMMAND(42, "compare", computes, add_compare);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -23,7 +23,7 @@ void run_convert(const ConvertOptions& o) {
               c.encoding.str().c_str());
 }
 
-void setup(CLI::App& root) {
+void add_convert(CLI::App& root) {
   auto o = std::make_shared<ConvertOptions>();
   CLI::App* cmd = root.add_subcommand(
       "convert", "Convert a timm or torchvision ViT/Swin safetensors file to vitpe's format");
@@ -36,7 +36,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_convert(*o); });
 }
 
-VITPE_COMMAND(50, "convert", light, setup);
+VITPE_COMMAND(50, "convert", light, add_convert);
 
 }  // namespace
 }  // namespace vitpe::app

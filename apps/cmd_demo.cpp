@@ -95,7 +95,7 @@ void classify_samples(const DemoCli& c) {
   std::printf("%d of %lld correct\n\n", correct, static_cast<long long>(n));
 }
 
-void setup(CLI::App& root) {
+void add_demo(CLI::App& root) {
   auto* cmd = root.add_subcommand("demo", "Classify sample images, then a quick comparison");
   auto c = std::make_shared<DemoCli>();
   cmd->add_option("--out", c->out, "Output directory")->capture_default_str();
@@ -123,7 +123,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(90, "demo", computes, setup);
+VITPE_COMMAND(90, "demo", computes, add_demo);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -99,7 +99,7 @@ void run_show(const ShowOptions& s) {
   for (const auto& p : paths) std::printf("%s\n", p.c_str());
 }
 
-void setup(CLI::App& root) {
+void add_encodings(CLI::App& root) {
   CLI::App* cmd = find_or_add_subcommand(root, "encodings",
                                          "List positional encodings or draw "
                                          "pictures of one");
@@ -130,7 +130,7 @@ void setup(CLI::App& root) {
   show->callback([s] { run_show(*s); });
 }
 
-VITPE_COMMAND(45, "encodings", light, setup);
+VITPE_COMMAND(45, "encodings", light, add_encodings);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -104,7 +104,7 @@ EvalLabels eval_labels(const EvalCli& c, const std::vector<std::string>& dataset
   return l;
 }
 
-void setup(CLI::App& root) {
+void add_eval(CLI::App& root) {
   auto* cmd = root.add_subcommand("eval", "Evaluate a checkpoint on a dataset at several sizes");
   auto c = std::make_shared<EvalCli>();
   cmd->add_option("--model", c->model, "Checkpoint (.safetensors) or preset")->required();
@@ -272,7 +272,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(41, "eval", computes, setup);
+VITPE_COMMAND(41, "eval", computes, add_eval);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -70,7 +70,7 @@ void run_info(const InfoOptions& o) {
   std::printf("  GFLOPs/image  %.3f (multiply-adds x 2)\n", m.flops_per_image() / 1e9);
 }
 
-void setup(CLI::App& root) {
+void add_info(CLI::App& root) {
   auto o = std::make_shared<InfoOptions>();
   CLI::App* cmd = root.add_subcommand("info",
                                       "Show a checkpoint's (or preset's) configuration, "
@@ -82,7 +82,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_info(*o); });
 }
 
-VITPE_COMMAND(40, "info", light, setup);
+VITPE_COMMAND(40, "info", light, add_info);
 
 }  // namespace
 }  // namespace vitpe::app

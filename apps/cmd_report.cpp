@@ -78,7 +78,7 @@ void run_report(const ReportOptions& o) {
   if (!o.csv.empty()) std::printf("%s\n", o.csv.c_str());
 }
 
-void setup(CLI::App& root) {
+void add_report(CLI::App& root) {
   auto* cmd = root.add_subcommand(
       "report",
       "Render a comparison's report.html again from its results.json (no encoding pictures: "
@@ -93,6 +93,6 @@ void setup(CLI::App& root) {
 
 }  // namespace
 
-VITPE_COMMAND(43, "report", light, setup);
+VITPE_COMMAND(43, "report", light, add_report);
 
 }  // namespace vitpe::app

@@ -12,7 +12,7 @@
 namespace vitpe::app {
 namespace {
 
-void setup(CLI::App& root) {
+void add_train(CLI::App& root) {
   auto* cmd = root.add_subcommand("train", "Train a model with a positional encoding on a dataset");
   auto o = std::make_shared<TrainOptions>();
   auto cli = std::make_shared<TrainCli>();
@@ -50,7 +50,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(40, "train", computes, setup);
+VITPE_COMMAND(40, "train", computes, add_train);
 
 }  // namespace
 }  // namespace vitpe::app

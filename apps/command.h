@@ -75,6 +75,6 @@ inline CLI::App* find_or_add_subcommand(CLI::App& parent, const std::string& nam
 #define VITPE_COMMAND_CAT2(a, b) a##b
 #define VITPE_COMMAND_CAT(a, b) VITPE_COMMAND_CAT2(a, b)
 // VITPE_COMMAND(order, "name", light | computes, setup): registers a subcommand (see above).
-#define VITPE_COMMAND(order, name, work, fn)                                     \
-  static ::vitpe::app::CommandRegistrar VITPE_COMMAND_CAT(vitpe_cmd_, __LINE__)( \
+#define VITPE_COMMAND(order, name, work, fn)                                        \
+  static ::vitpe::app::CommandRegistrar VITPE_COMMAND_CAT(vitpe_cmd_, __COUNTER__)( \
       order, name, ::vitpe::app::Work::work, fn)

@@ -40,7 +40,7 @@ struct AttnBenchOptions {
 
 #ifdef VITPE_WITH_CUDA
 
-struct Row {
+struct AttentionRow {
   std::string model, variant, dtype;
   int64_t B, H, N, hd;
   double ms;
@@ -84,7 +84,7 @@ std::unique_ptr<AttentionEncoding> encoding(const std::string& spec, int64_t H, 
   return make_attention_encoding(parse_encoding(spec), H, hd, window, prefix, rng);
 }
 
-void bench_vit(const AttnBenchOptions& o, std::vector<Row>& rows) {
+void bench_vit(const AttnBenchOptions& o, std::vector<AttentionRow>& rows) {
   const int64_t B = o.batch, H = 12, hd = 64, P = 1;
   const Grid win{14, 14};
   const int64_t N = P + win.count();
@@ -125,7 +125,7 @@ void bench_vit(const AttnBenchOptions& o, std::vector<Row>& rows) {
   }
 }
 
-void bench_swin(const AttnBenchOptions& o, std::vector<Row>& rows) {
+void bench_swin(const AttnBenchOptions& o, std::vector<AttentionRow>& rows) {
   const int64_t H = 3, hd = 32, R = 56, C = 56, M = 7, shift = 3;
   const int64_t nW = (R / M) * (C / M), B = o.swin_images * nW, N = M * M;
   const Grid win{M, M};
@@ -178,13 +178,13 @@ void run_attention_bench(const AttnBenchOptions& o) {
                     "or the NVIDIA driver is missing); run it on a machine with a GPU"};
   }
   std::printf("device: %s\n", cuda::device_summary().c_str());
-  std::vector<Row> rows;
+  std::vector<AttentionRow> rows;
   bench_vit(o, rows);
   bench_swin(o, rows);
 
   std::printf("\n%-14s %-42s %-5s %6s %3s %4s %4s %10s %9s\n", "shape", "variant", "dtype", "B",
               "H", "N", "hd", "ms", "TFLOP/s");
-  for (const Row& r : rows) {
+  for (const AttentionRow& r : rows) {
     std::printf("%-14s %-42s %-5s %6lld %3lld %4lld %4lld %10.4f %9.2f\n", r.model.c_str(),
                 r.variant.c_str(), r.dtype.c_str(), static_cast<long long>(r.B),
                 static_cast<long long>(r.H), static_cast<long long>(r.N),
@@ -193,7 +193,7 @@ void run_attention_bench(const AttnBenchOptions& o) {
   // In-kernel encoding vs the dense baseline (same shape and dtype, rows in pairs).
   std::printf("\nin-kernel vs dense-bias baseline (speedup = dense ms / in-kernel ms):\n");
   for (size_t i = 0; i + 1 < rows.size(); ++i) {
-    const Row &a = rows[i], &b = rows[i + 1];
+    const AttentionRow &a = rows[i], &b = rows[i + 1];
     if (a.model == b.model && a.dtype == b.dtype &&
         a.variant.find("in-kernel") != std::string::npos &&
         b.variant.find("dense") != std::string::npos)
@@ -201,7 +201,7 @@ void run_attention_bench(const AttnBenchOptions& o) {
   }
   if (!o.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
-    for (const Row& r : rows)
+    for (const AttentionRow& r : rows)
       j.push_back({{"model", r.model},
                    {"variant", r.variant},
                    {"dtype", r.dtype},
@@ -226,7 +226,7 @@ void run_attention_bench(const AttnBenchOptions&) {
 
 #endif
 
-void setup(CLI::App& root) {
+void add_bench_attention(CLI::App& root) {
   CLI::App* bench = find_or_add_subcommand(
       root, "bench", "Benchmarks: a whole model (--model), or a subcommand (ops, attention)");
   bench->require_subcommand(0, 1);
@@ -246,7 +246,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_attention_bench(*o); });
 }
 
-VITPE_COMMAND(61, "bench", computes, setup);
+VITPE_COMMAND(61, "bench", computes, add_bench_attention);
 
 }  // namespace
 }  // namespace vitpe::app

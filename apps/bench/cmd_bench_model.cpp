@@ -24,6 +24,7 @@
 #include "apps/bench/background_load.h"
 #include "apps/bench/bench_model_cuda.h"
 #include "apps/bench/fma_peak.h"
+#include "apps/bench/measure.h"
 #include "apps/bench/peer.h"
 #include "apps/bench/peers_python.h"
 #include "apps/bench/profile_table.h"
@@ -66,16 +67,6 @@ nlohmann::json profile_forward(const std::function<double()>& forward, int reps,
   return profile_table(t, reps, wall_ms / reps, "forward", fma, print);
 }
 
-// Largest |a - b| over the largest |a|: the error of low-precision logits b against f32 a.
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  double diff = 0, ref = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(a.f32()[i] - b.f32()[i])));
-    ref = std::max(ref, static_cast<double>(std::abs(a.f32()[i])));
-  }
-  return diff / std::max(ref, 1e-30);
-}
-
 // Peak resident memory of this process so far (VmHWM), in MiB.
 double peak_rss_mib() {
   std::ifstream in("/proc/self/status");
@@ -90,7 +81,7 @@ struct TorchResult {
   double eager_ms = 0, jit_ms = 0;
 };
 
-std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
+std::map<int, TorchResult> run_torch_inference_peer(const BenchOptions& o, int threads) {
   std::string script = VITPE_SOURCE_DIR "/scripts/torch_peer_bench.py";
   if (const char* env = std::getenv("VITPE_TORCH_PEER")) script = env;
   std::string batches;
@@ -110,7 +101,7 @@ std::map<int, TorchResult> run_torch_peer(const BenchOptions& o, int threads) {
 int reps_of(const BenchOptions& o, int B) { return o.reps ? o.reps : (B == 1 ? 10 : 5); }
 
 // vitpe's times of one batch, in ms.
-struct Timing {
+struct BatchTiming {
   double median = 0, min = 0, max = 0;
 };
 
@@ -213,7 +204,7 @@ std::string median_range(double median, double min, double max) {
 // much faster vitpe is (> 1) or slower (< 1): in latency at batch 1, in throughput above (the
 // same quotient of medians at one batch, said as what matters there). Adds "comparison" to
 // `peers` and prints the table unless json; failed peers are listed with their errors.
-void compare_with_peers(nlohmann::json& peers, const std::map<int, Timing>& ours,
+void compare_with_peers(nlohmann::json& peers, const std::map<int, BatchTiming>& ours,
                         const BenchOptions& o) {
   std::vector<std::string> runtimes;  // in the script's order
   for (const auto& r : peers["results"]) {
@@ -239,7 +230,7 @@ void compare_with_peers(nlohmann::json& peers, const std::map<int, Timing>& ours
   }
   peers["comparison"] = nlohmann::json::array();
   for (int B : o.batches) {
-    const Timing& t = ours.at(B);
+    const BatchTiming& t = ours.at(B);
     std::string best;
     double best_ms = 0;
     if (!o.json) std::printf("%6d %-24s", B, median_range(t.median, t.min, t.max).c_str());
@@ -350,7 +341,7 @@ void run_bench(const BenchOptions& o) {
   std::fflush(stdout);  // before fork: the children must not inherit unwritten output
   const BackgroundLoad load(o.background_load, "bench");
   out["background_pids"] = load.pids();  // gone when the command returns (a test checks)
-  std::map<int, Timing> ours;
+  std::map<int, BatchTiming> ours;
   Rng rng(0);
   for (int B : o.batches) {
     Tensor x = Tensor::empty({B, c.channels, c.img_rows, c.img_cols});
@@ -449,7 +440,7 @@ void run_bench(const BenchOptions& o) {
                 weights_mib);
   }
   if (o.vs_torch) {
-    auto torch = run_torch_peer(o, threads);
+    auto torch = run_torch_inference_peer(o, threads);
     if (!torch.empty() && !o.json) {
       std::printf("\n%6s %12s %14s %12s %16s %14s\n", "batch", "vitpe ms", "torch eager ms",
                   "speedup", "torch jit ms", "speedup");
@@ -491,7 +482,7 @@ void run_bench(const BenchOptions& o) {
   if (o.json) std::printf("%s\n", out.dump(2).c_str());
 }
 
-void setup(CLI::App& root) {
+void add_bench_model(CLI::App& root) {
   CLI::App* bench = find_or_add_subcommand(
       root, "bench", "Benchmarks: a whole model (--model), or a subcommand (ops, attention)");
   bench->require_subcommand(0, 1);
@@ -536,7 +527,7 @@ void setup(CLI::App& root) {
   });
 }
 
-VITPE_COMMAND(60, "bench", computes, setup);
+VITPE_COMMAND(60, "bench", computes, add_bench_model);
 
 }  // namespace
 }  // namespace vitpe::app

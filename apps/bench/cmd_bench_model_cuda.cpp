@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/bench/bench_model_cuda.h"
+#include "apps/bench/measure.h"
 #include "apps/command.h"
 #include "ops/random.h"
 #include "vit/io/checkpoint.h"
@@ -33,15 +34,6 @@ std::string device_line() {
 #else
   return "none (built without CUDA)";
 #endif
-}
-
-double max_rel_diff(const Tensor& ref, const Tensor& got) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    diff = std::max(diff, static_cast<double>(std::abs(ref.f32()[i] - got.f32()[i])));
-    scale = std::max(scale, static_cast<double>(std::abs(ref.f32()[i])));
-  }
-  return diff / std::max(scale, 1e-30);
 }
 
 std::string scientific(double x) {

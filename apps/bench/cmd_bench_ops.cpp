@@ -6,7 +6,6 @@
 // targets at 2 threads are >= 80% of the matmul peak for the linears at batch 8 and >= 50% for
 // attention.
 #include <fmt/format.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "apps/bench/fma_peak.h"
+#include "apps/bench/measure.h"
 #include "apps/command.h"
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/ops.h"
@@ -30,20 +30,13 @@ struct BenchOpsOptions {
   int reps = 20;
 };
 
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 // Seconds per call of f: median of `reps` timed calls after two warm-up calls, and the best.
 // cpu_use = CPU time of the process / (wall time x threads) over the timed calls: well below 1
 // means other processes took the cores (or threads idled), and the rates understate the ops.
-struct Timing {
+struct OpTiming {
   double median, best, cpu_use;
 };
-Timing time_calls(const std::function<void()>& f, int reps) {
+OpTiming time_calls(const std::function<void()>& f, int reps) {
   f();
   f();
   std::vector<double> t;
@@ -68,7 +61,7 @@ Tensor random(const Shape& s, uint64_t seed, double std = 1.0) {
   return t;
 }
 
-struct Row {
+struct OpRow {
   std::string op, shape;
   int batch;
   double ms, gflops, cpu_use;
@@ -83,7 +76,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
   const int64_t p = 2048;
   Tensor pa = random(Shape{p, p}, 1), pb = random(Shape{p, p}, 2), pc = Tensor::empty(Shape{p, p});
   const cpu::MatmulSpec big{.batch = 1, .m = p, .n = p, .k = p};
-  Timing peak_t =
+  OpTiming peak_t =
       time_calls([&] { cpu::matmul(big, pa.f32(), pb.f32(), pc.f32()); }, std::max(3, reps / 4));
   const double peak = 2.0 * p * p * p / peak_t.best / 1e9;
   std::printf("peak: plain f32 matmul %lldx%lldx%lld, best of %d: %.1f GFLOP/s\n",
@@ -100,7 +93,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
 
   // ---- ViT-S/16 rows: D = 384, 6 heads of 64, N = 197 tokens ------------------------------------
   const int64_t d = 384, n = 197, heads = 6, hd = 64;
-  std::vector<Row> rows;
+  std::vector<OpRow> rows;
   for (int batch : {1, 8}) {
     const int64_t m = n * batch;
     struct Linear {
@@ -121,7 +114,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
       const std::string shape =
           std::to_string(m) + "x" + std::to_string(l.k) + " -> " + std::to_string(l.n);
       const double flops = 2.0 * m * l.k * l.n;
-      Timing t = time_calls([&] { linear_forward(y, x, w, b, l.act, r); }, reps);
+      OpTiming t = time_calls([&] { linear_forward(y, x, w, b, l.act, r); }, reps);
       rows.push_back({l.name, shape, batch, t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
       // The same layer in int8 (quantising x, the u8 x s8 product, the epilogue): its GFLOP/s
       // count the same multiply-adds, so the column compares the two directly.
@@ -134,7 +127,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
     Tensor q = random(Shape{batch, heads, n, hd}, 7), k = random(Shape{batch, heads, n, hd}, 8);
     Tensor v = random(Shape{batch, heads, n, hd}, 9), out = Tensor::empty(q.shape()), probs;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    Timing t = time_calls([&] { attention_forward(out, probs, q, k, v, scale); }, reps);
+    OpTiming t = time_calls([&] { attention_forward(out, probs, q, k, v, scale); }, reps);
     const double flops = 4.0 * batch * heads * n * n * hd;
     rows.push_back(
         {"attention",
@@ -146,7 +139,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
               "of peak", "of FMA", "cpu use");
   std::printf("%s\n", std::string(93, '-').c_str());
   double min_use = peak_t.cpu_use;
-  for (const Row& r : rows) {
+  for (const OpRow& r : rows) {
     const std::string of_fma =
         fma > 0 ? fmt::format("{:.0f}%", 100.0 * r.gflops / fma) : std::string("-");
     std::printf("%-17s %5d  %-20s %10.3f %10.1f %7.0f%% %8s %7.0f%%\n", r.op.c_str(), r.batch,
@@ -163,7 +156,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
   }
 }
 
-void setup(CLI::App& root) {
+void add_bench_ops(CLI::App& root) {
   CLI::App* bench = find_or_add_subcommand(
       root, "bench", "Benchmarks: a whole model (--model), or a subcommand (ops, attention)");
   bench->require_subcommand(0, 1);
@@ -178,7 +171,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_bench_ops(*o); });
 }
 
-VITPE_COMMAND(62, "bench", computes, setup);
+VITPE_COMMAND(62, "bench", computes, add_bench_ops);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -22,7 +22,6 @@
 // has rank 0's cores only.
 #include <fmt/format.h>
 #include <sched.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <array>
@@ -37,6 +36,7 @@
 
 #include "apps/bench/background_load.h"
 #include "apps/bench/fma_peak.h"
+#include "apps/bench/measure.h"
 #include "apps/bench/peer.h"
 #include "apps/bench/peers_python.h"
 #include "apps/bench/profile_table.h"
@@ -69,12 +69,6 @@ struct BenchTrainOptions {
   std::string json;
 };
 
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -87,8 +81,8 @@ struct TorchTrain {
 
 // Runs the peer with `python` (Debian's for --vs-torch, the venv's for --vs-peers); returns
 // train_ms = 0 when it could not run (and says why on stderr).
-TorchTrain run_torch_peer(const BenchTrainOptions& o, const ModelConfig& config, int threads,
-                          const std::string& python) {
+TorchTrain run_torch_train_peer(const BenchTrainOptions& o, const ModelConfig& config, int threads,
+                                const std::string& python) {
   std::string script = VITPE_SOURCE_DIR "/scripts/torch_train_peer.py";
   if (const char* env = std::getenv("VITPE_TORCH_TRAIN_PEER")) script = env;
   const std::string cmd =
@@ -364,7 +358,7 @@ nlohmann::json vs_torch(const BenchTrainOptions& o, const ModelConfig& config, c
       std::fflush(stdout);
     }
     const double step = r == 0 ? t.step : retime();
-    torch = run_torch_peer(o, config, threads, python);
+    torch = run_torch_train_peer(o, config, threads, python);
     if (torch.train_ms <= 0) return nullptr;
     ours.push_back(B / step);
     theirs.push_back(B / (torch.train_ms / 1e3));
@@ -618,7 +612,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   }
 }
 
-void setup(CLI::App& root) {
+void add_bench_train(CLI::App& root) {
   CLI::App* bench = find_or_add_subcommand(
       root, "bench", "Benchmarks: a whole model (--model), or a subcommand (ops, attention)");
   auto o = std::make_shared<BenchTrainOptions>();
@@ -659,7 +653,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_bench_train(*o); });
 }
 
-VITPE_COMMAND(63, "bench", computes, setup);
+VITPE_COMMAND(63, "bench", computes, add_bench_train);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -12,8 +12,8 @@
 namespace vitpe {
 namespace {
 
-std::unique_ptr<AttentionEncoding> make(const std::string& spec, int64_t heads, Grid w,
-                                        int64_t prefix) {
+std::unique_ptr<AttentionEncoding> make_cpb(const std::string& spec, int64_t heads, Grid w,
+                                            int64_t prefix) {
   Rng rng(1);
   return make_attention_encoding(parse_encoding(spec), heads, 8, w, prefix, rng);
 }
@@ -125,7 +125,7 @@ TEST(Cpb, MatchesNaiveReference) {
     for (Grid w : {Grid{3, 5}, Grid{1, 4}})
       for (int64_t prefix : {0, 1, 2}) {
         const std::string spec = std::string("cpb:hidden=16,ref=") + ref;
-        auto e = make(spec, H, w, prefix);
+        auto e = make_cpb(spec, H, w, prefix);
         randomize(*e, 3);
         const Reference want(*e, ref_grid(ref));
         // Built with prefix tokens, it also serves geometries without them.
@@ -152,7 +152,7 @@ TEST(Cpb, MatchesTimmSwinV2) {
     const int64_t H = m.at("heads");
     const std::string spec = "cpb:hidden=" + std::to_string(m.at("hidden").get<int>()) +
                              ",ref=" + (pre.rows > 0 ? pre.str() : "none");
-    auto e = make(spec, H, w, 0);
+    auto e = make_cpb(spec, H, w, 0);
     for (Param* p : e->params()) p->value.copy_from(io.get(std::to_string(c) + "/" + p->name));
     const Tensor want = io.get(std::to_string(c) + "/bias");
     Tensor b = Tensor::empty(want.shape());
@@ -176,7 +176,7 @@ TEST(Cpb, BackwardMatchesFiniteDifferences) {
     for (int64_t prefix : {0, 1})
       for (Grid used : {built, Grid{2, 5}}) {
         const std::string spec = std::string("cpb:hidden=8,ref=") + ref;
-        auto e = make(spec, H, built, prefix);
+        auto e = make_cpb(spec, H, built, prefix);
         const Grid r = ref_grid(ref);
         uint64_t seed = 10;
         for (randomize(*e, seed); Reference(*e, r).min_abs_pre(used) < 3 * step;)
@@ -203,7 +203,7 @@ TEST(Cpb, BackwardMatchesFiniteDifferences) {
 TEST(Cpb, TermsGiveTheBias) {
   for (int64_t prefix : {0, 1}) {
     const Grid w{3, 5};
-    auto e = make("cpb:hidden=16", 2, w, prefix);
+    auto e = make_cpb("cpb:hidden=16", 2, w, prefix);
     randomize(*e, 4);
     const AttnGeometry geom{w, prefix};
     const AttentionTerms t = e->terms(geom);
@@ -271,7 +271,7 @@ TEST(Cpb, BadOptionsNameTheOption) {
   Rng rng(0);
   EXPECT_THROW(make_attention_encoding(parse_encoding("cpb:hidden=1.5"), 2, 8, {2, 2}, 0, rng),
                std::invalid_argument);
-  auto e = make("cpb:hidden=4", 2, {2, 2}, 0);
+  auto e = make_cpb("cpb:hidden=4", 2, {2, 2}, 0);
   Tensor b = Tensor::empty({2, 5, 5});
   EXPECT_THROW(e->bias(b, {{2, 2}, 1}), std::invalid_argument);  // no prefix entries
   Tensor wrong = Tensor::empty({2, 4, 5});
@@ -283,7 +283,7 @@ TEST(Cpb, BadOptionsNameTheOption) {
 TEST(Cpb, AnyWindow) {
   for (const char* ref : {"none", "4x4"}) {
     const std::string spec = std::string("cpb:hidden=32,ref=") + ref;
-    auto e = make(spec, 2, {4, 4}, 1);
+    auto e = make_cpb(spec, 2, {4, 4}, 1);
     randomize(*e, 5);
     std::vector<Tensor> before;
     for (Param* p : e->params()) before.push_back(p->value.clone());
@@ -309,7 +309,7 @@ TEST(Cpb, AnyWindow) {
 
 // An optimizer step changes the parameters: the cached table follows.
 TEST(Cpb, TableFollowsParameterChanges) {
-  auto e = make("cpb:hidden=8", 2, {3, 3}, 1);
+  auto e = make_cpb("cpb:hidden=8", 2, {3, 3}, 1);
   randomize(*e, 6);
   Tensor b = Tensor::empty({2, 10, 10});
   e->bias(b, {{3, 3}, 1});

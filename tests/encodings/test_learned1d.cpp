@@ -11,13 +11,14 @@ namespace {
 using testing::golden;
 using testing::golden_meta;
 
-std::unique_ptr<TokenEncoding> make(Grid g, int64_t prefix, int64_t dim = 16, uint64_t seed = 0) {
+std::unique_ptr<TokenEncoding> make_learned1d(Grid g, int64_t prefix, int64_t dim = 16,
+                                              uint64_t seed = 0) {
   Rng rng(seed);
   return make_token_encoding(parse_encoding("learned1d"), dim, g, prefix, rng);
 }
 
 TEST(Learned1d, TimmLayoutAndInit) {
-  auto e = make({14, 14}, 1, 384);
+  auto e = make_learned1d({14, 14}, 1, 384);
   auto p = e->params();
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0]->name, "pos_embed");
@@ -36,7 +37,7 @@ TEST(Learned1d, TimmLayoutAndInit) {
 }
 
 TEST(Learned1d, ForwardAddsTableToEveryImage) {
-  auto e = make({3, 4}, 1);
+  auto e = make_learned1d({3, 4}, 1);
   Tensor x = testing::random_tensor({2, 13, 16}, 5), orig = x.clone();
   e->forward(x, {3, 4});
   const Tensor& pe = e->params()[0]->value;
@@ -54,7 +55,7 @@ TEST(Learned1d, ResampleMatchesTimm) {
     Grid old{m.at("old")[0], m.at("old")[1]}, neu{m.at("new")[0], m.at("new")[1]};
     int64_t prefix = m.at("prefix");
     Tensor want = golden(n + "_out");
-    auto e = make(old, prefix);
+    auto e = make_learned1d(old, prefix);
     e->params()[0]->value.copy_from(golden(n + "_in"));
     // Forward at the new grid (cached table) and the table itself.
     Tensor t = e->table(neu);
@@ -68,14 +69,14 @@ TEST(Learned1d, ResampleMatchesTimm) {
 }
 
 TEST(Learned1d, ResampleToSameGridIsIdentity) {
-  auto e = make({5, 7}, 1);
+  auto e = make_learned1d({5, 7}, 1);
   Tensor before = e->params()[0]->value.clone();
   e->resample({5, 7});
   EXPECT_EQ(testing::max_rel_error(e->params()[0]->value, before), 0.0);
 }
 
 TEST(Learned1d, CachedTableFollowsParameterUpdates) {
-  auto e = make({4, 4}, 1);
+  auto e = make_learned1d({4, 4}, 1);
   Tensor a = e->table({6, 5});
   e->params()[0]->value.at(20) += 1.0f;  // an optimizer step
   Tensor b = e->table({6, 5});
@@ -84,8 +85,8 @@ TEST(Learned1d, CachedTableFollowsParameterUpdates) {
   EXPECT_GT(diff, 0.05);
 }
 
-void check_backward(Grid built, Grid used, int64_t prefix) {
-  auto e = make(built, prefix);
+void check_learned1d_backward(Grid built, Grid used, int64_t prefix) {
+  auto e = make_learned1d(built, prefix);
   const int64_t n = prefix + used.count();
   Tensor w = testing::random_tensor({2, n, 16}, 7);
   Param* p = e->params()[0];
@@ -101,9 +102,9 @@ void check_backward(Grid built, Grid used, int64_t prefix) {
 }
 
 TEST(Learned1d, BackwardMatchesFiniteDifferences) {
-  check_backward({3, 4}, {3, 4}, 1);
-  check_backward({3, 4}, {5, 2}, 1);
-  check_backward({4, 3}, {2, 6}, 0);
+  check_learned1d_backward({3, 4}, {3, 4}, 1);
+  check_learned1d_backward({3, 4}, {5, 2}, 1);
+  check_learned1d_backward({4, 3}, {2, 6}, 0);
 }
 
 }  // namespace

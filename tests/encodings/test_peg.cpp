@@ -17,8 +17,8 @@ using testing::numeric_grad;
 using testing::random_tensor;
 using testing::weighted_sum;
 
-std::unique_ptr<ConditionalEncoding> make(const std::string& spec, int64_t dim, Grid g,
-                                          int64_t prefix, uint64_t seed = 0) {
+std::unique_ptr<ConditionalEncoding> make_peg(const std::string& spec, int64_t dim, Grid g,
+                                              int64_t prefix, uint64_t seed = 0) {
   Rng rng(seed);
   return make_conditional_encoding(parse_encoding(spec), dim, g, prefix, rng);
 }
@@ -26,7 +26,7 @@ std::unique_ptr<ConditionalEncoding> make(const std::string& spec, int64_t dim, 
 Tensor kernel(const Param& weight) { return weight.value.reshape({weight.value.size(0), 3, 3}); }
 
 TEST(Peg, NamesShapesAndConv2dInit) {
-  auto e = make("peg", 192, {14, 14}, 1);
+  auto e = make_peg("peg", 192, {14, 14}, 1);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->kind(), "peg");
   EXPECT_EQ(e->after_block(), 1);  // CPVT's placement: after the first block
@@ -61,7 +61,7 @@ TEST(Peg, NamesShapesAndConv2dInit) {
 // prefix tokens bit for bit, at the grid it was built for and at another (no extension rule).
 TEST(Peg, ForwardIsTheConvolutionOnThePatchTokens) {
   for (const int64_t prefix : {0, 1, 3}) {
-    auto e = make("peg", 8, {3, 5}, prefix, 4);
+    auto e = make_peg("peg", 8, {3, 5}, prefix, 4);
     const Param& w = *e->params()[0];
     const Param& b = *e->params()[1];
     for (const Grid g : {Grid{3, 5}, Grid{1, 7}, Grid{4, 4}}) {
@@ -74,7 +74,7 @@ TEST(Peg, ForwardIsTheConvolutionOnThePatchTokens) {
           ASSERT_EQ(x.at(i * x.size(1) * 8 + j), orig.at(i * x.size(1) * 8 + j));
     }
   }
-  auto e = make("peg", 8, {3, 5}, 1);
+  auto e = make_peg("peg", 8, {3, 5}, 1);
   Tensor wrong = Tensor::zeros({2, 15, 8});  // the class token missing
   const std::string m = message_of([&] { e->forward(wrong, {3, 5}); });
   EXPECT_NE(m.find("peg forward"), std::string::npos) << m;
@@ -87,7 +87,7 @@ TEST(Peg, BackwardMatchesFiniteDifferences) {
   constexpr double kStep = 0.05;  // the output is linear in each: a large step, little rounding
   const int64_t D = 3, P = 1;
   for (const Grid g : {Grid{3, 4}, Grid{1, 5}}) {
-    auto e = make("peg", D, {3, 4}, P, 7);
+    auto e = make_peg("peg", D, {3, 4}, P, 7);
     Param& w = *e->params()[0];
     Param& b = *e->params()[1];
     Tensor x = random_tensor({2, P + g.count(), D}, 8);
@@ -116,7 +116,7 @@ TEST(Peg, BackwardMatchesFiniteDifferences) {
     for (int64_t j = 0; j < P * D; ++j) EXPECT_EQ(d.at(j), gy.at(j));
   }
   // A backward at a grid it did not run forward on is an error, not a wrong gradient.
-  auto e = make("peg", D, {3, 4}, P);
+  auto e = make_peg("peg", D, {3, 4}, P);
   Tensor t = random_tensor({1, P + 12, D}, 1);
   e->forward(t, {3, 4});
   Tensor d6 = Tensor::zeros({1, P + 12, D});
@@ -124,8 +124,8 @@ TEST(Peg, BackwardMatchesFiniteDifferences) {
 }
 
 TEST(Peg, SpecsCombineWithTokenAndAttentionKinds) {
-  EXPECT_EQ(make("peg:after=0", 8, {2, 2}, 1)->after_block(), 0);
-  EXPECT_EQ(make("peg:after=3", 8, {2, 2}, 1)->after_block(), 3);
+  EXPECT_EQ(make_peg("peg:after=0", 8, {2, 2}, 1)->after_block(), 0);
+  EXPECT_EQ(make_peg("peg:after=3", 8, {2, 2}, 1)->after_block(), 3);
   for (const std::string spec :
        {"peg+relbias", "sincos2d+peg", "learned1d+peg:after=0+rope-mixed"}) {
     const EncodingSpec s = parse_encoding(spec);

@@ -13,8 +13,8 @@
 namespace vitpe {
 namespace {
 
-std::unique_ptr<AttentionEncoding> make(int64_t heads, Grid w, int64_t prefix,
-                                        const std::string& spec = "relbias") {
+std::unique_ptr<AttentionEncoding> make_relbias(int64_t heads, Grid w, int64_t prefix,
+                                                const std::string& spec = "relbias") {
   Rng rng(1);
   return make_attention_encoding(parse_encoding(spec), heads, 8, w, prefix, rng);
 }
@@ -30,7 +30,7 @@ TEST(RelBias, IndexMatchesFormulaOnNonSquareWindows) {
   for (Grid w : {Grid{3, 5}, Grid{4, 2}, Grid{1, 6}})
     for (int64_t prefix : {0, 1, 2}) {
       const int64_t H = 2, N = prefix + w.count(), L = (2 * w.rows - 1) * (2 * w.cols - 1);
-      auto e = make(H, w, prefix);
+      auto e = make_relbias(H, w, prefix);
       Param* p = e->params()[0];
       EXPECT_EQ(p->name, "attn.relative_position_bias_table");
       ASSERT_EQ(p->value.shape(), Shape({L + (prefix > 0 ? 3 : 0), H}));
@@ -54,7 +54,7 @@ TEST(RelBias, IndexMatchesFormulaOnNonSquareWindows) {
 TEST(RelBias, GradientIsScatterSum) {
   Grid w{3, 4};
   const int64_t H = 3, P = 1, N = P + w.count(), L = 35;
-  auto e = make(H, w, P);
+  auto e = make_relbias(H, w, P);
   Tensor d = testing::random_tensor({H, N, N}, 4);
   Param* p = e->params()[0];
   p->grad.zero();
@@ -72,7 +72,7 @@ TEST(RelBias, GradientIsScatterSum) {
 TEST(RelBias, BackwardAtAnotherWindowMatchesFiniteDifferences) {
   Grid built{3, 2}, used{4, 3};
   const int64_t H = 2, P = 1, N = P + used.count();
-  auto e = make(H, built, P);
+  auto e = make_relbias(H, built, P);
   Tensor w = testing::random_tensor({H, N, N}, 6);
   Param* p = e->params()[0];
   p->grad.zero();
@@ -91,7 +91,7 @@ TEST(RelBias, ResampleMatchesTorchAndSameWindowIsIdentity) {
     const std::string n = "relbias_" + std::to_string(i);
     const auto& m = testing::golden_meta(n + "_in");
     Grid old{m.at("old")[0], m.at("old")[1]}, neu{m.at("new")[0], m.at("new")[1]};
-    auto e = make(m.at("heads"), old, 1);
+    auto e = make_relbias(m.at("heads"), old, 1);
     Param* p = e->params()[0];
     p->value.copy_from(testing::golden(n + "_in"));
     Tensor before = p->value.clone();
@@ -109,7 +109,7 @@ TEST(RelBias, BeitResizeBackwardAtAnotherWindowMatchesFiniteDifferences) {
   for (auto [built, used, P] :
        {std::tuple{Grid{3, 2}, Grid{4, 3}, int64_t{1}}, {Grid{4, 3}, Grid{2, 3}, int64_t{0}}}) {
     const int64_t H = 2, N = P + used.count();
-    auto e = make(H, built, P, "relbias:resize=beit");
+    auto e = make_relbias(H, built, P, "relbias:resize=beit");
     Tensor w = testing::random_tensor({H, N, N}, 6);
     Param* p = e->params()[0];
     p->grad.zero();
@@ -138,7 +138,7 @@ TEST(RelBias, BeitResizeMatchesTimm) {
     const Grid old{m.at("old")[0], m.at("old")[1]}, neu{m.at("new")[0], m.at("new")[1]};
     const int64_t H = m.at("heads"), P = m.at("extra").get<int64_t>() > 0 ? 1 : 0;
     const Tensor in = io.get(std::to_string(c) + "/in"), want = io.get(std::to_string(c) + "/out");
-    auto e = make(H, old, P, "relbias:resize=beit");
+    auto e = make_relbias(H, old, P, "relbias:resize=beit");
     Param* p = e->params()[0];
     ASSERT_EQ(p->value.shape(), in.shape()) << "case " << c;
     p->value.copy_from(in);
@@ -173,8 +173,9 @@ TEST(RelBias, ResizeOption) {
       EXPECT_NE(k.extension_note.find("resize=beit"), std::string::npos) << k.extension_note;
     }
   // The default is bicubic: the same table as resize=bicubic at another window, and not beit's.
-  auto plain = make(2, {3, 3}, 1), bicubic = make(2, {3, 3}, 1, "relbias:resize=bicubic"),
-       beit = make(2, {3, 3}, 1, "relbias:resize=beit");
+  auto plain = make_relbias(2, {3, 3}, 1),
+       bicubic = make_relbias(2, {3, 3}, 1, "relbias:resize=bicubic"),
+       beit = make_relbias(2, {3, 3}, 1, "relbias:resize=beit");
   ASSERT_EQ(testing::max_rel_error(plain->params()[0]->value, beit->params()[0]->value), 0.0);
   const Tensor a = plain->terms({{5, 4}, 1}).relative_table;
   EXPECT_EQ(testing::max_rel_error(bicubic->terms({{5, 4}, 1}).relative_table, a), 0.0);
@@ -182,7 +183,7 @@ TEST(RelBias, ResizeOption) {
 }
 
 TEST(RelBias, PrefixNeedsClassEntries) {
-  auto e = make(2, {2, 2}, 0);
+  auto e = make_relbias(2, {2, 2}, 0);
   Tensor b = Tensor::empty({2, 5, 5});
   EXPECT_THROW(e->bias(b, {{2, 2}, 1}), std::invalid_argument);
   Tensor wrong = Tensor::empty({2, 4, 5});

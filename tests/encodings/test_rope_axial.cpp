@@ -9,8 +9,8 @@
 namespace vitpe {
 namespace {
 
-std::unique_ptr<AttentionEncoding> make(int64_t H, int64_t hd, Grid w, int64_t prefix,
-                                        const std::string& spec = "rope-axial") {
+std::unique_ptr<AttentionEncoding> make_rope_axial(int64_t H, int64_t hd, Grid w, int64_t prefix,
+                                                   const std::string& spec = "rope-axial") {
   Rng rng(0);
   return make_attention_encoding(parse_encoding(spec), H, hd, w, prefix, rng);
 }
@@ -18,7 +18,7 @@ std::unique_ptr<AttentionEncoding> make(int64_t H, int64_t hd, Grid w, int64_t p
 TEST(RopeAxial, PublishedAngles) {
   const int64_t H = 2, hd = 16, P = 1;
   Grid w{3, 5};
-  auto e = make(H, hd, w, P);
+  auto e = make_rope_axial(H, hd, w, P);
   EXPECT_TRUE(e->has_rotation());
   EXPECT_FALSE(e->has_bias());
   EXPECT_TRUE(e->params().empty());
@@ -44,7 +44,7 @@ TEST(RopeAxial, MatchesTimm) {
   Grid w{m.at("rows"), m.at("cols")};
   int64_t P = m.at("prefix");
   Tensor q = testing::golden("rope_axial_q");
-  auto e = make(q.size(1), q.size(3), w, P);
+  auto e = make_rope_axial(q.size(1), q.size(3), w, P);
   Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(q.shape());
   e->rotate(qo, ko, q, q, {w, P});
   EXPECT_LT(testing::max_rel_error(qo, testing::golden("rope_axial_q_rot")), 1e-5);
@@ -52,17 +52,17 @@ TEST(RopeAxial, MatchesTimm) {
 
 TEST(RopeAxial, RelativePropertyOnNonSquareGrids) {
   for (Grid w : {Grid{3, 5}, Grid{6, 2}}) {
-    auto e = make(2, 16, w, 1);
+    auto e = make_rope_axial(2, 16, w, 1);
     testing::check_relative_property(*e, 2, 16, w, 1);
   }
   // A window other than the built one simply uses larger coordinates.
-  auto e = make(2, 8, {2, 2}, 0, "rope-axial:theta=10");
+  auto e = make_rope_axial(2, 8, {2, 2}, 0, "rope-axial:theta=10");
   testing::check_relative_property(*e, 2, 8, {4, 7}, 0);
 }
 
 TEST(RopeAxial, PreservesNorms) {
   Grid w{4, 3};
-  auto e = make(1, 8, w, 0);
+  auto e = make_rope_axial(1, 8, w, 0);
   Tensor q = testing::random_tensor({1, 1, 12, 8}, 2), qo = Tensor::empty(q.shape());
   Tensor ko = Tensor::empty(q.shape());
   e->rotate(qo, ko, q, q, {w, 0});
@@ -75,19 +75,19 @@ TEST(RopeAxial, PreservesNorms) {
 }
 
 TEST(RopeAxial, BackwardMatchesFiniteDifferences) {
-  auto e = make(2, 8, {2, 3}, 1);
+  auto e = make_rope_axial(2, 8, {2, 3}, 1);
   testing::check_rotate_backward(*e, 2, 8, {2, 3}, 1);
 }
 
 TEST(RopeAxial, HeadDimMustBeDivisibleBy4) {
   try {
-    make(2, 6, {2, 2}, 0);
+    make_rope_axial(2, 6, {2, 2}, 0);
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim must be divisible by 4"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("6"), std::string::npos);
   }
-  auto e = make(2, 8, {2, 2}, 0);
+  auto e = make_rope_axial(2, 8, {2, 2}, 0);
   Tensor q = Tensor::zeros({1, 2, 5, 8}), o = Tensor::zeros({1, 2, 5, 8}), o2 = o.clone();
   EXPECT_THROW(e->rotate(o, o2, q, q, {{2, 2}, 0}), ShapeError);
 }

@@ -9,8 +9,8 @@
 namespace vitpe {
 namespace {
 
-std::unique_ptr<AttentionEncoding> make(int64_t H, int64_t hd, Grid w, int64_t prefix,
-                                        uint64_t seed = 0) {
+std::unique_ptr<AttentionEncoding> make_rope_mixed(int64_t H, int64_t hd, Grid w, int64_t prefix,
+                                                   uint64_t seed = 0) {
   Rng rng(seed);
   return make_attention_encoding(parse_encoding("rope-mixed"), H, hd, w, prefix, rng);
 }
@@ -20,7 +20,7 @@ TEST(RopeMixed, MatchesTimm) {
   Grid w{m.at("rows"), m.at("cols")};
   int64_t P = m.at("prefix");
   Tensor q = testing::golden("rope_mixed_q"), k = testing::golden("rope_mixed_k");
-  auto e = make(q.size(1), q.size(3), w, P);
+  auto e = make_rope_mixed(q.size(1), q.size(3), w, P);
   Param* f = e->params()[0];
   EXPECT_EQ(f->name, "attn.rope.freqs");
   EXPECT_TRUE(f->no_decay);
@@ -33,7 +33,7 @@ TEST(RopeMixed, MatchesTimm) {
 
 TEST(RopeMixed, PublishedInit) {
   const int64_t H = 6, hd = 32, half = 16, quarter = 8;
-  auto e = make(H, hd, {14, 14}, 1, 5);
+  auto e = make_rope_mixed(H, hd, {14, 14}, 1, 5);
   Tensor f = e->params()[0]->value;
   ASSERT_EQ(f.shape(), Shape({2, H, half}));
   std::vector<double> phis;
@@ -56,18 +56,18 @@ TEST(RopeMixed, PublishedInit) {
 
 TEST(RopeMixed, RelativePropertyOnNonSquareGrids) {
   for (Grid w : {Grid{3, 5}, Grid{5, 2}}) {
-    auto e = make(3, 16, w, 1, 7);
+    auto e = make_rope_mixed(3, 16, w, 1, 7);
     testing::check_relative_property(*e, 3, 16, w, 1);
   }
 }
 
 TEST(RopeMixed, BackwardMatchesFiniteDifferences) {
-  auto e = make(2, 8, {2, 3}, 1, 9);
+  auto e = make_rope_mixed(2, 8, {2, 3}, 1, 9);
   testing::check_rotate_backward(*e, 2, 8, {2, 3}, 1);
 }
 
 TEST(RopeMixed, HeadDimMustBeDivisibleBy4) {
-  EXPECT_THROW(make(2, 10, {2, 2}, 0), std::invalid_argument);
+  EXPECT_THROW(make_rope_mixed(2, 10, {2, 2}, 0), std::invalid_argument);
 }
 
 }  // namespace

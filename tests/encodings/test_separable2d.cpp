@@ -7,8 +7,8 @@
 namespace vitpe {
 namespace {
 
-std::unique_ptr<TokenEncoding> make(const std::string& spec, Grid g, int64_t prefix,
-                                    int64_t dim = 8) {
+std::unique_ptr<TokenEncoding> make_separable2d(const std::string& spec, Grid g, int64_t prefix,
+                                                int64_t dim = 8) {
   Rng rng(3);
   return make_token_encoding(parse_encoding(spec), dim, g, prefix, rng);
 }
@@ -22,7 +22,7 @@ Param* find(TokenEncoding& e, const std::string& name) {
 
 TEST(Separable2d, SumAndConcatLayouts) {
   for (bool concat : {false, true}) {
-    auto e = make(concat ? "separable2d:mode=concat" : "separable2d", {3, 4}, 1);
+    auto e = make_separable2d(concat ? "separable2d:mode=concat" : "separable2d", {3, 4}, 1);
     Param* row = find(*e, "pos_embed_row");
     Param* col = find(*e, "pos_embed_col");
     Param* pre = find(*e, "pos_embed_prefix");
@@ -40,11 +40,11 @@ TEST(Separable2d, SumAndConcatLayouts) {
           EXPECT_EQ(t.at((1 + r * 4 + c) * 8 + j), want);
         }
   }
-  EXPECT_THROW(make("separable2d:mode=concat", {2, 2}, 0, 7), std::invalid_argument);
+  EXPECT_THROW(make_separable2d("separable2d:mode=concat", {2, 2}, 0, 7), std::invalid_argument);
 }
 
 TEST(Separable2d, ResampleIsLinearPerAxis) {
-  auto e = make("separable2d", {3, 4}, 0);
+  auto e = make_separable2d("separable2d", {3, 4}, 0);
   Tensor row = find(*e, "pos_embed_row")->value.clone();
   Tensor same = e->table({3, 4});
   e->resample({3, 4});
@@ -61,8 +61,8 @@ TEST(Separable2d, ResampleIsLinearPerAxis) {
   }
 }
 
-void check_backward(const std::string& spec, Grid built, Grid used, int64_t prefix) {
-  auto e = make(spec, built, prefix);
+void check_separable2d_backward(const std::string& spec, Grid built, Grid used, int64_t prefix) {
+  auto e = make_separable2d(spec, built, prefix);
   const int64_t n = prefix + used.count();
   Tensor w = testing::random_tensor({2, n, 8}, 11);
   for (Param* p : e->params()) p->grad.zero();
@@ -80,10 +80,10 @@ void check_backward(const std::string& spec, Grid built, Grid used, int64_t pref
 }
 
 TEST(Separable2d, BackwardMatchesFiniteDifferences) {
-  check_backward("separable2d", {3, 4}, {3, 4}, 1);
-  check_backward("separable2d:mode=concat", {3, 4}, {3, 4}, 2);
-  check_backward("separable2d", {3, 4}, {5, 2}, 1);
-  check_backward("separable2d:mode=concat", {4, 3}, {2, 6}, 0);
+  check_separable2d_backward("separable2d", {3, 4}, {3, 4}, 1);
+  check_separable2d_backward("separable2d:mode=concat", {3, 4}, {3, 4}, 2);
+  check_separable2d_backward("separable2d", {3, 4}, {5, 2}, 1);
+  check_separable2d_backward("separable2d:mode=concat", {4, 3}, {2, 6}, 0);
 }
 
 }  // namespace

@@ -9,13 +9,14 @@
 namespace vitpe {
 namespace {
 
-Tensor table(Grid g, int64_t dim, int64_t prefix = 0, const std::string& spec = "sincos1d") {
+Tensor sincos1d_part_table(Grid g, int64_t dim, int64_t prefix = 0,
+                           const std::string& spec = "sincos1d") {
   Rng rng(0);
   return make_token_encoding(parse_encoding(spec), dim, g, prefix, rng)->table(g);
 }
 
 TEST(Sincos1d, MatchesFormulaAndPrefixIsZero) {
-  Tensor t = table({3, 5}, 8, 2, "sincos1d:T=100");
+  Tensor t = sincos1d_part_table({3, 5}, 8, 2, "sincos1d:T=100");
   for (int64_t i = 0; i < 2 * 8; ++i) EXPECT_EQ(t.at(i), 0.f);
   for (int64_t p = 0; p < 15; ++p)
     for (int64_t i = 0; i < 4; ++i) {
@@ -27,7 +28,7 @@ TEST(Sincos1d, MatchesFormulaAndPrefixIsZero) {
 
 TEST(Sincos1d, RangeAndShiftRotationUpTo1e5) {
   const int64_t D = 16, N = 100001;
-  Tensor t = table({1, N}, D);
+  Tensor t = sincos1d_part_table({1, N}, D);
   for (int64_t i = 0; i < t.numel(); ++i) ASSERT_LE(std::fabs(t.at(i)), 1.0f);
   for (int64_t k : {1, 7, 1000}) {
     double worst = 0;

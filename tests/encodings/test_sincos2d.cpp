@@ -10,15 +10,15 @@
 namespace vitpe {
 namespace {
 
-Tensor table(Grid g, int64_t dim, int64_t prefix, const std::string& spec) {
+Tensor sincos2d_part_table(Grid g, int64_t dim, int64_t prefix, const std::string& spec) {
   Rng rng(0);
   return make_token_encoding(parse_encoding(spec), dim, g, prefix, rng)->table(g);
 }
 
 TEST(Sincos2d, MatchesTimmAndMae) {
-  Tensor timm = table({5, 7}, 16, 0, "sincos2d:layout=timm");
+  Tensor timm = sincos2d_part_table({5, 7}, 16, 0, "sincos2d:layout=timm");
   EXPECT_LT(testing::max_rel_error(timm, testing::golden("sincos2d_timm")), 1e-6);
-  Tensor mae = table({5, 7}, 16, 1, "sincos2d");  // layout=mae is the default
+  Tensor mae = sincos2d_part_table({5, 7}, 16, 1, "sincos2d");  // layout=mae is the default
   EXPECT_LT(testing::max_rel_error(mae, testing::golden("sincos2d_mae")), 1e-6);
 }
 
@@ -26,7 +26,7 @@ TEST(Sincos2d, MatchesTimmAndMae) {
 void check_axis_shift(bool along_x) {
   const int64_t D = 8, P = 2, N = 100001;
   Grid g = along_x ? Grid{1, N} : Grid{N, 1};
-  Tensor t = table(g, D, 0, "sincos2d");
+  Tensor t = sincos2d_part_table(g, D, 0, "sincos2d");
   for (int64_t i = 0; i < t.numel(); ++i) ASSERT_LE(std::fabs(t.at(i)), 1.0f);
   const int64_t s0 = along_x ? 0 : 2 * P, c0 = s0 + P;
   const int64_t other_s = along_x ? 2 * P : 0, other_c = other_s + P;

@@ -34,13 +34,13 @@ Tensor region_mask(int64_t windows, int64_t n) {
   return m;
 }
 
-struct Case {
+struct AttentionCase {
   int64_t b, h, n, hd;
   bool bias;
   int64_t windows;  // 0: no mask
 };
 
-void check_forward(const Case& c, uint64_t seed) {
+void check_attention_forward(const AttentionCase& c, uint64_t seed) {
   const Shape s{c.b, c.h, c.n, c.hd};
   Tensor q = random_tensor(s, seed), k = random_tensor(s, seed + 1), v = random_tensor(s, seed + 2);
   Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, seed + 3) : Tensor();
@@ -66,22 +66,22 @@ void check_forward(const Case& c, uint64_t seed) {
 }
 
 TEST(AttentionForward, ViTShapes) {
-  check_forward({1, 6, 197, 64, false, 0}, 1);  // ViT-S, batch 1
-  check_forward({3, 6, 197, 64, true, 0}, 2);   // batch 3 with a relative bias
+  check_attention_forward({1, 6, 197, 64, false, 0}, 1);  // ViT-S, batch 1
+  check_attention_forward({3, 6, 197, 64, true, 0}, 2);   // batch 3 with a relative bias
 }
 
 TEST(AttentionForward, SwinWindowsWithMask) {
   // 3 images x 4 windows of 7 x 7 tokens, shift mask per window and a relative bias.
-  check_forward({12, 3, 49, 32, true, 4}, 3);
-  check_forward({4, 3, 49, 32, false, 4}, 4);  // batch 1 (one image of 4 windows)
+  check_attention_forward({12, 3, 49, 32, true, 4}, 3);
+  check_attention_forward({4, 3, 49, 32, false, 4}, 4);  // batch 1 (one image of 4 windows)
 }
 
 // With more threads than (batch, head) pairs the forward splits each pair into row blocks.
 TEST(AttentionForward, MoreThreadsThanPairs) {
   const int before = num_threads();
   set_num_threads(13);
-  check_forward({1, 2, 197, 64, true, 0}, 7);
-  check_forward({2, 1, 49, 32, true, 2}, 8);
+  check_attention_forward({1, 2, 197, 64, true, 0}, 7);
+  check_attention_forward({2, 1, 49, 32, true, 2}, 8);
   set_num_threads(before);
 }
 
@@ -119,13 +119,13 @@ TEST(AttentionForward, SameBitsOnAnyThreadCountUnderFixedWorkSplit) {
 // The baseline (SSE) kernels, which AVX2 machines never pick by themselves.
 TEST(AttentionForward, BaselineKernels) {
   cpu::avx2_allowed() = false;
-  check_forward({2, 3, 49, 32, true, 2}, 9);
+  check_attention_forward({2, 3, 49, 32, true, 2}, 9);
   cpu::avx2_allowed() = true;
 }
 
 TEST(AttentionForward, OddShapes) {
-  check_forward({2, 1, 1, 1, false, 0}, 5);
-  check_forward({3, 2, 7, 5, true, 3}, 6);
+  check_attention_forward({2, 1, 1, 1, false, 0}, 5);
+  check_attention_forward({3, 2, 7, 5, true, 3}, 6);
 }
 
 // Double attention of the float tensors, and the loss sum(w * out), for finite differences.
@@ -159,7 +159,7 @@ double attention_loss(const Tensor& q, const Tensor& k, const Tensor& v, float s
   return loss;
 }
 
-void check_backward(const Case& c, uint64_t seed) {
+void check_attention_backward(const AttentionCase& c, uint64_t seed) {
   const Shape s{c.b, c.h, c.n, c.hd};
   Tensor q = random_tensor(s, seed), k = random_tensor(s, seed + 1), v = random_tensor(s, seed + 2);
   Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, seed + 3) : Tensor();
@@ -197,14 +197,14 @@ void check_backward(const Case& c, uint64_t seed) {
 }
 
 TEST(AttentionBackward, MatchesFiniteDifferences) {
-  check_backward({2, 2, 5, 3, true, 0}, 10);
-  check_backward({1, 1, 4, 2, false, 0}, 11);
+  check_attention_backward({2, 2, 5, 3, true, 0}, 10);
+  check_attention_backward({1, 1, 4, 2, false, 0}, 11);
 }
 
 TEST(AttentionBackward, WindowsWithMaskMatchFiniteDifferences) {
-  check_backward({4, 2, 5, 3, true, 2}, 12);  // 2 images x 2 windows
+  check_attention_backward({4, 2, 5, 3, true, 2}, 12);  // 2 images x 2 windows
   cpu::avx2_allowed() = false;                // the baseline (SSE) kernels
-  check_backward({2, 1, 11, 3, true, 1}, 13);
+  check_attention_backward({2, 1, 11, 3, true, 1}, 13);
   cpu::avx2_allowed() = true;
 }
 
@@ -229,7 +229,7 @@ TEST(AttentionBackward, UndefinedGradientsAreSkipped) {
 // attention_forward_tokens reads the heads from the qkv projection's rows and writes the tokens'
 // rows: the same numbers as splitting the heads, attention_forward and merging them, against the
 // double reference, with bias and mask, odd sizes, and more threads than pairs.
-void check_tokens(const Case& c, uint64_t seed) {
+void check_tokens(const AttentionCase& c, uint64_t seed) {
   const int64_t dim = c.h * c.hd;
   Tensor qkv = random_tensor(Shape{c.b, c.n, 3 * dim}, seed);
   const Shape s{c.b, c.h, c.n, c.hd};
@@ -283,7 +283,7 @@ TEST(AttentionForwardTokens, ErrorsNameTheShapes) {
 // as attention_forward, and attention_backward_tokens overwrites dqkv with what the split path
 // (split_heads, attention_backward, split_heads_backward) accumulates into zeros, whatever dqkv
 // held; dbias accumulates. The split path is checked against finite differences above.
-void check_tokens_backward(const Case& c, uint64_t seed) {
+void check_tokens_backward(const AttentionCase& c, uint64_t seed) {
   const int64_t dim = c.h * c.hd;
   Tensor qkv = random_tensor(Shape{c.b, c.n, 3 * dim}, seed);
   Tensor dout = random_tensor(Shape{c.b, c.n, dim}, seed + 1);
@@ -374,12 +374,13 @@ TEST(AttentionBackwardTokens, ErrorsNameTheShapes) {
 // 1, 2 and 3 threads, with a relative bias (Swin's windows) and odd sizes.
 TEST(AttentionBackwardTokens, ColumnSumsAreTheQkvBiasGradient) {
   const int before = num_threads();
-  struct Case {
+  struct AttentionCase {
     int64_t b, h, n, hd;
     bool bias;
   };
-  for (const Case& c :
-       {Case{3, 2, 49, 32, true}, Case{2, 3, 13, 12, false}, Case{1, 1, 5, 8, false}}) {
+  for (const AttentionCase& c :
+       {AttentionCase{3, 2, 49, 32, true}, AttentionCase{2, 3, 13, 12, false},
+        AttentionCase{1, 1, 5, 8, false}}) {
     const int64_t dim = c.h * c.hd;
     Tensor qkv = random_tensor(Shape{c.b, c.n, 3 * dim}, 60);
     Tensor dout = random_tensor(Shape{c.b, c.n, dim}, 61);

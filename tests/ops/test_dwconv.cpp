@@ -18,11 +18,11 @@ using testing::numeric_grad;
 using testing::random_tensor;
 using testing::weighted_sum;
 
-struct Case {
+struct DwconvCase {
   int64_t batch, rows, cols, prefix, dim;
 };
 
-std::string name(const Case& c) {
+std::string name(const DwconvCase& c) {
   return std::to_string(c.batch) + " x " + std::to_string(c.rows) + "x" + std::to_string(c.cols) +
          " prefix " + std::to_string(c.prefix) + " dim " + std::to_string(c.dim);
 }
@@ -31,10 +31,11 @@ TEST(DwconvForward, MatchesReference) {
   // Square and non-square grids, a single row and a single column (only some taps exist), the
   // prefix of ViT's class token and of none, channel counts below, at and above one block of the
   // parameter sums, ViT-S/16's shape.
-  const Case cases[] = {{2, 3, 5, 0, 7}, {3, 3, 5, 1, 16},  {1, 1, 9, 1, 8},    {2, 9, 1, 0, 5},
-                        {1, 1, 1, 2, 3}, {2, 4, 4, 1, 130}, {1, 14, 14, 1, 384}};
+  const DwconvCase cases[] = {{2, 3, 5, 0, 7},    {3, 3, 5, 1, 16}, {1, 1, 9, 1, 8},
+                              {2, 9, 1, 0, 5},    {1, 1, 1, 2, 3},  {2, 4, 4, 1, 130},
+                              {1, 14, 14, 1, 384}};
   uint64_t seed = 1;
-  for (const Case& c : cases) {
+  for (const DwconvCase& c : cases) {
     const Shape s{c.batch, c.prefix + c.rows * c.cols, c.dim};
     Tensor x = random_tensor(s, seed++);
     Tensor w = random_tensor(Shape{c.dim, 3, 3}, seed++, 0.3);
@@ -74,7 +75,7 @@ TEST(DwconvForward, CentreTapDoublesAndOtherTapsShift) {
 
 // dx, dw, db of sum(g * y) against central differences of the double reference; gradients
 // start from non-zero values (backward adds) and undefined ones are skipped.
-void check_backward(const Case& c, uint64_t seed) {
+void check_dwconv_backward(const DwconvCase& c, uint64_t seed) {
   constexpr double kStep = 0.05;  // the output is linear in each: a large step, little rounding
   const Shape s{c.batch, c.prefix + c.rows * c.cols, c.dim};
   Tensor x = random_tensor(s, seed);
@@ -105,10 +106,10 @@ void check_backward(const Case& c, uint64_t seed) {
 }
 
 TEST(DwconvBackward, MatchesFiniteDifferences) {
-  check_backward({2, 3, 5, 1, 4}, 10);
-  check_backward({1, 3, 5, 0, 3}, 20);
-  check_backward({2, 1, 6, 1, 2}, 30);
-  check_backward({1, 4, 1, 2, 3}, 40);
+  check_dwconv_backward({2, 3, 5, 1, 4}, 10);
+  check_dwconv_backward({1, 3, 5, 0, 3}, 20);
+  check_dwconv_backward({2, 1, 6, 1, 2}, 30);
+  check_dwconv_backward({1, 4, 1, 2, 3}, 40);
 }
 
 // The parameter sums in channel blocks over many tokens: against a double sum on a realistic

@@ -17,7 +17,7 @@ using testing::max_rel_error;
 using testing::numeric_grad;
 using testing::random_tensor;
 
-void check_forward(const Shape& s, double offset, float eps, uint64_t seed) {
+void check_layernorm_forward(const Shape& s, double offset, float eps, uint64_t seed) {
   const int64_t d = s.dim(-1);
   Tensor x = random_tensor(s, seed);
   for (int64_t i = 0; i < x.numel(); ++i) x.at(i) += static_cast<float>(offset);
@@ -38,11 +38,11 @@ void check_forward(const Shape& s, double offset, float eps, uint64_t seed) {
 }
 
 TEST(LayerNormForward, MatchesReference) {
-  check_forward(Shape{3, 197, 384}, 0.0, 1e-6f, 1);  // ViT-S, batch 3
-  check_forward(Shape{1, 197, 384}, 0.0, 1e-6f, 2);  // batch 1
-  check_forward(Shape{2, 49, 96}, 0.0, 1e-5f, 3);    // Swin-T stage 0 window
-  check_forward(Shape{5, 7}, 0.0, 1e-5f, 4);         // odd width
-  check_forward(Shape{4, 384}, 10.0, 1e-6f, 5);      // |mean| >> std: no cancellation
+  check_layernorm_forward(Shape{3, 197, 384}, 0.0, 1e-6f, 1);  // ViT-S, batch 3
+  check_layernorm_forward(Shape{1, 197, 384}, 0.0, 1e-6f, 2);  // batch 1
+  check_layernorm_forward(Shape{2, 49, 96}, 0.0, 1e-5f, 3);    // Swin-T stage 0 window
+  check_layernorm_forward(Shape{5, 7}, 0.0, 1e-5f, 4);         // odd width
+  check_layernorm_forward(Shape{4, 384}, 10.0, 1e-6f, 5);      // |mean| >> std: no cancellation
 }
 
 // Double LayerNorm of the (float) tensors, for finite differences.

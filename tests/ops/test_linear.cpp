@@ -31,7 +31,7 @@ Shape out_shape(const Shape& x, int64_t n) {
   return s;
 }
 
-void check_forward(const LinearCase& c, Act act, bool bias, bool residual, uint64_t seed) {
+void check_linear_forward(const LinearCase& c, Act act, bool bias, bool residual, uint64_t seed) {
   const int64_t k = c.x.dim(-1);
   Tensor x = random_tensor(c.x, seed);
   Tensor w = random_tensor(Shape{c.n, k}, seed + 1, 1.0 / std::sqrt(static_cast<double>(k)));
@@ -46,21 +46,21 @@ void check_forward(const LinearCase& c, Act act, bool bias, bool residual, uint6
 }
 
 TEST(LinearForward, MatchesReferenceOnViTShapes) {
-  check_forward({Shape{1, 197, 384}, 1152}, Act::none, true, false, 1);  // qkv, batch 1
-  check_forward({Shape{3, 197, 1536}, 384}, Act::none, true, false, 2);  // fc2, batch 3
-  check_forward({Shape{1, 49, 384}, 384}, Act::none, true, false, 3);    // a Swin window
+  check_linear_forward({Shape{1, 197, 384}, 1152}, Act::none, true, false, 1);  // qkv, batch 1
+  check_linear_forward({Shape{3, 197, 1536}, 384}, Act::none, true, false, 2);  // fc2, batch 3
+  check_linear_forward({Shape{1, 49, 384}, 384}, Act::none, true, false, 3);    // a Swin window
 }
 
 TEST(LinearForward, MatchesReferenceOnOddShapes) {
-  check_forward({Shape{7, 13}, 5}, Act::none, true, false, 4);
-  check_forward({Shape{2, 3, 13}, 5}, Act::none, false, false, 5);
-  check_forward({Shape{1, 1}, 1}, Act::none, true, false, 6);
-  check_forward({Shape{33, 17}, 65}, Act::none, true, false, 7);
+  check_linear_forward({Shape{7, 13}, 5}, Act::none, true, false, 4);
+  check_linear_forward({Shape{2, 3, 13}, 5}, Act::none, false, false, 5);
+  check_linear_forward({Shape{1, 1}, 1}, Act::none, true, false, 6);
+  check_linear_forward({Shape{33, 17}, 65}, Act::none, true, false, 7);
 }
 
 TEST(LinearForward, FusedGeluMatchesReference) {
-  check_forward({Shape{1, 197, 384}, 1536}, Act::gelu, true, false, 8);  // fc1
-  check_forward({Shape{7, 13}, 5}, Act::gelu, false, false, 9);
+  check_linear_forward({Shape{1, 197, 384}, 1536}, Act::gelu, true, false, 8);  // fc1
+  check_linear_forward({Shape{7, 13}, 5}, Act::gelu, false, false, 9);
 }
 
 // OpenAI CLIP's quick_gelu (oneDNN's swish with alpha 1.702), before the residual too.
@@ -70,12 +70,12 @@ TEST(LinearForward, FusedQuickGeluMatchesReference) {
 }
 
 TEST(LinearForward, FusedResidualMatchesReference) {
-  check_forward({Shape{1, 197, 384}, 384}, Act::none, true, true, 10);  // proj + residual
-  check_forward({Shape{7, 13}, 5}, Act::none, false, true, 11);
+  check_linear_forward({Shape{1, 197, 384}, 384}, Act::none, true, true, 10);  // proj + residual
+  check_linear_forward({Shape{7, 13}, 5}, Act::none, false, true, 11);
 }
 
 TEST(LinearForward, GeluIsAppliedBeforeTheResidual) {
-  check_forward({Shape{2, 9, 31}, 17}, Act::gelu, true, true, 12);
+  check_linear_forward({Shape{2, 9, 31}, 17}, Act::gelu, true, true, 12);
   // With x = 0 and no bias the product is 0, GELU(0) = 0, and y must equal the residual;
   // GELU applied after the add would give GELU(residual) instead.
   Tensor x = Tensor::zeros(Shape{3, 4});

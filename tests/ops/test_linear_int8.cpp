@@ -241,7 +241,7 @@ struct Int8Case {
   int64_t n;
 };
 
-void check_forward(const Int8Case& c, Act act, bool bias, bool residual, uint64_t seed) {
+void check_int8_forward(const Int8Case& c, Act act, bool bias, bool residual, uint64_t seed) {
   const int64_t k = c.x.dim(-1);
   Tensor x = random_tensor(c.x, seed);
   Tensor w = random_tensor(Shape{c.n, k}, seed + 1, 1.0 / std::sqrt(static_cast<double>(k)));
@@ -255,20 +255,22 @@ void check_forward(const Int8Case& c, Act act, bool bias, bool residual, uint64_
 }
 
 TEST(LinearInt8, ForwardMatchesExactReference) {
-  check_forward({Shape{1, 197, 384}, 96}, Act::none, true, false, 10);  // a ViT-S token batch
-  check_forward({Shape{2, 49, 96}, 288}, Act::none, true, false, 11);   // Swin windows
-  check_forward({Shape{1, 1}, 1}, Act::none, true, false, 12);          // M = K = N = 1
-  check_forward({Shape{1, 13}, 5}, Act::none, false, false, 13);        // M = 1, K odd
-  check_forward({Shape{2, 3, 13}, 1}, Act::none, true, false, 14);      // N = 1
-  check_forward({Shape{33, 17}, 65}, Act::none, true, false, 15);       // tails everywhere
+  check_int8_forward({Shape{1, 197, 384}, 96}, Act::none, true, false, 10);  // a ViT-S token batch
+  check_int8_forward({Shape{2, 49, 96}, 288}, Act::none, true, false, 11);   // Swin windows
+  check_int8_forward({Shape{1, 1}, 1}, Act::none, true, false, 12);          // M = K = N = 1
+  check_int8_forward({Shape{1, 13}, 5}, Act::none, false, false, 13);        // M = 1, K odd
+  check_int8_forward({Shape{2, 3, 13}, 1}, Act::none, true, false, 14);      // N = 1
+  check_int8_forward({Shape{33, 17}, 65}, Act::none, true, false, 15);       // tails everywhere
 }
 
 TEST(LinearInt8, FusedGeluAndResidualMatchReference) {
-  check_forward({Shape{2, 17, 40}, 23}, Act::gelu, true, false, 20);
-  check_forward({Shape{2, 17, 40}, 23}, Act::none, true, true, 21);
-  check_forward({Shape{2, 17, 40}, 23}, Act::gelu, false, true, 22);  // GELU before the residual
-  check_forward({Shape{1, 7}, 9}, Act::gelu, true, true, 23);
-  check_forward({Shape{2, 17, 40}, 23}, Act::quick_gelu, true, true, 24);  // CLIP's, then residual
+  check_int8_forward({Shape{2, 17, 40}, 23}, Act::gelu, true, false, 20);
+  check_int8_forward({Shape{2, 17, 40}, 23}, Act::none, true, true, 21);
+  // GELU before the residual.
+  check_int8_forward({Shape{2, 17, 40}, 23}, Act::gelu, false, true, 22);
+  check_int8_forward({Shape{1, 7}, 9}, Act::gelu, true, true, 23);
+  // CLIP's, then the residual.
+  check_int8_forward({Shape{2, 17, 40}, 23}, Act::quick_gelu, true, true, 24);
 }
 
 TEST(LinearInt8, TilesSharedOutAmongThreadsMatchReference) {
@@ -276,12 +278,12 @@ TEST(LinearInt8, TilesSharedOutAmongThreadsMatchReference) {
   // tile's product on one thread: all rows x 64 columns when the rows are few (several tiles,
   // with and without a narrower last one), 128 rows x all columns when they are many.
   const int threads = num_threads();
-  check_forward({Shape{3, 70, 48}, 200}, Act::gelu, true, true, 26);  // 3 blocks and 8 columns
-  check_forward({Shape{197, 40}, 128}, Act::none, true, false, 27);   // 2 whole blocks
-  check_forward({Shape{400, 33}, 193}, Act::gelu, false, true, 28);   // 3 blocks and 1 column
+  check_int8_forward({Shape{3, 70, 48}, 200}, Act::gelu, true, true, 26);  // 3 blocks and 8 columns
+  check_int8_forward({Shape{197, 40}, 128}, Act::none, true, false, 27);   // 2 whole blocks
+  check_int8_forward({Shape{400, 33}, 193}, Act::gelu, false, true, 28);   // 3 blocks and 1 column
   // Many rows: tiles of 128 rows and all columns, the last with 54 rows; and of 128 x 64.
-  check_forward({Shape{2, 311, 24}, 70}, Act::gelu, true, true, 32);
-  check_forward({Shape{640, 16}, 64}, Act::none, true, false, 33);
+  check_int8_forward({Shape{2, 311, 24}, 70}, Act::gelu, true, true, 32);
+  check_int8_forward({Shape{640, 16}, 64}, Act::none, true, false, 33);
   EXPECT_EQ(num_threads(), threads) << "the op's region must leave the thread count as it was";
 }
 
@@ -305,8 +307,8 @@ TEST(LinearInt8, CallsFromInsideAParallelRegionMatchACallOutside) {
 TEST(LinearInt8, BaselineKernelsMatchReference) {
   // The SSE variants of the row quantisation and the epilogue, which CPUs without AVX2 run.
   cpu::avx2_allowed() = false;
-  check_forward({Shape{3, 37}, 21}, Act::gelu, true, true, 24);
-  check_forward({Shape{1, 3}, 2}, Act::none, true, false, 25);
+  check_int8_forward({Shape{3, 37}, 21}, Act::gelu, true, true, 24);
+  check_int8_forward({Shape{1, 3}, 2}, Act::none, true, false, 25);
   cpu::avx2_allowed() = true;
 }
 

@@ -18,8 +18,8 @@ namespace {
 using testing::max_rel_error;
 using testing::random_tensor;
 
-void check_forward(int64_t bs, int64_t c, int64_t h, int64_t w, int64_t p, int64_t d, bool bias,
-                   uint64_t seed) {
+void check_patch_embed_forward(int64_t bs, int64_t c, int64_t h, int64_t w, int64_t p, int64_t d,
+                               bool bias, uint64_t seed) {
   Tensor x = random_tensor(Shape{bs, c, h, w}, seed);
   Tensor wt = random_tensor(Shape{d, c, p, p}, seed + 1, 1.0 / p);
   Tensor b = bias ? random_tensor(Shape{d}, seed + 2) : Tensor();
@@ -30,16 +30,16 @@ void check_forward(int64_t bs, int64_t c, int64_t h, int64_t w, int64_t p, int64
 }
 
 TEST(PatchEmbedForward, MatchesReferenceOnViTShape) {
-  check_forward(1, 3, 224, 224, 16, 384, true, 1);
+  check_patch_embed_forward(1, 3, 224, 224, 16, 384, true, 1);
 }
 
 TEST(PatchEmbedForward, MatchesReferenceOnAnyChannelsAndNonSquareImages) {
-  check_forward(2, 3, 32, 48, 16, 24, true, 2);  // 2 x 3 grid
-  check_forward(3, 1, 8, 12, 4, 7, true, 3);     // grayscale
-  check_forward(1, 5, 6, 10, 2, 9, false, 4);    // 5 channels, no bias
-  check_forward(2, 4, 28, 28, 4, 96, true, 5);   // Swin-like patch 4
-  check_forward(1, 2, 3, 3, 3, 4, true, 6);      // one patch
-  check_forward(2, 3, 5, 7, 1, 3, true, 7);      // patch 1 = a per-pixel linear
+  check_patch_embed_forward(2, 3, 32, 48, 16, 24, true, 2);  // 2 x 3 grid
+  check_patch_embed_forward(3, 1, 8, 12, 4, 7, true, 3);     // grayscale
+  check_patch_embed_forward(1, 5, 6, 10, 2, 9, false, 4);    // 5 channels, no bias
+  check_patch_embed_forward(2, 4, 28, 28, 4, 96, true, 5);   // Swin-like patch 4
+  check_patch_embed_forward(1, 2, 3, 3, 3, 4, true, 6);      // one patch
+  check_patch_embed_forward(2, 3, 5, 7, 1, 3, true, 7);      // patch 1 = a per-pixel linear
 }
 
 // L = sum(g * y): gradients from the backward vs central differences of L in double.

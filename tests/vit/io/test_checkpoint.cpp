@@ -20,8 +20,9 @@ namespace {
 std::string data(const std::string& name) { return std::string(VITPE_TEST_DATA) + "/" + name; }
 
 // Runs `input_key` of the io file through the model and compares with `logits_key`.
-void expect_logits(Model& model, const std::string& io_file, const std::string& input_key,
-                   const std::string& logits_key, double tol = 1e-4) {
+void expect_checkpoint_logits(Model& model, const std::string& io_file,
+                              const std::string& input_key, const std::string& logits_key,
+                              double tol = 1e-4) {
   SafeTensorsFile io = SafeTensorsFile::open(data(io_file));
   Tensor x = io.get(input_key);
   Tensor want = io.get(logits_key);
@@ -47,26 +48,26 @@ TEST(Parity, TimmVitClassToken) {
   EXPECT_EQ(m.format, "timm ViT");
   EXPECT_EQ(m.model->config().img_rows, 32);
   EXPECT_EQ(m.model->config().encoding, "learned1d");
-  expect_logits(*m.model, "vit_timm_io.safetensors", "input", "logits");
+  expect_checkpoint_logits(*m.model, "vit_timm_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TimmVitNewResolutions) {
   LoadedModel m = load_model(data("vit_timm.safetensors"), vit_options(4));
-  expect_logits(*m.model, "vit_timm_io.safetensors", "input_48x48", "logits_48x48");
-  expect_logits(*m.model, "vit_timm_io.safetensors", "input_32x48", "logits_32x48");
+  expect_checkpoint_logits(*m.model, "vit_timm_io.safetensors", "input_48x48", "logits_48x48");
+  expect_checkpoint_logits(*m.model, "vit_timm_io.safetensors", "input_32x48", "logits_32x48");
 }
 
 TEST(Parity, TimmVitMeanPoolNoClassToken) {
   LoadedModel m = load_model(data("vit_timm_avg.safetensors"), vit_options(4));
   EXPECT_EQ(m.model->config().vit().pool, Pool::avg);
   EXPECT_FALSE(m.model->config().vit().class_token);
-  expect_logits(*m.model, "vit_timm_avg_io.safetensors", "input", "logits");
+  expect_checkpoint_logits(*m.model, "vit_timm_avg_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TorchvisionVit) {
   LoadedModel m = load_model(data("vit_tv.safetensors"), vit_options(4));
   EXPECT_EQ(m.format, "torchvision ViT");
-  expect_logits(*m.model, "vit_tv_io.safetensors", "input", "logits");
+  expect_checkpoint_logits(*m.model, "vit_tv_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TimmVitSmall224Synthetic) {
@@ -96,25 +97,25 @@ TEST(Parity, TimmSwin) {
   EXPECT_EQ(c.swin().window, 7);
   EXPECT_EQ(c.swin().depths, (std::vector<int64_t>{2, 2}));
   EXPECT_EQ(c.swin().stage_heads, (std::vector<int64_t>{2, 4}));
-  expect_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
+  expect_checkpoint_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TimmSwinOtherSizes) {
   LoadedModel m = load_model(data("swin_timm.safetensors"), swin56());
-  expect_logits(*m.model, "swin_timm_io.safetensors", "input_56x112", "logits_56x112");
-  expect_logits(*m.model, "swin_timm_io.safetensors", "input_64x64", "logits_64x64");
+  expect_checkpoint_logits(*m.model, "swin_timm_io.safetensors", "input_56x112", "logits_56x112");
+  expect_checkpoint_logits(*m.model, "swin_timm_io.safetensors", "input_64x64", "logits_64x64");
 }
 
 TEST(Parity, TimmSwinOldLayout) {
   LoadedModel m = load_model(data("swin_timm_old.safetensors"), swin56());
   EXPECT_EQ(m.format, "timm Swin (< 0.9 / Microsoft)");
-  expect_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
+  expect_checkpoint_logits(*m.model, "swin_timm_io.safetensors", "input", "logits");
 }
 
 TEST(Parity, TorchvisionSwin) {
   LoadedModel m = load_model(data("swin_tv.safetensors"), swin56());
   EXPECT_EQ(m.format, "torchvision Swin");
-  expect_logits(*m.model, "swin_tv_io.safetensors", "input", "logits");
+  expect_checkpoint_logits(*m.model, "swin_tv_io.safetensors", "input", "logits");
 }
 
 // A timm or torchvision ViT file does not store its heads: never guessed silently (ViT-H's head

@@ -22,7 +22,7 @@ namespace vitpe {
 namespace {
 
 const std::string kModel = std::string(VITPE_SOURCE_DIR) + "/models/vit-fmnist.safetensors";
-const std::string kImages = std::string(VITPE_TEST_DATA) + "/images/";
+const std::string kClassifierImages = std::string(VITPE_TEST_DATA) + "/images/";
 
 // A 28x28 gray "image" with some structure (the bundled model's input).
 cv::Mat pattern(int seed) {
@@ -55,7 +55,7 @@ TEST(Classifier, EqualsTheStepByStepPath) {
   Classifier classifier(kModel);
   EXPECT_EQ(classifier.preprocess().rows, 28);
   EXPECT_EQ(classifier.preprocess().channels, 1);
-  const std::string file = kImages + "rgb_67x45.png";
+  const std::string file = kClassifierImages + "rgb_67x45.png";
   const auto got = classifier.classify(cv::imread(file, cv::IMREAD_UNCHANGED), 3);
 
   LoadedModel m = load_model(kModel);
@@ -99,7 +99,8 @@ TEST(Classifier, TimmVitSmallWithItsConfigJsonGivesTimmsTop5) {
   // --- what the application writes ---
   Classifier classifier((dir / "model.safetensors").string());
   for (const auto& [file, want] : golden["top5"].items()) {
-    const auto top = classifier.classify(cv::imread(kImages + file, cv::IMREAD_UNCHANGED), 5);
+    const auto top =
+        classifier.classify(cv::imread(kClassifierImages + file, cv::IMREAD_UNCHANGED), 5);
     // ---
     ASSERT_EQ(top.size(), 5u) << file;
     for (size_t i = 0; i < 5; ++i) {

@@ -41,10 +41,10 @@ struct Golden {
   }
 };
 
-const std::vector<std::pair<std::string, std::string>> kImages = {
+const std::vector<std::pair<std::string, std::string>> kTransformImages = {
     {"photo_61x47", "/images/photo_61x47.jpg"}, {"rgb_67x45", "/images/rgb_67x45.png"}};
 
-int max_abs_diff(const cv::Mat& a, const cv::Mat& b) {
+int max_abs_difference(const cv::Mat& a, const cv::Mat& b) {
   EXPECT_EQ(a.size(), b.size());
   EXPECT_EQ(a.type(), b.type());
   if (a.size() != b.size() || a.type() != b.type()) return 255;
@@ -75,8 +75,9 @@ ModelConfig at_size(ModelConfig c, int64_t size) {
 // JPEG and PNG decode to the same RGB bytes as PIL's Image.open(f).convert('RGB').
 TEST(Transforms, DecodingEqualsPil) {
   const Golden g;
-  for (const auto& [stem, file] : kImages) {
-    EXPECT_EQ(max_abs_diff(read_image(kData + file, 3), g.image(stem + "/decoded")), 0) << stem;
+  for (const auto& [stem, file] : kTransformImages) {
+    EXPECT_EQ(max_abs_difference(read_image(kData + file, 3), g.image(stem + "/decoded")), 0)
+        << stem;
   }
 }
 
@@ -97,9 +98,9 @@ TEST(Transforms, TimmPresetsEqualTimmsTransformBitwise) {
     const nlohmann::json& f = g.families.at(fam);
     const Preprocess p = Preprocess::from(at_size(config, f["input_size"][1].get<int64_t>()));
     expect_config_matches(p, f, fam);
-    for (const auto& [stem, file] : kImages) {
+    for (const auto& [stem, file] : kTransformImages) {
       const cv::Mat ours = resize_and_crop(read_image(kData + file, 3), p);
-      EXPECT_EQ(max_abs_diff(ours, g.image(stem + "/" + fam)), 0) << fam << " " << stem;
+      EXPECT_EQ(max_abs_difference(ours, g.image(stem + "/" + fam)), 0) << fam << " " << stem;
     }
   }
 }
@@ -123,9 +124,9 @@ TEST(Transforms, TorchvisionFilesGetTheirWeightsTransform) {
     EXPECT_DOUBLE_EQ(p.crop_pct, 224.0 / f["resize_224"].get<double>()) << fam;
     EXPECT_EQ(resized_size(67, 45, p).height, f["resize"].get<int>()) << fam;
     EXPECT_EQ(p.mean, kImageNetMean);
-    for (const auto& [stem, image] : kImages) {
+    for (const auto& [stem, image] : kTransformImages) {
       const cv::Mat ours = resize_and_crop(read_image(kData + image, 3), p);
-      const int diff = max_abs_diff(ours, g.image(stem + "/" + fam));
+      const int diff = max_abs_difference(ours, g.image(stem + "/" + fam));
       EXPECT_LE(diff, tolerance) << fam << " " << stem;
       std::printf("%s %s: max |vitpe - torchvision| = %d levels\n", fam, stem.c_str(), diff);
     }

@@ -69,7 +69,7 @@ ModelConfig small_vit() {
   return c;
 }
 
-void expect_logits(Model& m, const Tensor& x, const Tensor& want, const std::string& what) {
+void expect_zoo_logits(Model& m, const Tensor& x, const Tensor& want, const std::string& what) {
   const Tensor& got = m.forward(x);
   ASSERT_EQ(got.shape(), want.shape()) << what;
   EXPECT_LT(testing::max_rel_error(got, want), 1e-4) << what;
@@ -79,17 +79,17 @@ void expect_logits(Model& m, const Tensor& x, const Tensor& want, const std::str
 // (vitpe convert), the file alone rebuilds the same model. Removes the written files.
 void expect_two_sizes_and_round_trip(const LoadedModel& m, SafeTensorsFile& io,
                                      const std::string& golden, const std::string& path) {
-  expect_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                golden + " at 32x32");
-  expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
-                io.get("logits_48x32"), golden + " at 48x32");
+  expect_zoo_logits(*m.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
+                    golden + " at 32x32");
+  expect_zoo_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                    io.get("logits_48x32"), golden + " at 48x32");
   const std::string ours = path + ".vitpe.safetensors";
   save_model(*m.model, ours);
   LoadedModel back = load_model(ours);
   EXPECT_EQ(back.format, "vitpe") << golden;
   EXPECT_EQ(back.model->config().to_json(), m.model->config().to_json()) << golden;
-  expect_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}), io.get("logits"),
-                golden + " converted");
+  expect_zoo_logits(*back.model, testing::synthetic_tensor("input", {2, 3, 32, 32}),
+                    io.get("logits"), golden + " converted");
   fs::remove_all(fs::path(path).parent_path());
 }
 
@@ -184,14 +184,14 @@ TEST(Zoo, BeitQvBiasRelativeBiasWithClassEntries) {
     EXPECT_EQ(m.model->config().encoding, "relbias:resize=beit");
     EXPECT_EQ(m.model->config().family_label(), "BEiT");
     const int64_t batch = rows == 32 ? 2 : 1;
-    expect_logits(
+    expect_zoo_logits(
         *m.model,
         testing::synthetic_tensor(rows == 32 ? "input" : "input_48x32", {batch, 3, rows, cols}),
         io.get("logits"), golden);
     if (rows == 32) {
       // The 32x32 file at 48x32: the tables resized as timm's checkpoint_filter_fn does.
-      expect_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
-                    io.get("logits_48x32_resized"), std::string(golden) + " resized to 48x32");
+      expect_zoo_logits(*m.model, testing::synthetic_tensor("input_48x32", {1, 3, 48, 32}),
+                        io.get("logits_48x32_resized"), std::string(golden) + " resized to 48x32");
     }
     fs::remove_all(fs::path(path).parent_path());
   }

@@ -25,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir(const std::string& name) {
+fs::path data_temp_dir(const std::string& name) {
   fs::path p =
       fs::temp_directory_path() / ("vitpe_test_data_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
@@ -54,7 +54,7 @@ void write_gz(const fs::path& path, const std::vector<uint8_t>& bytes) {
 }
 
 TEST(Idx, ReadsSyntheticImages) {
-  fs::path dir = temp_dir("idx");
+  fs::path dir = data_temp_dir("idx");
   std::vector<uint8_t> data(3 * 2 * 4);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
   write_gz(dir / "a.gz", idx_bytes(0x803, {3, 2, 4}, data));
@@ -65,7 +65,7 @@ TEST(Idx, ReadsSyntheticImages) {
 }
 
 TEST(Idx, RejectsBadMagicTruncationAndMissingFiles) {
-  fs::path dir = temp_dir("idxbad");
+  fs::path dir = data_temp_dir("idxbad");
   write_gz(dir / "magic.gz", idx_bytes(0x801, {3}, {1, 2, 3}));
   std::string e = testing::message_of([&] { read_idx_gz((dir / "magic.gz").string(), 3); });
   EXPECT_NE(e.find("magic.gz"), std::string::npos) << e;
@@ -97,7 +97,7 @@ TEST(Idx, RejectsBadMagicTruncationAndMissingFiles) {
 // Dimensions whose product passes 2^64 (2^31 x 2^31 x 4) once wrapped to 0 and matched an
 // empty file: found by fuzz_idx; the count is now checked.
 TEST(Idx, DimensionsWhoseProductOverflowsAreTruncation) {
-  fs::path dir = temp_dir("idxoverflow");
+  fs::path dir = data_temp_dir("idxoverflow");
   write_gz(dir / "wrap.gz", idx_bytes(0x803, {1u << 31, 1u << 31, 4}, {}));
   const std::string e = testing::message_of([&] { read_idx_gz((dir / "wrap.gz").string(), 3); });
   EXPECT_NE(e.find("the header (2147483648x2147483648x4) says more than 2^64 (truncated file)"),
@@ -107,7 +107,7 @@ TEST(Idx, DimensionsWhoseProductOverflowsAreTruncation) {
 }
 
 TEST(FashionMnist, SyntheticFilesNormaliseAndResize) {
-  fs::path dir = temp_dir("fm");
+  fs::path dir = data_temp_dir("fm");
   std::vector<uint8_t> imgs(4 * 28 * 28), labels = {3, 0, 9, 3};
   for (size_t i = 0; i < imgs.size(); ++i) imgs[i] = static_cast<uint8_t>(i % 251);
   // Image 2 is constant: any bilinear resize keeps it constant.
@@ -343,7 +343,7 @@ TEST(Procedural, DeterministicAndNoiseIsItsOwnStream) {
 }
 
 TEST(Folder, ClassesFromSubfoldersAndRgbNormalisation) {
-  fs::path dir = temp_dir("folder");
+  fs::path dir = data_temp_dir("folder");
   fs::create_directories(dir / "cat");
   fs::create_directories(dir / "dog");
   cv::Mat red(10, 12, CV_8UC3, cv::Scalar(0, 0, 255));  // BGR: pure red
@@ -377,7 +377,7 @@ TEST(Folder, ClassesFromSubfoldersAndRgbNormalisation) {
 // passes): the same tensor classify gets from the file, the transform's size, channels and
 // statistics.
 TEST(Folder, RendersWithAModelsTransformWhenGivenOne) {
-  fs::path dir = temp_dir("folder_transform");
+  fs::path dir = data_temp_dir("folder_transform");
   fs::create_directories(dir / "a");
   fs::create_directories(dir / "b");
   cv::Mat img(45, 67, CV_8UC3);
@@ -676,7 +676,7 @@ TEST(Loader, NoFlipKeepsTheSameCropsAndNeverFlips) {
 }
 
 TEST(Loader, CropsAreShiftsOfThePaddedImage) {
-  fs::path dir = temp_dir("crop");
+  fs::path dir = data_temp_dir("crop");
   std::vector<uint8_t> imgs(2 * 784), labels = {1, 2};
   for (size_t i = 0; i < imgs.size(); ++i) imgs[i] = static_cast<uint8_t>((i * 37) % 256);
   write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes(0x803, {2, 28, 28}, imgs));

@@ -30,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir(const std::string& name) {
+fs::path train_temp_dir(const std::string& name) {
   fs::path p =
       fs::temp_directory_path() / ("vitpe_test_train_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
@@ -82,7 +82,7 @@ TEST(Train, TinyModelLearnsASmallSubset) {
 }
 
 TEST(Train, ResumeEqualsUninterruptedBitwise) {
-  const fs::path a = temp_dir("full"), b = temp_dir("resumed");
+  const fs::path a = train_temp_dir("full"), b = train_temp_dir("resumed");
   TrainOptions o = tiny_options();
   o.out = a.string();
   TrainResult full = train(o);
@@ -291,7 +291,7 @@ TEST(Train, OverridesAcceptEveryArchitectureField) {
 // say what to do with it), two writers cannot share one, and half-written files a killed writer
 // left are removed on the next start.
 TEST(Train, RunDirectoryRefusesOverwritesAndSecondWriters) {
-  const fs::path dir = temp_dir("guarded");
+  const fs::path dir = train_temp_dir("guarded");
   TrainOptions o = tiny_options();
   o.epochs = 1;
   o.out = dir.string();
@@ -318,7 +318,7 @@ TEST(Train, RunDirectoryRefusesOverwritesAndSecondWriters) {
 // the run: resume says so and continues from previous.safetensors, one epoch earlier, and the
 // result is still bitwise the uninterrupted run's. With both damaged the error names both.
 TEST(Train, ResumeFallsBackToThePreviousCheckpointWhenLastIsDamaged) {
-  const fs::path a = temp_dir("fallback_full"), b = temp_dir("fallback_damaged");
+  const fs::path a = train_temp_dir("fallback_full"), b = train_temp_dir("fallback_damaged");
   TrainOptions o = tiny_options();
   o.out = a.string();
   const TrainResult full = train(o);
@@ -365,7 +365,7 @@ TEST(Train, ResumeFallsBackToThePreviousCheckpointWhenLastIsDamaged) {
 // lacks them) resumes and is reused by compare: fields added since, at their defaults, are not
 // "other settings". A real difference still is.
 TEST(Train, RunsRecordedBeforeNewConfigFieldsStillMatch) {
-  const fs::path dir = temp_dir("old_fingerprint");
+  const fs::path dir = train_temp_dir("old_fingerprint");
   TrainOptions o = tiny_options();
   o.epochs = 2;
   o.stop_after_epochs = 1;
