@@ -6,7 +6,7 @@
 // of the preset in PyTorch 2.x eager and torch.compile, ONNX Runtime, OpenVINO) do, and each batch
 // is compared with its fastest peer. --background-load N runs N busy processes (a spinning loop
 // each, like `yes > /dev/null`) for the whole measurement, peers included: the shared machine of a
-// library's users, reproducible (issue #15).
+// library's users, reproducible.
 #include <fmt/format.h>
 
 #include <algorithm>
