@@ -91,8 +91,9 @@ TEST(AttentionForward, MoreThreadsThanPairs) {
 TEST(AttentionForward, SameBitsOnAnyThreadCountUnderFixedWorkSplit) {
   const int before = num_threads();
   const FixedWorkSplit fixed;
-  for (const Case& c :
-       {Case{1, 2, 197, 64, true, 0}, Case{2, 1, 49, 32, true, 2}, Case{4, 3, 17, 16, false, 0}}) {
+  for (const AttentionCase& c :
+       {AttentionCase{1, 2, 197, 64, true, 0}, AttentionCase{2, 1, 49, 32, true, 2},
+        AttentionCase{4, 3, 17, 16, false, 0}}) {
     const Shape s{c.b, c.h, c.n, c.hd};
     Tensor q = random_tensor(s, 20), k = random_tensor(s, 21), v = random_tensor(s, 22);
     Tensor bias = c.bias ? random_tensor(Shape{c.h, c.n, c.n}, 23) : Tensor();
@@ -203,7 +204,7 @@ TEST(AttentionBackward, MatchesFiniteDifferences) {
 
 TEST(AttentionBackward, WindowsWithMaskMatchFiniteDifferences) {
   check_attention_backward({4, 2, 5, 3, true, 2}, 12);  // 2 images x 2 windows
-  cpu::avx2_allowed() = false;                // the baseline (SSE) kernels
+  cpu::avx2_allowed() = false;                          // the baseline (SSE) kernels
   check_attention_backward({2, 1, 11, 3, true, 1}, 13);
   cpu::avx2_allowed() = true;
 }

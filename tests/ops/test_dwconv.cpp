@@ -148,7 +148,7 @@ TEST(DwconvBackward, ParameterGradientsOnLargeShape) {
 // threads.
 TEST(Dwconv, SameBitsOnAnyThreadCount) {
   const int before = num_threads();
-  for (const Case& c : {Case{50, 4, 4, 1, 64}, Case{8, 14, 14, 1, 200}}) {
+  for (const DwconvCase& c : {DwconvCase{50, 4, 4, 1, 64}, DwconvCase{8, 14, 14, 1, 200}}) {
     const int64_t N = c.prefix + c.rows * c.cols;
     Tensor x = random_tensor(Shape{c.batch, N, c.dim}, 60);
     Tensor w = random_tensor(Shape{c.dim, 3, 3}, 61), b = random_tensor(Shape{c.dim}, 62);

@@ -430,7 +430,7 @@ DatasetOptions folder_options(const fs::path& dir, bool train) {
 // class folder without images in the training split (a test split may lack a class's images:
 // it then simply has none to score). The messages name what was found.
 TEST(Folder, NeedsTwoClassesAndImagesInEveryTrainingClass) {
-  const fs::path dir = temp_dir("folder_classes");
+  const fs::path dir = data_temp_dir("folder_classes");
   write_images(dir / "one", {"only/1"});
   std::string m = testing::message_of([&] { make_dataset(folder_options(dir / "one", true)); });
   EXPECT_NE(m.find("at least two subfolders"), std::string::npos) << m;
@@ -451,7 +451,7 @@ TEST(Folder, NeedsTwoClassesAndImagesInEveryTrainingClass) {
 // image name in a class folder, any entry at the root) the folder is refused with the count and
 // the first paths; a broken link that is not an image name is ignored like any other file.
 TEST(Folder, BrokenAndLoopingLinksAreBothRefusedAndNamed) {
-  const fs::path dir = temp_dir("folder_links");
+  const fs::path dir = data_temp_dir("folder_links");
   write_images(dir, {"a/1", "b/1"});
   fs::create_symlink(dir / "a" / "missing.png", dir / "b" / "broken.txt");
   EXPECT_EQ(make_dataset(folder_options(dir, true))->size(), 2);
@@ -478,7 +478,7 @@ TEST(Folder, BrokenAndLoopingLinksAreBothRefusedAndNamed) {
 // escaped, which JSON can hold (the model's config); a valid UTF-8 name stays as it is; two
 // names that escape alike are refused.
 TEST(Folder, ClassNamesThatAreNotUtf8AreEscaped) {
-  const fs::path dir = temp_dir("folder_utf8");
+  const fs::path dir = data_temp_dir("folder_utf8");
   write_images(dir, {"caf\xe9/1", "na\xc3\xafve/1"});
   auto d = make_dataset(folder_options(dir, true));
   EXPECT_EQ(d->labels(), (std::vector<std::string>{"caf\\xe9", "na\xc3\xafve"}));
@@ -518,7 +518,7 @@ class Named : public Dataset {
 // The splits of a folder must have the same class folders: train/{a,b,c} with test/{a,c} would
 // score class c's images as b. The message names the classes only in one split.
 TEST(Folder, SplitsWithOtherClassFoldersAreRefused) {
-  const fs::path dir = temp_dir("folder_splits");
+  const fs::path dir = data_temp_dir("folder_splits");
   write_images(dir, {"train/a/1", "train/b/1", "train/c/1", "test/a/1", "test/c/1", "test/d/1"});
   auto train = make_dataset(folder_options(dir, true));
   auto test = make_dataset(folder_options(dir, false));

@@ -460,7 +460,7 @@ TEST(Train, EvaluationRefusesNonFiniteLogitsAndEmptySets) {
 // raw), which a later evaluation compares alike; the run resumes (its recorded dataset path is
 // escaped the same way).
 TEST(Train, FolderClassesAreCheckedAndNamesThatAreNotUtf8AreStoredEscaped) {
-  const fs::path dir = temp_dir("folder_classes") / "Bilder-\xe4";
+  const fs::path dir = train_temp_dir("folder_classes") / "Bilder-\xe4";
   cv::Mat img(8, 8, CV_8UC3);
   auto write = [&](const fs::path& p) {
     fs::create_directories(p.parent_path());
