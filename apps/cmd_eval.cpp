@@ -240,9 +240,13 @@ void add_eval(CLI::App& root) {
         model.set_extension_policy(policy);
         const std::string label = built ? "(trained)" : policy_name(policy);
         const std::string rules = built ? "-" : model.extension_rules();
-        EvalResult r = evaluate(model, *data, c->batch, !c->no_progress,
-                                "@" + std::to_string(s) + (built ? "" : " " + label), nullptr,
-                                false, have_remap ? &remap : nullptr);
+        // Appended to, not "@" + std::to_string(s): GCC 12 reports a false overlap there
+        // (-Wrestrict) once this file shares a unity build's unit with the other commands.
+        std::string where = "@";
+        where += std::to_string(s);
+        if (!built) where += " " + label;
+        EvalResult r = evaluate(model, *data, c->batch, !c->no_progress, where, nullptr, false,
+                                have_remap ? &remap : nullptr);
         const double per_s = r.count / std::max(1e-9, r.seconds);
         out["results"].push_back({{"size", s},
                                   {"policy", built ? "trained size" : label},
