@@ -174,7 +174,7 @@ void run_embed(const EmbedOptions& o) {
                static_cast<long long>(D), printable(o.out).c_str());
 }
 
-void setup(CLI::App& root) {
+void add_embed(CLI::App& root) {
   auto o = std::make_shared<EmbedOptions>();
   CLI::App* cmd = root.add_subcommand(
       "embed", "Image features (the pooled vector before the head) into a .safetensors, .npy or "
@@ -198,7 +198,7 @@ void setup(CLI::App& root) {
   cmd->callback([o] { run_embed(*o); });
 }
 
-VITPE_COMMAND(15, "embed", computes, setup);
+VITPE_COMMAND(15, "embed", computes, add_embed);
 
 }  // namespace
 }  // namespace vitpe::app

@@ -65,8 +65,8 @@ TEST(LinearForward, FusedGeluMatchesReference) {
 
 // OpenAI CLIP's quick_gelu (oneDNN's swish with alpha 1.702), before the residual too.
 TEST(LinearForward, FusedQuickGeluMatchesReference) {
-  check_forward({Shape{1, 50, 96}, 384}, Act::quick_gelu, true, false, 40);
-  check_forward({Shape{7, 13}, 5}, Act::quick_gelu, false, true, 41);
+  check_linear_forward({Shape{1, 50, 96}, 384}, Act::quick_gelu, true, false, 40);
+  check_linear_forward({Shape{7, 13}, 5}, Act::quick_gelu, false, true, 41);
 }
 
 TEST(LinearForward, FusedResidualMatchesReference) {
