@@ -591,7 +591,7 @@ TEST(Init, AnEncodingSwapKeepsTheRestAndANewSizeResamplesTheTable) {
 // train --init: the run starts from the file and records it; resuming with another file is
 // refused, naming it; a checkpoint for other channels is refused before training.
 TEST(Init, TrainStartsFromTheFileAndResumeRefusesAnother) {
-  const fs::path dir = temp_dir("init");
+  const fs::path dir = train_temp_dir("init");
   TrainOptions o = tiny_options();
   o.epochs = 1;
   o.out = (dir / "first").string();
