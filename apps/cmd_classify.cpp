@@ -54,16 +54,8 @@ std::string results_format(const ClassifyOptions& o) {
                          ": expected a .csv or .json file, or --results-format csv|json"};
 }
 
-std::string csv_cell(const std::string& text) {
-  const std::string safe = utf8_safe(text);
-  if (safe.find_first_of(",\"\n\r") == std::string::npos) return safe;
-  std::string q = "\"";
-  for (char c : safe) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 // timm's inference.py table: image, then top-k indices, labels and probabilities; an error column
-// for the images that failed.
+// for the images that failed. The rows' text is UTF-8 already (utf8_safe as they were made).
 std::string results_csv(const nlohmann::json& results, int k) {
   std::string out = "image";
   for (int i = 1; i <= k; ++i) {
@@ -73,19 +65,19 @@ std::string results_csv(const nlohmann::json& results, int k) {
   out += ",error\n";
   char buf[32];
   for (const nlohmann::json& r : results) {
-    out += csv_cell(r["image"].get<std::string>());
+    out += csv_field(r["image"].get<std::string>());
     const size_t n = r.contains("top") ? r["top"].size() : 0;
     for (int i = 0; i < k; ++i) {
       if (static_cast<size_t>(i) < n) {
         const nlohmann::json& t = r["top"][i];
         std::snprintf(buf, sizeof buf, "%.6g", t["probability"].get<double>());
         out += "," + std::to_string(t["index"].get<int64_t>()) + "," +
-               csv_cell(t["label"].get<std::string>()) + "," + buf;
+               csv_field(t["label"].get<std::string>()) + "," + buf;
       } else {
         out += ",,,";
       }
     }
-    out += "," + (r.contains("error") ? csv_cell(r["error"].get<std::string>()) : "") + "\n";
+    out += "," + (r.contains("error") ? csv_field(r["error"].get<std::string>()) : "") + "\n";
   }
   return out;
 }
@@ -195,7 +187,9 @@ void run_classify(const ClassifyOptions& o) {
     x = Tensor::empty({static_cast<int64_t>(frames.size()), pre.channels, pre.rows, pre.cols});
     const size_t per = static_cast<size_t>(pre.channels) * pre.rows * pre.cols;
     errors.assign(frames.size(), "");
-    for (size_t i = 0; i < frames.size(); ++i) {
+    const auto n = static_cast<int64_t>(frames.size());
+#pragma omp parallel for schedule(dynamic) if (n > 1)
+    for (int64_t i = 0; i < n; ++i) {
       try {
         preprocess_into(to_uint8_channels(frames[i], pre.channels, paths[i]), pre,
                         x.f32() + i * per);

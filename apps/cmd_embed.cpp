@@ -90,14 +90,6 @@ std::string npy_bytes(const std::vector<float>& data, int64_t rows, int64_t cols
   return out;
 }
 
-std::string csv_field(const std::string& text) {
-  const std::string safe = utf8_safe(text);
-  if (safe.find_first_of(",\"\n\r") == std::string::npos) return safe;
-  std::string q = "\"";
-  for (char c : safe) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
-
 void run_embed(const EmbedOptions& o) {
   check_out(o);
   const std::vector<std::string> paths = image_inputs(o.inputs);
@@ -159,7 +151,7 @@ void run_embed(const EmbedOptions& o) {
       text += '\n';
       char buf[32];
       for (int64_t i = 0; i < N; ++i) {
-        text += csv_field(paths[i]);
+        text += csv_field(utf8_safe(paths[i]));
         for (int64_t j = 0; j < D; ++j) {
           std::snprintf(buf, sizeof buf, ",%.9g", features[i * D + j]);
           text += buf;

@@ -120,6 +120,16 @@ std::string utf8_safe(std::string_view text) {
 
 std::string printable(std::string_view text) { return escape(text, true); }
 
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char c : text) {
+    out += c;
+    if (c == '"') out += '"';
+  }
+  return out + "\"";
+}
+
 std::string printable_lines(std::string_view text) {
   std::string out;
   for (size_t start = 0;;) {

@@ -32,6 +32,9 @@ std::string utf8_safe(std::string_view text);
 // (C1: "\u009b"), so text from outside cannot move a terminal's cursor, change its colours or
 // break a line of output.
 std::string printable(std::string_view text);
+// `text` as one CSV field (RFC 4180): quoted, with its quotes doubled, when it holds a comma, a
+// quote or a line break; unchanged otherwise. Text from outside goes through utf8_safe first.
+std::string csv_field(std::string_view text);
 // printable, line by line: the line breaks of a message of several lines are kept.
 std::string printable_lines(std::string_view text);
 

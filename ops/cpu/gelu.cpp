@@ -119,7 +119,7 @@ void gelu_bwd_base(float* dx, const float* dy, const float* x, int64_t n) {
   gelu_bwd_body<cpu::f32x4>(dx, dy, x, n);
 }
 
-// Runs f(begin, end) over [0, n) in chunks on the thread pool.
+// Runs f(begin, end) over [0, n) in chunks across OpenMP's threads.
 template <class F>
 void parallel_chunks(int64_t n, F&& f) {
   int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -335,9 +335,9 @@ void quick_gelu_forward(Tensor& y, const Tensor& x) {
   check_same("quick_gelu_forward", "y", y, "x", x);
   const float* px = x.f32();
   float* py = y.f32();
-  const int64_t n = x.numel();
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) py[i] = px[i] / (1.0f + std::exp(-kQuickGeluAlpha * px[i]));
+  parallel_chunks(x.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) py[i] = px[i] / (1.0f + std::exp(-kQuickGeluAlpha * px[i]));
+  });
 }
 
 void quick_gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
@@ -348,12 +348,12 @@ void quick_gelu_backward(Tensor& dx, const Tensor& dy, const Tensor& x) {
   const float* px = x.f32();
   const float* pdy = dy.f32();
   float* pdx = dx.f32();
-  const int64_t n = x.numel();
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = 1.0f / (1.0f + std::exp(-kQuickGeluAlpha * px[i]));
-    pdx[i] = pdy[i] * (s + kQuickGeluAlpha * px[i] * s * (1.0f - s));
-  }
+  parallel_chunks(x.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float s = 1.0f / (1.0f + std::exp(-kQuickGeluAlpha * px[i]));
+      pdx[i] = pdy[i] * (s + kQuickGeluAlpha * px[i] * s * (1.0f - s));
+    }
+  });
 }
 
 namespace {

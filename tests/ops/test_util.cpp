@@ -98,6 +98,15 @@ TEST(Util, EscapesNameTheOffendingBytes) {
   EXPECT_EQ(printable_lines("\n"), "\n");
 }
 
+TEST(Util, CsvFieldQuotesOnlyWhatNeedsIt) {
+  EXPECT_EQ(csv_field("plain name.png"), "plain name.png");
+  EXPECT_EQ(csv_field(""), "");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(csv_field("cr\r"), "\"cr\r\"");
+}
+
 TEST(Util, MonotonicSecondsMoveForward) {
   const double a = monotonic_seconds();
   const double b = monotonic_seconds();

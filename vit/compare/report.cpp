@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ops/util.h"
+
 namespace vitpe {
 
 using json = nlohmann::ordered_json;
@@ -40,13 +42,6 @@ std::string html_escape(const std::string& s) {
     }
   }
   return o;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
 }
 
 std::string with_commas(int64_t n) {

@@ -67,6 +67,13 @@ namespace {
 
 // Sets the calling thread's compute threads for one call and restores them (OpenMP's thread
 // count is per calling thread, so other threads' settings are untouched).
+// One adaptive-threads workload per input shape (batch, rows, cols): their times are not
+// comparable.
+uint64_t workload_key(const Tensor& images) {
+  return (static_cast<uint64_t>(images.size(0)) << 32) ^
+         (static_cast<uint64_t>(images.size(2)) << 16) ^ static_cast<uint64_t>(images.size(3));
+}
+
 class ThreadScope {
  public:
   explicit ThreadScope(int threads) : before_(num_threads()) {
@@ -91,10 +98,7 @@ std::vector<std::vector<Prediction>> Classifier::run(const Tensor& images, int k
   }
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadScope scope(threads_);
-  // One workload per input shape (batch, rows, cols): their times are not comparable.
-  const uint64_t key = (static_cast<uint64_t>(images.size(0)) << 32) ^
-                       (static_cast<uint64_t>(images.size(2)) << 16) ^
-                       static_cast<uint64_t>(images.size(3));
+  const uint64_t key = workload_key(images);
   const Tensor* logits_ptr = nullptr;
   if (gpu_) {
     logits_ptr = &gpu_->forward(images);
@@ -139,10 +143,7 @@ std::vector<std::vector<float>> Classifier::embed(const std::vector<cv::Mat>& im
   const Tensor batch = batch_of(images, "Classifier::embed");
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadScope scope(threads_);
-  const uint64_t key = (static_cast<uint64_t>(batch.size(0)) << 32) ^
-                       (static_cast<uint64_t>(batch.size(2)) << 16) ^
-                       static_cast<uint64_t>(batch.size(3));
-  AdaptiveThreads::Call call(*adaptive_, key);
+  AdaptiveThreads::Call call(*adaptive_, workload_key(batch));
   const Model::Features f = loaded_.model->forward_features(batch);
   const Tensor& pooled = *f.pooled;  // [B, D]
   const int64_t D = pooled.size(1);
