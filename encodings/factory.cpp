@@ -20,9 +20,10 @@ using enc::Site;
 
 const std::vector<KindDef>& registry() {
   static const std::vector<KindDef> kinds = {
-      enc::none_kind(),     enc::learned1d_kind(), enc::sincos1d_kind(),   enc::separable2d_kind(),
-      enc::sincos2d_kind(), enc::relbias_kind(),   enc::rope_axial_kind(), enc::rope_mixed_kind(),
-      enc::alibi2d_kind(),  enc::cpb_kind(),       enc::peg_kind()};
+      enc::none_kind(),        enc::learned1d_kind(),  enc::sincos1d_kind(),
+      enc::separable2d_kind(), enc::sincos2d_kind(),   enc::relbias_kind(),
+      enc::rope_axial_kind(),  enc::rope_mixed_kind(), enc::rope_dinov3_kind(),
+      enc::alibi2d_kind(),     enc::cpb_kind(),        enc::peg_kind()};
   return kinds;
 }
 

@@ -184,8 +184,31 @@ void check_qk(const std::string& kind, const Tensor& q, const Tensor& k, int64_t
     throw ShapeError(kind + ": q " + q.shape().str() + " and k " + k.shape().str() + " differ");
 }
 
-void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                 int64_t prefix) {
+namespace {
+
+// The channels of pair p in a head of width hd: (2p, 2p+1) interleaved (RoPE-ViT, timm's
+// default), or (p, p + hd/2) in halves (timm's rotate_half: DINOv3).
+struct PairIndex {
+  int64_t half;
+  bool halves;
+  int64_t first(int64_t p) const { return halves ? p : 2 * p; }
+  int64_t second(int64_t p) const { return halves ? p + half : 2 * p + 1; }
+};
+
+template <bool Halves>
+void rotate_rows(float* oi, const float* xi, const float* cn, const float* sn, int64_t half) {
+  const PairIndex ix{half, Halves};
+  for (int64_t p = 0; p < half; ++p) {
+    const float a = xi[ix.first(p)], bb = xi[ix.second(p)];
+    oi[ix.first(p)] = a * cn[p] - bb * sn[p];
+    oi[ix.second(p)] = bb * cn[p] + a * sn[p];
+  }
+}
+
+}  // namespace
+
+void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t prefix,
+                 bool halves) {
   const int64_t B = x.size(0), H = x.size(1), N = x.size(2), hd = x.size(3);
   const int64_t hc = cos.size(0), nw = cos.size(1), half = hd / 2;
   check_shape("rope_rotate", "out", out, x.shape());
@@ -202,26 +225,25 @@ void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& 
       for (int64_t n = 0; n < nw; ++n) {
         const float* xi = xs + (prefix + n) * hd;
         float* oi = os + (prefix + n) * hd;
-        const float* cn = c + n * half;
-        const float* sn = s + n * half;
-        for (int64_t p = 0; p < half; ++p) {
-          float a = xi[2 * p], bb = xi[2 * p + 1];
-          oi[2 * p] = a * cn[p] - bb * sn[p];
-          oi[2 * p + 1] = bb * cn[p] + a * sn[p];
+        if (halves) {
+          rotate_rows<true>(oi, xi, c + n * half, s + n * half, half);
+        } else {
+          rotate_rows<false>(oi, xi, c + n * half, s + n * half, half);
         }
       }
     }
 }
 
 void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const Tensor& x,
-                          const Tensor& cos, const Tensor& sin, int64_t prefix) {
+                          const Tensor& cos, const Tensor& sin, int64_t prefix, bool halves) {
   const int64_t B = x.size(0), H = x.size(1), N = x.size(2), hd = x.size(3);
   const int64_t hc = cos.size(0), nw = cos.size(1), half = hd / 2;
   check_shape("rope_rotate_backward", "dout", dout, x.shape());
   const bool want_dx = dx.defined(), want_da = dangle.defined();
   if (want_dx) check_shape("rope_rotate_backward", "dx", dx, x.shape());
-    // Heads in parallel, the batch inside: dangle rows belong to one head (unless shared by all
-    // heads, hc == 1, which then runs serially).
+  const PairIndex ix{half, halves};
+  // Heads in parallel, the batch inside: dangle rows belong to one head (unless shared by all
+  // heads, hc == 1, which then runs serially).
 #pragma omp parallel for if (!(want_da && hc == 1))
   for (int64_t h = 0; h < H; ++h)
     for (int64_t b = 0; b < B; ++b) {
@@ -243,18 +265,18 @@ void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const 
           // R^T: [c s; -s c]
           float* dxi = dx.f32() + (b * H + h) * N * hd + (prefix + n) * hd;
           for (int64_t p = 0; p < half; ++p) {
-            float ga = di[2 * p], gb = di[2 * p + 1];
-            dxi[2 * p] += ga * cn[p] + gb * sn[p];
-            dxi[2 * p + 1] += -ga * sn[p] + gb * cn[p];
+            const float ga = di[ix.first(p)], gb = di[ix.second(p)];
+            dxi[ix.first(p)] += ga * cn[p] + gb * sn[p];
+            dxi[ix.second(p)] += -ga * sn[p] + gb * cn[p];
           }
         }
         if (want_da) {
           // out_a = a c - b s, out_b = b c + a s: d out_a/dθ = -out_b, d out_b/dθ = out_a.
           float* da = dangle.f32() + (hh * nw + n) * half;
           for (int64_t p = 0; p < half; ++p) {
-            float a = xi[2 * p], bb = xi[2 * p + 1];
-            float oa = a * cn[p] - bb * sn[p], ob = bb * cn[p] + a * sn[p];
-            da[p] += -di[2 * p] * ob + di[2 * p + 1] * oa;
+            const float a = xi[ix.first(p)], bb = xi[ix.second(p)];
+            const float oa = a * cn[p] - bb * sn[p], ob = bb * cn[p] + a * sn[p];
+            da[p] += -di[ix.first(p)] * ob + di[ix.second(p)] * oa;
           }
         }
       }

@@ -1,7 +1,7 @@
 // Internal to encodings/: the registry entry each kind file provides (name, site, options,
 // makers), the validated options a maker receives, and shared building blocks:
 // - TableTokenEncoding: token encodings that add a table [prefix + rows*cols, D];
-// - rope_rotate / rope_rotate_backward: the RoPE kernels both rope kinds use.
+// - rope_rotate / rope_rotate_backward: the RoPE kernels the rope kinds use.
 // The factory (factory.cpp) lists the kinds explicitly (no static self-registration, which a
 // static library would silently drop).
 #pragma once
@@ -75,6 +75,7 @@ KindDef sincos2d_kind();
 KindDef relbias_kind();
 KindDef rope_axial_kind();
 KindDef rope_mixed_kind();
+KindDef rope_dinov3_kind();
 KindDef alibi2d_kind();
 KindDef cpb_kind();
 KindDef peg_kind();
@@ -174,14 +175,17 @@ Tensor patch_rows_to_planes(const Tensor& table, int64_t prefix, Grid grid);
 void planes_to_patch_rows(const Tensor& planes, Tensor& table, int64_t prefix, Grid grid,
                           bool accumulate);
 
-// RoPE on pairs (2p, 2p+1) of each head. cos/sin: [Hc, Nw, hd/2] for the window's tokens, Hc = 1
-// (shared by heads) or H. x, out: [B, H, prefix + Nw, hd]; prefix tokens are copied.
+// RoPE on pairs of channels of each head: (2p, 2p+1), or with `halves` (p, p + hd/2) (timm's
+// rotate_half layout, DINOv3's). cos/sin: [Hc, Nw, hd/2], entry p the angle of pair p, for the
+// window's tokens, Hc = 1 (shared by heads) or H. x, out: [B, H, prefix + Nw, hd]; prefix tokens
+// are copied.
 void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                 int64_t prefix);
+                 int64_t prefix, bool halves = false);
 // dx += R^T dout. When dangle is defined ([Hc, Nw, hd/2]) it accumulates dL/d(angle), which needs
 // the rotated output, recomputed from x.
 void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const Tensor& x,
-                          const Tensor& cos, const Tensor& sin, int64_t prefix);
+                          const Tensor& cos, const Tensor& sin, int64_t prefix,
+                          bool halves = false);
 void check_qk(const std::string& kind, const Tensor& q, const Tensor& k, int64_t heads,
               int64_t head_dim, const AttnGeometry& geom);
 

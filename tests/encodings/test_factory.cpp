@@ -74,13 +74,16 @@ TEST(Factory, OnePartPerSite) {
 
 TEST(Factory, KindsListedWithSitesAndDefaults) {
   auto kinds = encoding_kinds();
-  ASSERT_EQ(kinds.size(), 11u);
+  ASSERT_EQ(kinds.size(), 12u);
   std::map<std::string, EncodingKindInfo> by;
   for (auto& k : kinds) by[k.name] = k;
   EXPECT_EQ(by["learned1d"].site, EncodingSite::token);
   EXPECT_EQ(by["relbias"].site, EncodingSite::attention);
   EXPECT_EQ(by["none"].site, EncodingSite::none);
   EXPECT_EQ(by["rope-axial"].options, "theta=100, indexing=xy (xy|ij), ref=none");
+  EXPECT_EQ(by["rope-dinov3"].site, EncodingSite::attention);
+  EXPECT_EQ(by["rope-dinov3"].options,
+            "theta=100, normalize=separate (separate|max|min), indexing=ij (ij|xy)");
   EXPECT_EQ(by["cpb"].site, EncodingSite::attention);
   EXPECT_EQ(by["cpb"].options, "hidden=512, ref=none");
   EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");
@@ -113,10 +116,12 @@ TEST(Factory, RegistryDrivesErrorsDefaultsAndExtensionRules) {
   }
   EXPECT_EQ(default_study_encodings(AttentionLayout::global), global);
   EXPECT_EQ(default_study_encodings(AttentionLayout::windowed), windowed);
-  // Every kind but cpb (kept out so that the default studies stay as they were).
-  EXPECT_EQ(global.size(), encoding_kinds().size() - 1);
-  EXPECT_EQ(std::count(global.begin(), global.end(), "cpb"), 0);
-  EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "cpb"), 0);
+  // Every kind but cpb and rope-dinov3 (kept out so that the default studies stay as they were).
+  EXPECT_EQ(global.size(), encoding_kinds().size() - 2);
+  for (const char* kept_out : {"cpb", "rope-dinov3"}) {
+    EXPECT_EQ(std::count(global.begin(), global.end(), kept_out), 0) << kept_out;
+    EXPECT_EQ(std::count(windowed.begin(), windowed.end(), kept_out), 0) << kept_out;
+  }
   // The 1D kinds (a flattened index) are left out of windowed-model studies.
   EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "learned1d"), 0);
   EXPECT_EQ(std::count(windowed.begin(), windowed.end(), "sincos1d"), 0);

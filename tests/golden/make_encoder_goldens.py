@@ -22,6 +22,12 @@ At the families' own patch sizes and resolutions (pre_logits and logits only, to
                   [1, 3, 224, 224]), pos_embed resampled to 16 x 16): *_518, *_224
   siglip_p16      the siglip structure with patch 16 built for 224: at 224 and at 384
                   (synthetic("input_384", [1, 3, 384, 384])): *_224, *_384
+DINOv3 (timm's Eva with rope_type 'dinov3', as vit_*_patch16_dinov3 builds it: class token, 4
+register tokens, no position table, layer scale 1e-5, LayerNorm eps 1e-5, the normalised tokens
+mean-pooled) at 32x32 (batch 2) and at two non-square sizes, 48x32 and 32x48
+(synthetic("input_32x48", [1, 3, 32, 48])): tokens, pre_logits and logits at each:
+  dinov3          qkv_bias=False, num_classes=0 (vit_*_patch16_dinov3)
+  dinov3_qkvb     qkv_bias=True (q_bias and v_bias), a 10-wide head (a fine-tuned classifier)
 Tooling only (the venv of scripts/peers-setup, or one with torch, timm, safetensors, numpy):
     /opt/vitpe-peers/bin/python tests/golden/make_encoder_goldens.py
 """
@@ -30,6 +36,7 @@ from functools import partial
 
 import torch
 from timm.layers import SwiGLUPacked
+from timm.models.eva import Eva
 from timm.models.vision_transformer import VisionTransformer
 
 import make_goldens
@@ -69,6 +76,22 @@ def main():
         out = {}
         for suffix, x in (("", synthetic("input", [2, 3, 32, 32])),
                           ("_48x32", synthetic("input_48x32", [1, 3, 48, 32]))):
+            tokens = model.forward_features(x)
+            out["tokens" + suffix] = tokens
+            out["pre_logits" + suffix] = model.forward_head(tokens, pre_logits=True)
+            out["logits" + suffix] = model(x)
+        save(f"{name}_synth_io.safetensors", out, metadata(model, cfg))
+    for name, extra in (("dinov3", dict(qkv_bias=False, num_classes=0)),
+                        ("dinov3_qkvb", dict(qkv_bias=True, num_classes=10))):
+        cfg = dict(BASE, init_values=1e-5, rope_type="dinov3", rope_temperature=100,
+                   rope_rotate_half=True, use_rot_pos_emb=True, use_abs_pos_emb=False,
+                   num_reg_tokens=4, use_fc_norm=False, **extra)
+        model = synthesize(Eva(**dict(cfg, norm_layer=partial(torch.nn.LayerNorm, eps=1e-5))))
+        cfg["norm_layer"] = "layernorm_eps5"
+        out = {}
+        for suffix, x in (("", synthetic("input", [2, 3, 32, 32])),
+                          ("_48x32", synthetic("input_48x32", [1, 3, 48, 32])),
+                          ("_32x48", synthetic("input_32x48", [1, 3, 32, 48]))):
             tokens = model.forward_features(x)
             out["tokens" + suffix] = tokens
             out["pre_logits" + suffix] = model.forward_head(tokens, pre_logits=True)

@@ -19,6 +19,9 @@ tests/data/encodings/goldens.json ({name: {"shape": [...], "file": "<name>.bin"}
     get_mixed_freqs, apply_rot_embed_cat(half=False)), as used by timm's Eva
     vit_*_rope_mixed_* models. timm 0.9.16 does not have them (they arrived with the RoPE-ViT
     models in timm 1.0.x); with such a timm this golden is skipped and the script says so.
+  - rope_dinov3_*: timm's RotaryEmbeddingDinoV3(dim=head_dim, temperature=100, rotate_half=True)
+    + apply_rot_embed_cat(half=True), the rope of timm's Eva vit_*_patch16_dinov3, at 3x5 and
+    at 6x4 (its coordinates normalised on each grid).
 
 Run (never at test time):
   /usr/bin/python3 -m pip install --break-system-packages --no-deps timm safetensors
@@ -154,6 +157,23 @@ else:
     save("rope_axial_q_rot",
          torch.cat([q[:, :, :prefix], apply_rot_embed_cat(q[:, :, prefix:], rope)], 2))
     index["rope_axial_q"]["meta"] = {"rows": rows, "cols": cols, "prefix": prefix}
+
+try:
+    from timm.layers.pos_embed_sincos import RotaryEmbeddingDinoV3
+except ImportError:
+    print(f"timm {timm.__version__} has no RotaryEmbeddingDinoV3: rope_dinov3 goldens skipped")
+else:
+    # DINOv3's RoPE as timm's Eva vit_*_patch16_dinov3 builds it (temperature 100, 'separate'
+    # normalisation, 'ij', rotate_half), on its own grid and on a larger non-square one.
+    heads, hd, prefix = 2, 16, 5
+    for name, (rows, cols) in (("rope_dinov3_q", (3, 5)), ("rope_dinov3_q_6x4", (6, 4))):
+        rope = RotaryEmbeddingDinoV3(dim=hd, temperature=100.0, feat_shape=[3, 5],
+                                     rotate_half=True).eval().get_embed(shape=[rows, cols])
+        q = torch.randn(1, heads, prefix + rows * cols, hd)
+        save(name, q)
+        save(name + "_rot", torch.cat(
+            [q[:, :, :prefix], apply_rot_embed_cat(q[:, :, prefix:], rope, half=True)], 2))
+        index[name]["meta"] = {"rows": rows, "cols": cols, "prefix": prefix}
 
 index["meta"] = {"torch": torch.__version__, "timm": timm.__version__}
 with open(os.path.join(OUT, "goldens.json"), "w") as f:

@@ -341,10 +341,11 @@ LoadedModel load_model(const std::string& path_or_preset, const LoadOptions& opt
     if (is_preset(arch)) {
       preset_name = arch;
     } else if (arch.find("dinov3") != std::string::npos) {
+      // timm's other DINOv3 sizes (small_plus, huge_plus: SwiGLU aligned to 8; 7b) are not
+      // presets: refused rather than read off the tensors with parts vitpe has not checked.
       throw std::runtime_error(config_json + " names '" + arch +
-                               "': timm's DINOv3, whose RoPE on normalised coordinates vitpe "
-                               "does not run yet (refused rather than run with another "
-                               "position encoding)");
+                               "': a DINOv3 model vitpe has no preset for (it runs " +
+                               "vit_{small,base,large}_patch16_dinov3 and their _qkvb variants)");
     } else if (!arch.empty()) {
       const std::vector<std::string>& prefixes = match.family->timm_prefixes;
       if (std::none_of(prefixes.begin(), prefixes.end(),

@@ -12,6 +12,7 @@ const FamilyDef& swin_family_def();  // vit/models/swin/family.cpp
 const FamilyDef& dinov2_family_def();  // vit/models/dinov2/family.cpp
 const FamilyDef& clip_family_def();    // vit/models/clip/family.cpp
 const FamilyDef& siglip_family_def();  // vit/models/siglip/family.cpp
+const FamilyDef& dinov3_family_def();  // vit/models/dinov3/family.cpp
 
 const std::vector<const FamilyDef*>& families() {
   static const std::vector<const FamilyDef*> list = {
@@ -20,6 +21,7 @@ const std::vector<const FamilyDef*>& families() {
       &dinov2_family_def(),
       &clip_family_def(),
       &siglip_family_def(),
+      &dinov3_family_def(),
   };
   return list;
 }

@@ -617,6 +617,7 @@ TEST(Zoo, PresetParameterCountsAreTimms) {
       {"swin_small_patch4_window7_224", 49606258},
       {"vit_small_patch16_rope_224", 21984232},
       {"vit_small_patch16_rope_mixed_ape_224", 22064104},
+      {"vit_small_patch16_dinov3", 21586944},
   };
   for (const auto& [name, count] : want) {
     EXPECT_EQ(make_model(preset(name), 0)->num_params(), count) << name;
@@ -626,11 +627,12 @@ TEST(Zoo, PresetParameterCountsAreTimms) {
   EXPECT_EQ(make_model(preset("vit_medium_patch16_rope_reg1_gap_256"), 0)->num_params(),
             38743016 + 12 * 512);
   EXPECT_EQ(make_model(preset("eva02_small_patch14_336"), 0)->num_params(), 22129000 + 12 * 384);
+  EXPECT_EQ(make_model(preset("vit_base_patch16_dinov3_qkvb"), 0)->num_params(),
+            85659648 + 12 * 768);
   EXPECT_EQ(make_model(preset("eva02_base_patch14_448"), 0)->num_params(), 87117544 + 12 * 768);
   // The same for Swin V2 (2 x 96 + 2 x 192 + 6 x 384 + 2 x 768 k-bias values).
   EXPECT_EQ(make_model(preset("swinv2_tiny_window8_256"), 0)->num_params(), 28347154 + 4416);
 }
-
 
 // ---- image encoders: DINOv2, CLIP, SigLIP (tests/golden/make_encoder_goldens.py) --------------
 
@@ -718,8 +720,8 @@ TEST(Encoders, ClipQuickGeluTowerMatchesTimmAndNeedsItsActivationNamed) {
   a.mlp = Mlp::quick_gelu;
   {
     SafeTensorsFile io = SafeTensorsFile::open(zoo("clip_quickgelu_synth_io.safetensors"));
-    const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"),
-                                             "clip_refused.safetensors");
+    const std::string path =
+        write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), "clip_refused.safetensors");
     try {
       load_model(path, heads_of(c));
       ADD_FAILURE() << "a CLIP tower's file loaded without its activation";
@@ -767,40 +769,81 @@ TEST(Encoders, SiglipGapMeanOfNormalisedTokensWithoutQkvBiasMatchesTimm) {
   });
 }
 
-// A DINOv3 file (timm's Eva with rope_type 'dinov3': class token, 4 register tokens, layer scale
-// gamma_1/gamma_2, no qkv bias, no position tensors) is refused naming DINOv3, never run as a
-// ViT without its RoPE; so is a config.json naming a DINOv3 architecture.
-TEST(Encoders, Dinov3FilesAreRefusedNamingIt) {
-  ModelConfig c = small_vit();
-  c.classes = 0;
-  c.encoding = "none";
-  VitArch& a = c.vit();
-  a.reg_tokens = 4;
-  a.layer_scale = 1e-5;
-  a.qkv_bias = false;
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  const auto model = make_model(c, 0);
-  for (Param* p : model->params()) {
-    std::string name = p->name;  // timm's Eva names layer scale gamma_1 / gamma_2
-    for (const auto& [ours, eva] :
-         {std::pair{".ls1.gamma", ".gamma_1"}, std::pair{".ls2.gamma", ".gamma_2"}}) {
-      if (const size_t at = name.find(ours); at != std::string::npos) {
-        name.replace(at, std::strlen(ours), eva);
+// DINOv3 (timm's Eva with rope_type 'dinov3'): a class token, 4 register tokens, layer scale
+// gamma_1/gamma_2, no position tensors; read off the tensors as DINOv3 (rope-dinov3, eps 1e-5,
+// the normalised patch tokens mean-pooled) once its heads are given, and equal to timm's tokens,
+// pre-logits and outputs at 32x32 and at two non-square sizes (the RoPE normalised on each grid).
+// Without the heads the file is refused naming --heads; a config.json naming a DINOv3 size
+// without a preset is refused.
+TEST(Encoders, Dinov3FeaturesMatchTimmAtNonSquareSizes) {
+  for (const bool qkvb : {false, true}) {
+    const std::string golden =
+        qkvb ? "dinov3_qkvb_synth_io.safetensors" : "dinov3_synth_io.safetensors";
+    ModelConfig c = small_vit();
+    c.classes = qkvb ? 10 : 0;
+    c.encoding = "rope-dinov3";
+    VitArch& a = c.vit();
+    a.reg_tokens = 4;
+    a.layer_scale = 1e-5;
+    a.qkv_bias = qkvb;
+    SafeTensorsFile io = SafeTensorsFile::open(zoo(golden));
+    const std::string path =
+        write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), golden, beit_names);
+    const std::string m = testing::message_of([&] { load_model(path); });
+    EXPECT_NE(m.find("--heads N"), std::string::npos) << m;
+    LoadedModel lm = load_model(path, heads_of(c));
+    EXPECT_EQ(lm.format, "timm ViT") << golden;
+    const ModelConfig& got = lm.model->config();
+    EXPECT_EQ(got.family, "dinov3");
+    EXPECT_EQ(got.encoding.str(), "rope-dinov3");
+    EXPECT_EQ(got.vit().eps, 1e-5f);
+    EXPECT_EQ(got.vit().pool, Pool::avg);
+    EXPECT_TRUE(got.vit().norm_before_pool);
+    EXPECT_EQ(got.vit().qkv_bias, qkvb);
+    EXPECT_EQ(got.vit().reg_tokens, 4);
+    EXPECT_EQ(got.classes, c.classes);
+    for (const auto& [suffix, input, shape] :
+         {std::tuple{"", "input", Shape{2, 3, 32, 32}},
+          std::tuple{"_48x32", "input_48x32", Shape{1, 3, 48, 32}},
+          std::tuple{"_32x48", "input_32x48", Shape{1, 3, 32, 48}}}) {
+      const std::string what = golden + suffix;
+      const Model::Features f = lm.model->forward_features(testing::synthetic_tensor(input, shape));
+      ASSERT_NE(f.tokens, nullptr);
+      ASSERT_NE(f.pooled, nullptr);
+      ASSERT_NE(f.logits, nullptr);
+      for (const auto& [name, t] :
+           {std::pair{"tokens", f.tokens}, std::pair{"pre_logits", f.pooled},
+            std::pair{"logits", f.logits}}) {
+        const Tensor want = io.get(name + std::string(suffix));
+        ASSERT_EQ(t->shape(), want.shape()) << what << " " << name;
+        EXPECT_LT(testing::max_rel_error(*t, want), 1e-4) << what << " " << name;
       }
+      EXPECT_EQ(f.prefix, 5) << what;
     }
-    tensors.emplace_back(name, testing::synthetic_tensor(name, p->value.shape()));
+    expect_two_sizes_and_round_trip(lm, io, golden, path);
   }
   const fs::path dir = fs::temp_directory_path() / ("vitpe_dinov3_" + std::to_string(::getpid()));
   fs::create_directories(dir);
+  ModelConfig c = small_vit();
+  c.classes = 0;
+  c.vit().reg_tokens = 4;
+  c.vit().layer_scale = 1e-5;
+  c.vit().qkv_bias = false;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  const auto model = make_model(c, 0);
+  for (Param* p : model->params()) {
+    for (const auto& [name, shape] : beit_names(p->name, p->value.shape())) {
+      tensors.emplace_back(name, testing::synthetic_tensor(name, shape));
+    }
+  }
   const std::string path = (dir / "model.safetensors").string();
   save_safetensors(path, tensors);
-  std::string m = testing::message_of([&] { load_model(path, heads_of(c)); });
-  EXPECT_NE(m.find("timm's DINOv3"), std::string::npos) << m;
-  EXPECT_NE(m.find("does not run yet"), std::string::npos) << m;
   std::ofstream(dir / "config.json")
-      << R"({"architecture": "vit_small_patch16_dinov3", "pretrained_cfg": {}})";
-  m = testing::message_of([&] { load_model(path, heads_of(c)); });
-  EXPECT_NE(m.find("names 'vit_small_patch16_dinov3': timm's DINOv3"), std::string::npos) << m;
+      << R"({"architecture": "vit_huge_plus_patch16_dinov3", "pretrained_cfg": {}})";
+  const std::string m = testing::message_of([&] { load_model(path, heads_of(c)); });
+  EXPECT_NE(m.find("'vit_huge_plus_patch16_dinov3': a DINOv3 model vitpe has no preset for"),
+            std::string::npos)
+      << m;
   fs::remove_all(dir);
 }
 
@@ -828,14 +871,13 @@ TEST(Encoders, Dinov2At518And224AndSiglipAt224And384MatchTimm) {
     c.classes = 0;
     k.set(c);
     SafeTensorsFile io = SafeTensorsFile::open(zoo(k.golden));
-    const std::string path =
-        write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), k.golden);
+    const std::string path = write_timm_file(c, io.metadata().at("state_dict_fnv1a64"), k.golden);
     LoadedModel m = load_model(path, heads_of(c));
     EXPECT_EQ(m.model->config().img_rows, k.native) << k.golden;  // from pos_embed's grid
     for (const int64_t size : {k.native, k.other}) {
       const std::string at = std::to_string(size);
-      const Model::Features f = m.model->forward_features(
-          testing::synthetic_tensor("input_" + at, {1, 3, size, size}));
+      const Model::Features f =
+          m.model->forward_features(testing::synthetic_tensor("input_" + at, {1, 3, size, size}));
       EXPECT_LT(testing::max_rel_error(*f.pooled, io.get("pre_logits_" + at)), 1e-4)
           << k.golden << " at " << at;
       EXPECT_LT(testing::max_rel_error(*f.logits, io.get("logits_" + at)), 1e-4)

@@ -106,6 +106,12 @@ const std::map<std::string, std::string> kLabels = {
     {"vit_base_patch16_siglip_gap_256", "SigLIP image tower (mean pooling)"},
     {"vit_base_patch16_siglip_gap_384", "SigLIP image tower (mean pooling)"},
     {"vit_base_patch16_siglip_gap_512", "SigLIP image tower (mean pooling)"},
+    {"vit_small_patch16_dinov3", "DINOv3"},
+    {"vit_small_patch16_dinov3_qkvb", "DINOv3 (qkv bias)"},
+    {"vit_base_patch16_dinov3", "DINOv3"},
+    {"vit_base_patch16_dinov3_qkvb", "DINOv3 (qkv bias)"},
+    {"vit_large_patch16_dinov3", "DINOv3"},
+    {"vit_large_patch16_dinov3_qkvb", "DINOv3 (qkv bias)"},
     {"swin-fmnist", "Swin"},
 };
 // clang-format on
@@ -170,7 +176,10 @@ TEST(ModelConfig, OlderFilesReadWithTheirDefaults) {
 TEST(ModelConfig, UnknownFamilyAndWrongArchitectureAreErrors) {
   std::string m =
       testing::message_of([] { ModelConfig::from_json(R"({"kind":"resnet","img_size":[8,8]})"); });
-  EXPECT_NE(m.find("unknown model family 'resnet' (known: vit, swin, dinov2, clip, siglip)"), std::string::npos) << m;
+  EXPECT_NE(
+      m.find("unknown model family 'resnet' (known: vit, swin, dinov2, clip, siglip, dinov3)"),
+      std::string::npos)
+      << m;
   ModelConfig c = preset("vit-fmnist");
   c.family = "swin";  // a Swin family over a ViT architecture
   m = testing::message_of([&] { c.validate(); });

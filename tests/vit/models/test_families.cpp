@@ -14,9 +14,12 @@ namespace {
 TEST(Families, TheListAndItsErrors) {
   std::vector<std::string> names;
   for (const FamilyDef* f : families()) names.push_back(f->name);
-  EXPECT_EQ(names, (std::vector<std::string>{"vit", "swin", "dinov2", "clip", "siglip"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"vit", "swin", "dinov2", "clip", "siglip", "dinov3"}));
   const std::string m = testing::message_of([] { family("resnet"); });
-  EXPECT_NE(m.find("unknown model family 'resnet' (known: vit, swin, dinov2, clip, siglip)"), std::string::npos) << m;
+  EXPECT_NE(
+      m.find("unknown model family 'resnet' (known: vit, swin, dinov2, clip, siglip, dinov3)"),
+      std::string::npos)
+      << m;
 }
 
 TEST(Families, PresetsBelongToTheirFamily) {

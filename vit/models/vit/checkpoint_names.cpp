@@ -214,7 +214,8 @@ void infer_vit(InferredConfig& out, const TensorSet& ts, const InferHints& hints
     a.norm_pre = true;  // CLIP's pre-norm
     a.eps = 1e-5f;      // timm builds its CLIP towers with LayerNorm(eps=1e-5)
     notes.push_back("a LayerNorm before the blocks (norm_pre: a CLIP image tower, eps 1e-5)");
-    if (hints.mlp.empty()) out.unsettled.push_back(
+    if (hints.mlp.empty())
+      out.unsettled.push_back(
           {"the MLP's activation: CLIP towers use GELU (LAION, timm's *_clip_*) or quick_gelu "
            "(OpenAI's and MetaCLIP's weights, timm's *_clip_quickgelu_*); the file does not say, "
            "GELU assumed",
@@ -244,18 +245,23 @@ void infer_vit(InferredConfig& out, const TensorSet& ts, const InferHints& hints
   c.encoding = token_part.empty() ? (attn_part.empty() ? "none" : attn_part)
                                   : (attn_part.empty() ? token_part : token_part + "+" + attn_part);
   if (mixed) notes.push_back("RoPE-Mixed frequencies (rope.freqs, timm's Eva RoPE-ViT)");
-  if (!abs && !rel && !mixed && a.class_token && a.reg_tokens > 0 && !hints.encoding_given) {
-    // timm's DINOv3 (its Eva class with rope_type 'dinov3'): the RoPE on coordinates normalised
-    // to [-1, 1], computed in code, with channels rotated in halves. Run with another encoding
-    // it would give wrong features without a word.
-    throw std::runtime_error(
-        ts.path + ": a class token, " + std::to_string(a.reg_tokens) +
-        " register tokens and no position tensors: timm's DINOv3 (vit_*_patch16_dinov3, whose "
-        "RoPE on normalised coordinates is computed in code), which vitpe does not run yet; it "
-        "is refused rather than run with another position encoding (--encoding KIND runs it "
-        "with the one named, at your risk)");
+  const bool dinov3 = !abs && !rel && !mixed && a.class_token && a.reg_tokens > 0;
+  if (dinov3) {
+    // A class token and registers without position tensors: timm's DINOv3 (its Eva class with
+    // rope_type 'dinov3'), the only such model of timm's zoo. Its RoPE is computed in code, its
+    // LayerNorms use eps 1e-5 and timm pools the normalised patch tokens by their mean.
+    c.family = "dinov3";
+    c.encoding = "rope-dinov3";
+    a.eps = 1e-5f;
+    a.pool = Pool::avg;
+    a.norm_before_pool = true;
+    notes.push_back(
+        "a class token and register tokens without position tensors: timm's DINOv3 "
+        "(vit_*_patch16_dinov3), its RoPE on normalised coordinates (rope-dinov3), LayerNorm eps "
+        "1e-5, mean pooling of the normalised patch tokens (timm's default; --set pool=cls for "
+        "upstream DINOv3's class token)");
   }
-  if (!abs && !rel && !mixed && !hints.encoding_given) {
+  if (!abs && !rel && !mixed && !dinov3 && !hints.encoding_given) {
     out.unsettled.push_back(
         {"the position encoding: the file has no position tensors, and timm's Eva RoPE-ViTs "
          "(vit_*_rope_*) compute their axial RoPE in code; 'none' assumed",
@@ -337,8 +343,16 @@ void torchvision_preprocessing(ModelConfig& c, std::vector<std::string>& notes) 
                   ", ImageNet mean/std; the same ratio at other sizes)");
 }
 
-void timm_preprocessing(ModelConfig& c, std::vector<std::string>& notes) {
+void timm_preprocessing(ModelConfig& c, std::vector<std::string>& notes, const InferHints& hints) {
   if (c.channels != 3) return;
+  if (c.family == "dinov3") {
+    // Every DINOv3 weight of timm's (lvd1689m, sat493m) has the same preprocessing.
+    c.preprocess.crop_pct = 1.0;
+    if (!hints.img_rows) c.img_rows = c.img_cols = 256;
+    notes.push_back("preprocessing: timm's DINOv3 weights' (ImageNet mean/std, bicubic, crop 1.0" +
+                    std::string(hints.img_rows ? ")" : ", 256 x 256)"));
+    return;
+  }
   notes.push_back(
       "preprocessing not stored in the file: ImageNet mean/std, crop 0.875, bicubic; timm's ViT "
       "weights differ by tag (augreg: mean = std = 0.5, crop 0.9): keep timm's config.json beside "
@@ -355,7 +369,7 @@ InferredConfig infer(const TensorMap& tensors, const InferHints& hints, const st
   if (torchvision) {
     torchvision_preprocessing(out.config, out.notes);
   } else {
-    timm_preprocessing(out.config, out.notes);
+    timm_preprocessing(out.config, out.notes, hints);
   }
   return out;
 }

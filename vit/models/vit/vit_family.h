@@ -37,6 +37,10 @@ void clip_statistics(ModelConfig& c);
 // A ViT of that width, depth and heads with an MLP of 4x the width, timm's defaults elsewhere.
 ModelConfig vit_of(int64_t dim, int64_t depth, int64_t heads);
 
+// vit/models/dinov3/family.cpp: a DINOv3 encoder of that width, depth and heads, as timm's
+// vit_*_patch16_dinov3 (what a DINOv3 file's tensors are read as).
+ModelConfig dinov3_config(int64_t dim, int64_t depth, int64_t heads, bool qkv_bias);
+
 // checkpoint_names.cpp: timm's and torchvision's files.
 std::vector<CheckpointDialect> dialects();
 void check_tensors(const ModelConfig& c, const TensorMap& tensors, const std::string& path);
