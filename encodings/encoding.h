@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,10 +89,24 @@ class EncodingPart {
   ExtensionPolicy extension_policy() const { return policy_; }
   // The rule in effect under the current policy (none for kinds without a grid-dependent part).
   virtual ExtensionRule extension_rule() const { return ExtensionRule::none; }
+  // Training-time augmentation of the coordinates (rope-dinov3's shift, jitter and rescale): a
+  // training step hands every part the seed of its draw before the forward and takes it back
+  // (nullopt) after the backward, so that evaluation never sees it. A pure function of the seed:
+  // a resumed run draws what the uninterrupted one drew. Kinds without augmentation ignore it.
+  void set_augmentation(std::optional<uint64_t> seed) {
+    if (seed == augmentation_) return;
+    augmentation_ = seed;
+    augmentation_changed();
+  }
+  std::optional<uint64_t> augmentation() const { return augmentation_; }
+  // Whether this part augments at all when given a seed (its options ask for it).
+  virtual bool augments() const { return false; }
 
  protected:
   virtual void policy_changed() {}
+  virtual void augmentation_changed() {}
   ExtensionPolicy policy_ = ExtensionPolicy::native;
+  std::optional<uint64_t> augmentation_;
 };
 
 class TokenEncoding : public EncodingPart {

@@ -55,7 +55,7 @@ std::string accepted_options(const KindDef& k) {
     } else if (o.count) {
       s += "<whole number >= 0>";
     } else if (o.choices.empty()) {
-      s += "<number > 0>";
+      s += o.or_none ? "<number > 0|none>" : "<number > 0>";
     } else {
       for (size_t i = 0; i < o.choices.size(); ++i) s += (i ? "|" : "") + o.choices[i];
     }
@@ -103,6 +103,7 @@ void check_value(const KindDef& k, const enc::OptionDef& o, const std::string& v
       throw std::invalid_argument(where + " is not accepted; accepted: " + accepted_options(k));
     return;
   }
+  if (o.or_none && value == "none") return;
   size_t used = 0;
   double v = 0;
   try {

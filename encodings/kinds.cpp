@@ -29,6 +29,11 @@ const std::string& Options::str(const std::string& name) const {
 
 double Options::number(const std::string& name) const { return std::stod(str(name)); }
 
+std::optional<double> Options::number_or_none(const std::string& name) const {
+  if (str(name) == "none") return std::nullopt;
+  return number(name);
+}
+
 Grid Options::grid(const std::string& name) const {
   const std::optional<Grid> g = parse_grid_value(str(name));
   require(g.has_value(), kind_, "option " + name + "=" + str(name) + " is not a grid");

@@ -17,14 +17,15 @@
 
 namespace vitpe::enc {
 
-// One option of a kind: a positive number (`choices` empty, `grid` and `count` false), one of
-// `choices`, with `grid` set a grid "RxC" / "N" (N x N) or "none", with `count` set a whole
-// number >= 0 (a block index).
+// One option of a kind: a positive number (`choices` empty, `grid` and `count` false; with
+// `or_none` also "none"), one of `choices`, with `grid` set a grid "RxC" / "N" (N x N) or "none",
+// with `count` set a whole number >= 0 (a block index).
 struct OptionDef {
   std::string name, default_value, help;
   std::vector<std::string> choices;
   bool grid = false;
   bool count = false;
+  bool or_none = false;
 };
 
 // Validated options with every default filled in.
@@ -34,6 +35,8 @@ class Options {
       : kind_(std::move(kind)), values_(std::move(values)) {}
   const std::string& str(const std::string& name) const;
   double number(const std::string& name) const;
+  // An or_none number option's value; nullopt for "none".
+  std::optional<double> number_or_none(const std::string& name) const;
   // A grid option's value; {0, 0} for "none".
   Grid grid(const std::string& name) const;
 
@@ -179,8 +182,8 @@ void planes_to_patch_rows(const Tensor& planes, Tensor& table, int64_t prefix, G
 // rotate_half layout, DINOv3's). cos/sin: [Hc, Nw, hd/2], entry p the angle of pair p, for the
 // window's tokens, Hc = 1 (shared by heads) or H. x, out: [B, H, prefix + Nw, hd]; prefix tokens
 // are copied.
-void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                 int64_t prefix, bool halves = false);
+void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t prefix,
+                 bool halves = false);
 // dx += R^T dout. When dangle is defined ([Hc, Nw, hd/2]) it accumulates dL/d(angle), which needs
 // the rotated output, recomputed from x.
 void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const Tensor& x,

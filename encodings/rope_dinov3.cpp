@@ -10,9 +10,14 @@
 // policy extrapolate keeps the built grid's denominators instead (a larger grid's coordinates run
 // past +1, as integer coordinates run past the trained range). head_dim % 4 == 0. Prefix tokens
 // are not rotated. No parameters.
+// Training augmentation (DINOv3's; timm's shift/jitter/rescale_coords; options shift=S,
+// jitter=J, rescale=R): during a training step the normalised coordinates are shifted and scaled
+// by that step's one random draw (EncodingPart::set_augmentation), the same in every block;
+// evaluation uses the plain coordinates.
 #include <cmath>
 #include <deque>
 #include <numbers>
+#include <optional>
 
 #include "encodings/kinds.h"
 #include "encodings/tables.h"
@@ -23,16 +28,23 @@ namespace {
 
 enum class Normalize { separate, max, min };
 
+// DINOv3's training-time coordinate augmentation (timm's shift_coords, jitter_coords,
+// rescale_coords); nullopt: off.
+struct Augmentation {
+  std::optional<double> shift, jitter, rescale;
+};
+
 class RopeDinov3 final : public RotationAttentionEncoding {
  public:
   RopeDinov3(int64_t heads, int64_t head_dim, Grid window, double theta, Normalize normalize,
-             bool y_first)
+             bool y_first, const Augmentation& aug)
       : heads_(heads),
         hd_(head_dim),
         theta_(theta),
         normalize_(normalize),
         y_first_(y_first),
-        window_(window) {
+        window_(window),
+        aug_(aug) {
     require(head_dim % 4 == 0, "rope-dinov3",
             "head_dim must be divisible by 4 (pairs split between y and x), got " +
                 std::to_string(head_dim));
@@ -59,13 +71,15 @@ class RopeDinov3 final : public RotationAttentionEncoding {
   }
 
   // The angles per unit of integer coordinate on this window (the normalisation's scale; its
-  // constant offset turns every patch alike and cancels between two rotated tokens).
+  // constant offset turns every patch alike and cancels between two rotated tokens), marked
+  // approximate: the pairs are halves and the prefix tokens would see the offset.
   AttentionTerms terms(const AttnGeometry& geom) override {
     check_grid("rope-dinov3", geom.window);
     AttentionTerms t = AttentionEncoding::terms(geom);
     const auto [dy, dx] = denominators(geom.window);
     RopeAxialLayout l{theta_, !y_first_, 4 * std::numbers::pi / dx, 4 * std::numbers::pi / dy};
     t.rotation_freqs = rope_axial_freqs(heads_, hd_, l);
+    t.rotation_approximate = true;
     return t;
   }
 
@@ -73,9 +87,11 @@ class RopeDinov3 final : public RotationAttentionEncoding {
   ExtensionRule extension_rule() const override {
     return resolve_rule(policy_, ExtensionRule::interpolate);
   }
+  bool augments() const override { return aug_.shift || aug_.jitter || aug_.rescale; }
 
  protected:
   void policy_changed() override { cache_.clear(); }
+  void augmentation_changed() override { augmented_.reset(); }
 
  private:
   struct Tables {
@@ -98,15 +114,54 @@ class RopeDinov3 final : public RotationAttentionEncoding {
     return 2.0f * ((static_cast<float>(i) + 0.5f) / denominator) - 1.0f;
   }
 
+  // One training step's draw, in timm's order: a shift per axis uniform in [-s, s], a jitter
+  // factor per axis and one rescale factor shared by both, each log-uniform in [1/f, f]; the
+  // coordinates become ((c + shift) * jitter) * rescale.
+  struct Draw {
+    float shift_y = 0, shift_x = 0, jitter_y = 1, jitter_x = 1, rescale = 1;
+  };
+  Draw draw(uint64_t seed) const {
+    Rng rng(seed);
+    Draw d;
+    if (aug_.shift) {
+      d.shift_y = static_cast<float>(rng.uniform(-*aug_.shift, *aug_.shift));
+      d.shift_x = static_cast<float>(rng.uniform(-*aug_.shift, *aug_.shift));
+    }
+    if (aug_.jitter) {
+      const double lj = std::log(*aug_.jitter);
+      d.jitter_y = static_cast<float>(std::exp(rng.uniform(-lj, lj)));
+      d.jitter_x = static_cast<float>(std::exp(rng.uniform(-lj, lj)));
+    }
+    if (aug_.rescale) {
+      const double lr = std::log(*aug_.rescale);
+      d.rescale = static_cast<float>(std::exp(rng.uniform(-lr, lr)));
+    }
+    return d;
+  }
+
+  // The tables of window w: the plain ones (cached per window), or, while a training step has
+  // handed over its seed and the options ask for augmentation, that step's (kept for its
+  // backward).
   const Tables& tables(Grid w) {
+    if (augmentation_ && augments()) {
+      if (!augmented_ || augmented_->window != w) augmented_ = compute(w, draw(*augmentation_));
+      return *augmented_;
+    }
     for (const Tables& t : cache_)
       if (t.window == w) return t;
+    cache_.push_back(compute(w, Draw{}));
+    return cache_.back();
+  }
+
+  // The tables of window w with the coordinates moved by draw d (none: Draw{}).
+  Tables compute(Grid w, const Draw& d) const {
     const int64_t half = hd_ / 2, quarter = hd_ / 4;
     Tables t{w, Tensor::empty({1, w.count(), half}), Tensor::empty({1, w.count(), half})};
     const auto [dy, dx] = denominators(w);
     const float two_pi = 2.0f * std::numbers::pi_v<float>;
     for (int64_t n = 0; n < w.count(); ++n) {
-      const float y = coordinate(n / w.cols, dy), x = coordinate(n % w.cols, dx);
+      const float y = ((coordinate(n / w.cols, dy) + d.shift_y) * d.jitter_y) * d.rescale;
+      const float x = ((coordinate(n % w.cols, dx) + d.shift_x) * d.jitter_x) * d.rescale;
       const float first = y_first_ ? y : x, second = y_first_ ? x : y;
       for (int64_t p = 0; p < half; ++p) {
         const int64_t k = p % quarter;
@@ -117,8 +172,7 @@ class RopeDinov3 final : public RotationAttentionEncoding {
         t.sin.f32()[n * half + p] = std::sin(a);
       }
     }
-    cache_.push_back(std::move(t));
-    return cache_.back();
+    return t;
   }
 
   int64_t heads_, hd_;
@@ -126,7 +180,9 @@ class RopeDinov3 final : public RotationAttentionEncoding {
   Normalize normalize_;
   bool y_first_;
   Grid window_;
-  std::deque<Tables> cache_;  // one entry per window seen; a deque keeps references valid
+  Augmentation aug_;
+  std::deque<Tables> cache_;         // one entry per window seen; a deque keeps references valid
+  std::optional<Tables> augmented_;  // the current training step's
 };
 
 Normalize parse_normalize(const std::string& s) {
@@ -145,7 +201,30 @@ KindDef rope_dinov3_kind() {
        "separate",
        "coordinates over each axis' own length (separate), or the longer/shorter side's",
        {"separate", "max", "min"}},
-      {"indexing", "ij", "ij: y turns the first half of the pairs (timm's); xy: x", {"ij", "xy"}}};
+      {"indexing", "ij", "ij: y turns the first half of the pairs (timm's); xy: x", {"ij", "xy"}},
+      {"shift",
+       "none",
+       "training: coordinates shifted per axis by U(-s, s)",
+       {},
+       false,
+       false,
+       true},
+      {"jitter",
+       "none",
+       "training: coordinates scaled per axis by a log-uniform factor in "
+       "[1/J, J]",
+       {},
+       false,
+       false,
+       true},
+      {"rescale",
+       "none",
+       "training: coordinates scaled by one log-uniform factor in [1/R, R] "
+       "(DINOv3 trains with 2)",
+       {},
+       false,
+       false,
+       true}};
   k.summary =
       "DINOv3's RoPE: coordinates normalised to [-1, 1] per axis, channels rotated in halves; "
       "fixed; hd % 4 == 0";
@@ -157,9 +236,11 @@ KindDef rope_dinov3_kind() {
   k.studied_global = k.studied_windowed = false;
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
+    const Augmentation aug{o.number_or_none("shift"), o.number_or_none("jitter"),
+                           o.number_or_none("rescale")};
     return std::make_unique<RopeDinov3>(heads, head_dim, window, o.number("theta"),
                                         parse_normalize(o.str("normalize")),
-                                        o.str("indexing") == "ij");
+                                        o.str("indexing") == "ij", aug);
   };
   return k;
 }

@@ -36,6 +36,11 @@ struct AttentionTerms {
   // RoPE frequencies [H, hd/2, 2]: channel pair k of head h of the grid token at (y, x) turns
   // by x * f[h, k, 0] + y * f[h, k, 1]; prefix tokens are not rotated.
   Tensor rotation_freqs;
+  // The rotation is only described by rotation_freqs, not given: its pairs are channel halves
+  // (c, c + hd/2) on coordinates with an offset (rope-dinov3). Enough for the pictures, which
+  // read relative phases; the GPU kernel, which turns neighbouring pairs by the formula above,
+  // refuses such terms.
+  bool rotation_approximate = false;
 
   // The same terms on `device` (a copy of each tensor).
   AttentionTerms to(Device device) const;

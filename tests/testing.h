@@ -33,6 +33,15 @@ inline double max_rel_error(const Tensor& a, const Tensor& b) {
 
 // Central finite differences of a scalar function f of the tensor x (perturbed in place):
 // returns df/dx, computed in double from f's double result. Step h relative to 1.
+// The largest |a - b| over the elements (same shapes; 0 for bitwise-equal tensors).
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(a.at(i)) - b.at(i)));
+  }
+  return worst;
+}
+
 inline Tensor numeric_grad(Tensor& x, const std::function<double()>& f, double h = 1e-3) {
   Tensor g = Tensor::empty(x.shape());
   for (int64_t i = 0; i < x.numel(); ++i) {

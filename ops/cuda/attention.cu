@@ -544,6 +544,11 @@ void set_positional_terms(const char* op, AttnArgs& args, const AttentionParams&
     ba.dist_sx = t.distance_scale_x;
   }
   if (t.rotation_freqs.defined()) {
+    if (t.rotation_approximate) {
+      throw std::invalid_argument(std::string(op) +
+                                  ": the rotation's terms only describe it (channel halves on "
+                                  "offset coordinates); the kernel turns neighbouring pairs");
+    }
     check_param(op, "rotation_freqs", t.rotation_freqs, Shape{H, hd / 2, 2});
     ba.rope = t.rotation_freqs.f32();
   }

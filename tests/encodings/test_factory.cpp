@@ -83,7 +83,8 @@ TEST(Factory, KindsListedWithSitesAndDefaults) {
   EXPECT_EQ(by["rope-axial"].options, "theta=100, indexing=xy (xy|ij), ref=none");
   EXPECT_EQ(by["rope-dinov3"].site, EncodingSite::attention);
   EXPECT_EQ(by["rope-dinov3"].options,
-            "theta=100, normalize=separate (separate|max|min), indexing=ij (ij|xy)");
+            "theta=100, normalize=separate (separate|max|min), indexing=ij (ij|xy), shift=none, "
+            "jitter=none, rescale=none");
   EXPECT_EQ(by["cpb"].site, EncodingSite::attention);
   EXPECT_EQ(by["cpb"].options, "hidden=512, ref=none");
   EXPECT_EQ(by["sincos2d"].options, "T=10000, layout=mae (mae|timm)");

@@ -113,6 +113,55 @@ TEST(RopeDinov3, ExtrapolateKeepsTheBuiltDenominators) {
   }
 }
 
+// DINOv3's coordinate augmentation: while a training step has handed over its seed, the
+// coordinates are ((c + shift) * jitter) * rescale with the draws of Rng(seed) in timm's order
+// (shift y, x; jitter y, x; rescale); the same seed draws the same, and without a seed (or
+// without the options) the plain tables come back bit for bit.
+TEST(RopeDinov3, CoordinateAugmentationOnlyWhileASeedIsHanded) {
+  const int64_t H = 1, hd = 8, P = 1;
+  Grid w{3, 4};
+  const int64_t N = P + w.count();
+  auto plain_part = make_rope_dinov3(H, hd, w, P);
+  auto e = make_rope_dinov3(H, hd, w, P, "rope-dinov3:shift=0.5,jitter=1.5,rescale=2");
+  EXPECT_FALSE(plain_part->augments());
+  EXPECT_TRUE(e->augments());
+  Tensor q = testing::random_tensor({1, H, N, hd}, 4);
+  auto rotated = [&](AttentionEncoding& part) {
+    Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(q.shape());
+    part.rotate(qo, ko, q, q, {w, P});
+    return qo;
+  };
+  const Tensor plain = rotated(*e);
+  plain_part->set_augmentation(7);
+  EXPECT_EQ(testing::max_abs_diff(rotated(*plain_part), plain), 0.0);
+  e->set_augmentation(7);
+  const Tensor drawn = rotated(*e);
+  EXPECT_GT(testing::max_abs_diff(drawn, plain), 1e-3);
+  Rng rng(7);
+  const double sy = rng.uniform(-0.5, 0.5), sx = rng.uniform(-0.5, 0.5);
+  const double jy = std::exp(rng.uniform(-std::log(1.5), std::log(1.5)));
+  const double jx = std::exp(rng.uniform(-std::log(1.5), std::log(1.5)));
+  const double r = std::exp(rng.uniform(-std::log(2.0), std::log(2.0)));
+  const int64_t row = 2, col = 3;
+  const double y = (2.0 * (row + 0.5) / 3 - 1 + sy) * jy * r;
+  const double x = (2.0 * (col + 0.5) / 4 - 1 + sx) * jx * r;
+  for (int64_t p = 0; p < hd / 2; ++p) {
+    const double period = std::pow(100.0, 4.0 * (p % (hd / 4)) / hd);
+    expect_rotated(q, drawn, (P + row * 4 + col) * hd, p, hd,
+                   2 * std::numbers::pi * (p < hd / 4 ? y : x) / period);
+  }
+  testing::check_rotate_backward(*e, H, hd, w, P);  // the drawn rotation's backward
+  e->set_augmentation(8);
+  EXPECT_GT(testing::max_abs_diff(rotated(*e), drawn), 1e-4);
+  e->set_augmentation(7);
+  EXPECT_EQ(testing::max_abs_diff(rotated(*e), drawn), 0.0);
+  e->set_augmentation(std::nullopt);
+  EXPECT_EQ(testing::max_abs_diff(rotated(*e), plain), 0.0);
+  // Options are positive numbers or none.
+  EXPECT_THROW(parse_encoding("rope-dinov3:rescale=0"), std::invalid_argument);
+  EXPECT_EQ(parse_encoding("rope-dinov3:rescale=none").str(), "rope-dinov3:rescale=none");
+}
+
 TEST(RopeDinov3, HeadDimMustBeDivisibleBy4) {
   try {
     make_rope_dinov3(2, 6, {2, 2}, 0);

@@ -50,7 +50,7 @@ std::string unsupported_feature(Model& model) {
     const AttentionTerms t = e->terms(sites[i].geom);
     if (e->has_bias() && !t.relative_table.defined() && !t.distance_slopes.defined())
       return "the attention encoding '" + e->kind() + "' (its bias has no in-kernel terms)";
-    if (e->has_rotation() && !t.rotation_freqs.defined())
+    if (e->has_rotation() && (!t.rotation_freqs.defined() || t.rotation_approximate))
       return "the attention encoding '" + e->kind() + "' (its rotation has no in-kernel terms)";
   }
   return "";

@@ -491,6 +491,30 @@ struct StepStats {
   int64_t correct = 0, seen = 0;
 };
 
+// Hands a training step's augmentation seed to the model's encoding parts (rope-dinov3's
+// coordinate augmentation draws from it) and takes it back when the step ends, an exception
+// included, so that evaluation never sees it. The seed is a pure function of the run's seed and
+// the step: a resumed run, and every rank of a data-parallel one, draws the same.
+class AugmentationScope {
+ public:
+  AugmentationScope(Model& model, uint64_t seed, int64_t step) : parts_(model.encoding_parts()) {
+    // Rng seeds through SplitMix64: neighbouring steps get unrelated streams.
+    Rng mix(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(step));
+    set(mix.next());
+  }
+  ~AugmentationScope() { set(std::nullopt); }
+  AugmentationScope(const AugmentationScope&) = delete;
+  AugmentationScope& operator=(const AugmentationScope&) = delete;
+
+ private:
+  void set(std::optional<uint64_t> s) {
+    if (parts_.token) parts_.token->set_augmentation(s);
+    for (AttentionEncoding* a : parts_.attention)
+      if (a) a->set_augmentation(s);  // null: a block without an attention part
+  }
+  Model::EncodingParts parts_;
+};
+
 // One optimizer step on the loader's next batch (forward, loss, backward, clip, AdamW);
 // false when the epoch has no batch left. Data-parallel: the loader gives this rank its part of
 // the batch, whose loss is scaled by its share so that the summed gradients are the gradient of
@@ -501,6 +525,7 @@ bool train_step(Model& model, AdamW& opt, Loader& loader, const std::vector<Para
   if (!loader.next(b.images, b.labels)) return false;
   // Disabled (the default), this leaves the thread count as it is.
   AdaptiveThreads::Call call(b.adaptive, static_cast<uint64_t>(b.images.size(0)));
+  const AugmentationScope augmentation(model, o.seed, step);
   const Tensor& logits = model.forward(b.images, true);
   if (!b.probs.defined() || b.probs.shape() != logits.shape()) {
     b.probs = Tensor::empty(logits.shape());

@@ -160,6 +160,32 @@ TEST(Train, ResumeEqualsUninterruptedBitwise) {
   fs::remove_all(b);
 }
 
+// rope-dinov3's coordinate augmentation in training: the draws are a pure function of the seed
+// and the step (two runs agree bitwise), they change the training (the weights differ from a
+// run without them), and no part keeps a seed after training (evaluation sees plain tables).
+TEST(Train, CoordinateAugmentationIsRepeatableAndLeftOutOfEvaluation) {
+  TrainOptions o = tiny_options();
+  o.epochs = 1;
+  o.encoding = "rope-dinov3:shift=0.2,rescale=2";
+  const TrainResult a = train(o), b = train(o);
+  o.encoding = "rope-dinov3";
+  const TrainResult plain = train(o);
+  auto pa = a.model->params(), pb = b.model->params(), pp = plain.model->params();
+  ASSERT_EQ(pa.size(), pp.size());
+  double moved = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(pa[i]->value.f32(), pb[i]->value.f32(), pa[i]->value.nbytes()))
+        << pa[i]->name;
+    moved = std::max(moved, testing::max_abs_diff(pa[i]->value, pp[i]->value));
+  }
+  EXPECT_GT(moved, 1e-6);
+  EXPECT_EQ(a.history.back().test_acc, b.history.back().test_acc);
+  for (AttentionEncoding* part : a.model->encoding_parts().attention) {
+    EXPECT_TRUE(part->augments());
+    EXPECT_FALSE(part->augmentation().has_value());
+  }
+}
+
 // A study's numbers do not depend on how many threads ran it: two steps (AdamW, clipping,
 // augmentation) and the evaluation of the quick study's ViT at D 64 and at D 128, with every
 // encoding of the registry, and of the Swin preset with every windowed encoding, give the same
@@ -514,7 +540,6 @@ TEST(Progress, LineShowsPercentRateAndEta) {
   EXPECT_NE(done.find("took 1:15"), std::string::npos) << done;
   EXPECT_EQ(Progress::format_duration(3725), "1:02:05");
 }
-
 
 // ---- fine-tuning from a checkpoint (--init) ---------------------------------------------------
 
