@@ -117,10 +117,32 @@ def torch_compile(torch, model, x, a, tmp):
 
 def export_onnx(torch, model, x, tmp):
     path = os.path.join(tmp, f"model_b{x.shape[0]}.onnx")
-    if not os.path.exists(path):
+    if os.path.exists(path):
+        return path
+
+    def export():
         with torch.no_grad():
             torch.onnx.export(model, (x,), path, opset_version=17, dynamo=False,
                               input_names=["x"], output_names=["logits"])
+
+    try:
+        export()
+    except TypeError as e:
+        # timm's Eva (DINOv3, RoPE-ViT) passes is_causal to F.scaled_dot_product_attention, which
+        # the TorchScript tracer records as a tensor: export its attention's explicit path
+        # (fused_attn off: the same matmul, softmax, matmul) instead, then restore the flag.
+        fused = [m for m in model.modules() if getattr(m, "fused_attn", False)]
+        if "is_causal" not in str(e) or not fused:
+            raise
+        print("peers: exporting with timm's unfused attention (the tracer cannot record "
+              "is_causal)", file=sys.stderr)
+        for m in fused:
+            m.fused_attn = False
+        try:
+            export()
+        finally:
+            for m in fused:
+                m.fused_attn = True
     return path
 
 
