@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,9 +18,12 @@
 #include <vector>
 
 #include "encodings/encoding.h"
+#include "vit/compare/compare.h"
+#include "vit/compare/report.h"
 #include "vit/io/checkpoint.h"
 #include "vit/io/classifier.h"
 #include "vit/io/preprocess.h"
+#include "vit/train/train.h"
 #include "vitpe/vitpe_version.h"
 
 namespace py = pybind11;
@@ -98,11 +102,13 @@ cv::Mat image_of(const py::handle& obj, bool bgr, const std::string& name) {
   const int channels = a.ndim() == 2 ? 1 : a.ndim() == 3 ? static_cast<int>(a.shape(2)) : 0;
   if (!u8 || channels < 1 || channels > 4 || channels == 2 ||
       (a.flags() & py::array::c_style) == 0) {
-    throw py::value_error(name + ": expected a C-contiguous uint8 array H x W or H x W x 3/4, "
-                          "found " + dtype_text(a) + " of shape " + shape_text(a));
+    throw py::value_error(name +
+                          ": expected a C-contiguous uint8 array H x W or H x W x 3/4, "
+                          "found " +
+                          dtype_text(a) + " of shape " + shape_text(a));
   }
-  cv::Mat m(static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)),
-            CV_8UC(channels), const_cast<void*>(a.data()));
+  cv::Mat m(static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)), CV_8UC(channels),
+            const_cast<void*>(a.data()));
   cv::Mat out;
   if (channels == 3 && !bgr) {
     cv::cvtColor(m, out, cv::COLOR_RGB2BGR);
@@ -207,11 +213,112 @@ py::list predictions(const std::vector<Prediction>& top) {
   return l;
 }
 
+// ---- research: train and compare -----------------------------------------------------------
+
+// Takes key out of kw (if there) as T.
+template <typename T>
+bool take(py::dict& kw, const char* key, T& into) {
+  if (!kw.contains(key)) return false;
+  into = kw[key].cast<T>();
+  PyDict_DelItemString(kw.ptr(), key);
+  return true;
+}
+
+// The CLI's training flags as keywords (their names with '_' for '-'): every one given is applied
+// to `o`; the caller refuses what is left.
+void take_train_options(py::dict& kw, TrainOptions& o) {
+  take(kw, "model", o.model);
+  take(kw, "encoding", o.encoding);
+  take(kw, "set", o.overrides);
+  take(kw, "init", o.init);
+  take(kw, "dataset", o.data.name);
+  take(kw, "data_dir", o.data.dir);
+  int64_t size = 0;
+  if (take(kw, "size", size)) o.data.rows = o.data.cols = size;
+  take(kw, "subset", o.data.limit);
+  take(kw, "test_subset", o.test_limit);
+  take(kw, "data_seed", o.data.seed);
+  take(kw, "epochs", o.epochs);
+  take(kw, "batch", o.batch);
+  take(kw, "lr", o.lr);
+  take(kw, "min_lr", o.min_lr);
+  take(kw, "warmup", o.warmup_epochs);
+  take(kw, "wd", o.weight_decay);
+  take(kw, "smoothing", o.smoothing);
+  take(kw, "clip", o.clip);
+  take(kw, "seed", o.seed);
+  take(kw, "augment", o.augment);
+  take(kw, "flip", o.flip);
+  take(kw, "eval_batch", o.eval_batch);
+  take(kw, "log_every", o.log_every);
+  take(kw, "resume", o.resume);
+  take(kw, "force", o.force);
+}
+
+constexpr const char* kTrainKeys =
+    "model, encoding, set, init, dataset, data_dir, size, subset, test_subset, data_seed, "
+    "epochs, batch, lr, min_lr, warmup, wd, smoothing, clip, seed, augment, flip, eval_batch, "
+    "log_every, resume, force, progress";
+
+void refuse_leftovers(const py::dict& kw, const char* fn, const std::string& accepted) {
+  if (kw.empty()) return;
+  std::string names;
+  for (const auto& [k, v] : kw)
+    names += (names.empty() ? "'" : ", '") + py::str(k).cast<std::string>() + "'";
+  throw py::type_error(std::string(fn) + "(): unknown keyword " + names +
+                       "; accepted: " + accepted);
+}
+
+// progress: None (quiet), True (the library's bars on stderr) or a callable that gets a dict per
+// step and per finished epoch. Either way every step checks for Ctrl-C (and other signals): a
+// KeyboardInterrupt stops the run there, as a kill would, and reaches the caller.
+void set_progress(TrainOptions& o, const py::object& progress) {
+  o.progress = o.verbose = progress.is(py::bool_(true));
+  py::object callback =
+      progress.is_none() || py::isinstance<py::bool_>(progress) ? py::object() : progress;
+  if (callback && !PyCallable_Check(callback.ptr())) {
+    throw py::type_error("progress: expected None, True or a callable, found " +
+                         py::str(progress.get_type()).cast<std::string>());
+  }
+  o.on_progress = [callback](const TrainProgress& p) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (!callback) return;
+    py::dict d;
+    d["encoding"] = p.encoding;
+    d["seed"] = p.seed;
+    d["epoch"] = p.epoch;
+    d["epochs"] = p.epochs;
+    d["batch"] = p.batch;
+    d["batches"] = p.batches;
+    d["step"] = p.step;
+    d["loss"] = p.loss;
+    d["accuracy"] = p.accuracy;
+    d["epoch_done"] =
+        p.epoch_done ? to_python(epoch_record_json(*p.epoch_done)) : py::object(py::none());
+    callback(d);
+  };
+}
+
+py::dict train_result(const TrainResult& r) {
+  py::dict d;
+  d["config"] = to_python(nlohmann::json::parse(r.config.to_json()));
+  d["params"] = r.params;
+  py::list history;
+  for (const EpochRecord& e : r.history) history.append(to_python(epoch_record_json(e)));
+  d["history"] = history;
+  d["train_seconds"] = r.train_seconds;
+  d["best_test_acc"] = r.best_test_acc;
+  d["finished"] = r.finished;
+  return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_vitpe, m) {
   m.doc() = "vitpe: Vision Transformers with interchangeable 2D positional encodings";
-  m.def("version", [] { return std::string(version()); }, "The library's version");
+  m.def(
+      "version", [] { return std::string(version()); }, "The library's version");
 
   py::class_<PyModel>(m, "Model", "A loaded model (vitpe.load)")
       .def_property_readonly("config", &PyModel::config, "The model's config as a dict")
@@ -294,12 +401,90 @@ PYBIND11_MODULE(_vitpe, m) {
           py::arg("images"), py::arg("normalize") = false, py::arg("bgr") = false,
           "Images -> float32 [N, D]: the pooled features the head reads (unit rows with "
           "normalize)")
-      .def_property_readonly(
-          "config", [](const Classifier& c) { return to_python(nlohmann::json::parse(c.config().to_json())); })
+      .def_property_readonly("config",
+                             [](const Classifier& c) {
+                               return to_python(nlohmann::json::parse(c.config().to_json()));
+                             })
       .def_property_readonly("notes", &Classifier::notes);
 
   m.def(
-      "encodings",
+      "train",
+      [](const py::kwargs& kwargs) {
+        py::dict kw(kwargs);
+        TrainOptions o;
+        take_train_options(kw, o);
+        py::object progress = py::none();
+        if (kw.contains("progress")) {
+          progress = kw["progress"];
+          PyDict_DelItemString(kw.ptr(), "progress");
+        }
+        take(kw, "out", o.out);
+        refuse_leftovers(kw, "train", std::string(kTrainKeys) + ", out");
+        set_progress(o, progress);
+        TrainResult r;
+        {
+          py::gil_scoped_release release;
+          r = train(o);
+        }
+        py::dict d = train_result(r);
+        LoadedModel trained;
+        trained.model = std::move(r.model);
+        trained.format = "trained";
+        d["model"] = PyModel(std::move(trained));
+        return d;
+      },
+      "Trains a model as `vitpe train` does; keywords are its flags (model, encoding, set, "
+      "dataset, size, subset, epochs, batch, lr, seed, out, resume, ...; progress: None, True or "
+      "a callable). Returns {'config', 'params', 'history', 'best_test_acc', 'finished', "
+      "'model', ...}; Ctrl-C stops it as a kill would (resume=True continues from out)");
+
+  m.def(
+      "compare",
+      [](const std::string& out, const py::kwargs& kwargs) {
+        py::dict kw(kwargs);
+        CompareOptions o;
+        o.out = out;
+        take_train_options(kw, o.train);
+        py::object progress = py::none();
+        if (kw.contains("progress")) {
+          progress = kw["progress"];
+          PyDict_DelItemString(kw.ptr(), "progress");
+        }
+        take(kw, "encodings", o.encodings);
+        take(kw, "seeds", o.seeds);
+        take(kw, "eval_sizes", o.sizes);
+        std::vector<std::string> policies;
+        if (take(kw, "policy", policies)) {
+          o.policies.clear();
+          for (const std::string& p : policies) o.policies.push_back(parse_policy(p));
+        }
+        take(kw, "protocol", o.protocols);
+        take(kw, "reference", o.reference);
+        take(kw, "pictures", o.pictures);
+        take(kw, "budget", o.budget_minutes);
+        refuse_leftovers(kw, "compare",
+                         std::string(kTrainKeys) +
+                             ", encodings, seeds, eval_sizes, policy, protocol, reference, "
+                             "pictures, budget");
+        set_progress(o.train, progress);
+        o.extra_settings = {{"command", "vitpe.compare (Python)"}};
+        CompareResults r;
+        {
+          py::gil_scoped_release release;
+          r = run_compare(o);
+          write_compare_outputs(r, o.out);
+        }
+        return to_python(nlohmann::json::parse(results_json(r)));
+      },
+      py::arg("out"),
+      "Compares encodings as `vitpe compare` does (out: the results directory, which gets "
+      "results.json, results.csv and report.html); the other keywords are its flags and "
+      "train's. Returns the content of results.json as Python objects");
+
+  py::module_ enc = m.def_submodule(
+      "encodings", "The position-encoding kinds, and their tables as numpy arrays for plotting");
+  enc.def(
+      "list",
       [] {
         py::list out;
         for (const EncodingKindInfo& k : encoding_kinds()) {
@@ -313,5 +498,92 @@ PYBIND11_MODULE(_vitpe, m) {
         }
         return out;
       },
-      "The position-encoding kinds: name, site, options, summary, extension rule");
+      "The kinds: name, site, options, summary, extension rule");
+  enc.def(
+      "table",
+      [](const std::string& spec, std::pair<int64_t, int64_t> grid, int64_t dim, int64_t prefix,
+         uint64_t seed) {
+        Rng rng(seed);
+        const Grid g{grid.first, grid.second};
+        std::unique_ptr<TokenEncoding> e =
+            make_token_encoding(parse_encoding(spec), dim, g, prefix, rng);
+        if (!e) throw py::value_error("encodings.table: '" + spec + "' has no token part");
+        return to_numpy(e->table(g));
+      },
+      py::arg("spec"), py::arg("grid") = std::pair<int64_t, int64_t>{14, 14}, py::arg("dim") = 384,
+      py::arg("prefix") = 0, py::arg("seed") = 0,
+      "A token encoding's table [prefix + rows * cols, dim] (learned kinds as initialised from "
+      "seed): what it adds to the tokens");
+  enc.def(
+      "similarity",
+      [](const std::string& spec, std::pair<int64_t, int64_t> grid, int64_t dim, uint64_t seed) {
+        Rng rng(seed);
+        const Grid g{grid.first, grid.second};
+        std::unique_ptr<TokenEncoding> e =
+            make_token_encoding(parse_encoding(spec), dim, g, 0, rng);
+        if (!e) throw py::value_error("encodings.similarity: '" + spec + "' has no token part");
+        const Tensor t = e->table(g);
+        const int64_t n = g.count();
+        std::vector<double> norm(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          double q = 0;
+          for (int64_t c = 0; c < dim; ++c)
+            q += static_cast<double>(t.at(i * dim + c)) * t.at(i * dim + c);
+          norm[static_cast<size_t>(i)] = std::sqrt(q);
+        }
+        py::array_t<float> out({n, n});
+        float* o = out.mutable_data();
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double d = 0;
+            for (int64_t c = 0; c < dim; ++c)
+              d += static_cast<double>(t.at(i * dim + c)) * t.at(j * dim + c);
+            const double den = norm[static_cast<size_t>(i)] * norm[static_cast<size_t>(j)];
+            o[i * n + j] = static_cast<float>(den > 0 ? d / den : 0.0);
+          }
+        return out;
+      },
+      py::arg("spec"), py::arg("grid") = std::pair<int64_t, int64_t>{14, 14}, py::arg("dim") = 384,
+      py::arg("seed") = 0,
+      "The cosine similarity of every patch's encoding to every other's [N, N] (N = rows * cols, "
+      "row-major): the ViT paper's Figure 7, what the similarity picture draws");
+  enc.def(
+      "attention",
+      [](const std::string& spec, std::pair<int64_t, int64_t> grid, int64_t heads, int64_t head_dim,
+         int64_t prefix, uint64_t seed) {
+        Rng rng(seed);
+        const Grid g{grid.first, grid.second};
+        std::unique_ptr<AttentionEncoding> e =
+            make_attention_encoding(parse_encoding(spec), heads, head_dim, g, prefix, rng);
+        if (!e) throw py::value_error("encodings.attention: '" + spec + "' has no attention part");
+        const AttnGeometry geom{g, prefix};
+        const int64_t n = geom.tokens();
+        if (e->has_bias()) {
+          Tensor bias = Tensor::empty({heads, n, n});
+          e->bias(bias, geom);
+          return to_numpy(bias);
+        }
+        // Rotation kinds: <R(p) 1, R(p') 1> / hd, the score the rotation alone gives.
+        Tensor ones = Tensor::empty({1, heads, n, head_dim});
+        for (int64_t i = 0; i < ones.numel(); ++i) ones.at(i) = 1.0f;
+        Tensor q = Tensor::empty(ones.shape()), k = Tensor::empty(ones.shape());
+        e->rotate(q, k, ones, ones, geom);
+        py::array_t<float> out({heads, n, n});
+        float* o = out.mutable_data();
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double d = 0;
+              for (int64_t c = 0; c < head_dim; ++c)
+                d += static_cast<double>(q.at((h * n + i) * head_dim + c)) *
+                     k.at((h * n + j) * head_dim + c);
+              o[(h * n + i) * n + j] = static_cast<float>(d / static_cast<double>(head_dim));
+            }
+        return out;
+      },
+      py::arg("spec"), py::arg("grid") = std::pair<int64_t, int64_t>{14, 14}, py::arg("heads") = 6,
+      py::arg("head_dim") = 64, py::arg("prefix") = 0, py::arg("seed") = 0,
+      "An attention encoding's term [heads, N, N] over prefix + rows * cols tokens: the bias of "
+      "bias kinds (relbias, alibi2d, cpb), the score <R(p) 1, R(p') 1> / head_dim that the "
+      "rotation alone gives for RoPE kinds (what the attention picture draws)");
 }

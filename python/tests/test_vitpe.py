@@ -4,8 +4,11 @@ every error path (wrong dtype, shape, layout, missing file, bad image) as a Pyth
 with the library's message. Run by ctest (python_module) with PYTHONPATH at build/python."""
 import json
 import os
+import signal
 import struct
 import subprocess
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -124,7 +127,94 @@ def test_bad_inputs_are_python_errors_with_the_librarys_message():
 
 
 def test_the_encodings_registry():
-    kinds = {k["name"]: k for k in vitpe.encodings()}
+    kinds = {k["name"]: k for k in vitpe.encodings.list()}
     assert {"none", "learned1d", "sincos2d", "relbias", "rope-mixed", "alibi2d"} <= set(kinds)
     assert kinds["relbias"]["site"] == "attention"
     assert kinds["learned1d"]["site"] == "token"
+
+
+def test_encoding_tables_as_arrays():
+    table = vitpe.encodings.table("sincos2d", grid=(3, 5), dim=16, prefix=1)
+    assert table.shape == (16, 16) and table.dtype == np.float32
+    sim = vitpe.encodings.similarity("sincos2d", grid=(3, 5), dim=16)
+    patches = table[1:] / np.linalg.norm(table[1:], axis=1, keepdims=True)
+    np.testing.assert_allclose(sim, patches @ patches.T, atol=1e-5)
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-5)
+    bias = vitpe.encodings.attention("alibi2d", grid=(3, 4), heads=2, head_dim=8)
+    assert bias.shape == (2, 12, 12)
+    assert np.all(np.diag(bias[0]) == 0) and bias[0, 0, 11] < 0  # a penalty growing with distance
+    score = vitpe.encodings.attention("rope-axial", grid=(3, 4), heads=2, head_dim=8, prefix=1)
+    assert score.shape == (2, 13, 13)
+    np.testing.assert_allclose(np.diag(score[0]), 1.0, atol=1e-5)  # a rotation keeps the norm
+    assert score[0, 1, 12] < 0.99  # and turns distant patches apart
+    with pytest.raises(ValueError, match="has no token part"):
+        vitpe.encodings.table("relbias")
+    with pytest.raises(ValueError, match="unknown positional encoding"):
+        vitpe.encodings.attention("nope")
+
+
+# A tiny run of the procedural dataset: 2 steps an epoch, seconds in all.
+TINY = dict(dataset="procedural", size=16, subset=64, test_subset=32, batch=32, seed=3,
+            set=["depth=1", "dim=32", "heads=2", "mlp_dim=64"])
+
+
+def test_train_reports_progress_and_returns_the_history_and_model():
+    seen = []
+    r = vitpe.train(encoding="sincos2d", epochs=2, progress=seen.append, **TINY)
+    steps = [p for p in seen if p["epoch_done"] is None]
+    assert [(p["epoch"], p["batch"], p["batches"]) for p in steps] == [
+        (1, 1, 2), (1, 2, 2), (2, 1, 2), (2, 2, 2)]
+    assert steps[-1]["step"] == 4 and steps[0]["encoding"] == "sincos2d"
+    done = [p["epoch_done"] for p in seen if p["epoch_done"] is not None]
+    assert r["finished"] and r["history"] == done and len(done) == 2
+    assert r["config"]["encoding"] == "sincos2d" and r["params"] > 0
+    x = np.zeros((2, r["config"]["channels"], 16, 16), np.float32)
+    assert r["model"].forward(x).shape == (2, r["config"]["classes"])
+    with pytest.raises(TypeError, match="unknown keyword 'epoch'.*accepted: model, encoding"):
+        vitpe.train(epoch=3)
+    with pytest.raises(TypeError, match="expected None, True or a callable"):
+        vitpe.train(progress=3, **TINY)
+    with pytest.raises(ValueError):
+        vitpe.train(encoding="nope", **TINY)
+
+
+def test_an_exception_in_the_callback_and_ctrl_c_stop_the_run():
+    def stop(p):
+        raise RuntimeError("enough at step %d" % p["step"])
+
+    with pytest.raises(RuntimeError, match="enough at step 1"):
+        vitpe.train(epochs=1, progress=stop, **TINY)
+    # SIGINT while the library trains (the GIL released, no callback): the next step stops.
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            vitpe.train(epochs=100000, **TINY)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 30
+
+
+def test_compare_returns_what_the_command_writes(tmp_path):
+    settings = dict(TINY, epochs=1, encodings=["none", "sincos2d"], seeds=[1], eval_sizes=[24],
+                    pictures=False)
+    ours = vitpe.compare(str(tmp_path / "py"), **settings)
+    with open(tmp_path / "py" / "results.json") as f:
+        assert json.load(f)["runs"] == ours["runs"]
+    cli = [os.path.join(BINARY, "vitpe"), "compare", "--dataset", "procedural", "--size", "16",
+           "--subset", "64", "--test-subset", "32", "--batch", "32", "--seed", "3",
+           "--epochs", "1", "--encodings", "none,sincos2d", "--seeds", "1", "--eval-sizes", "24",
+           "--no-pictures", "--no-progress", "--out", str(tmp_path / "cli")]
+    for s in TINY["set"]:
+        cli += ["--set", s]
+    subprocess.run(cli, check=True, capture_output=True)
+    with open(tmp_path / "cli" / "results.json") as f:
+        theirs = json.load(f)
+    assert len(ours["runs"]) == 2
+    for a, b in zip(ours["runs"], theirs["runs"]):
+        assert a["encoding"] == b["encoding"]
+        for key in ("accuracy", "loss", "params"):
+            assert a[key] == b[key], key
+    with pytest.raises(TypeError, match="unknown keyword 'sizes'"):
+        vitpe.compare(str(tmp_path / "x"), sizes=[1])

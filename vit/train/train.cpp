@@ -179,9 +179,8 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch, bool progr
       for (int32_t& l : labels) {
         const int64_t m =
             remap->model_class.empty() ? l : remap->model_class[static_cast<size_t>(l)];
-        l = static_cast<int32_t>(column_of_model_class.empty()
-                                     ? m
-                                     : column_of_model_class[static_cast<size_t>(m)]);
+        l = static_cast<int32_t>(
+            column_of_model_class.empty() ? m : column_of_model_class[static_cast<size_t>(m)]);
       }
       if (!remap->valid.empty()) {
         const int64_t rows = out->size(0), C = out->size(1);
@@ -455,7 +454,7 @@ struct StepBuffers {
   explicit StepBuffers(bool adaptive_threads) : adaptive(adaptive_threads) {}
   Tensor images, probs, dlogits;
   std::vector<int32_t> labels;
-  std::vector<float> flat;  // every gradient, end to end (data-parallel: one allreduce a step)
+  std::vector<float> flat;   // every gradient, end to end (data-parallel: one allreduce a step)
   AdaptiveThreads adaptive;  // TrainOptions::adaptive_threads: the steps' thread count
 };
 
@@ -593,6 +592,19 @@ EpochTotals train_epoch(Model& model, AdamW& opt, Loader& loader, const Schedule
     std::snprintf(text, sizeof text, "loss %.4f acc %.2f%%", t.loss_sum / t.batches,
                   100.0 * t.correct / t.seen);
     bar.update(t.batches, text, t.seen / std::max(1e-9, monotonic_seconds() - t0));
+    if (o.on_progress) {
+      TrainProgress p;
+      p.epoch = epoch + 1;
+      p.epochs = o.epochs;
+      p.batch = t.batches;
+      p.batches = loader.batches_per_epoch();
+      p.step = step;
+      p.loss = t.loss_sum / static_cast<double>(t.batches);
+      p.accuracy = static_cast<double>(t.correct) / static_cast<double>(t.seen);
+      p.encoding = o.encoding;
+      p.seed = o.seed;
+      o.on_progress(p);
+    }
   }
   t.seconds = monotonic_seconds() - t0;
   bar.finish(text, t.seen / std::max(1e-9, t.seconds));
@@ -761,8 +773,8 @@ TrainResult train(const TrainOptions& options) {
     const double t0 = monotonic_seconds();
     const EpochTotals totals =
         train_epoch(model, opt, loader, sched, o, comm, epoch, at.step, run, buffers);
-    const EvalResult ev = evaluate(model, *data.test, o.eval_batch, o.progress, "  test", &comm,
-                                   o.adaptive_threads);
+    const EvalResult ev =
+        evaluate(model, *data.test, o.eval_batch, o.progress, "  test", &comm, o.adaptive_threads);
     at.history.push_back(
         epoch_record(epoch, at.step, totals, ev, monotonic_seconds() - t0, comm.size()));
     at.epoch = epoch + 1;
@@ -771,6 +783,19 @@ TrainResult train(const TrainOptions& options) {
     if (best) at.best_test_acc = std::max(at.best_test_acc, ev.accuracy);
     if (o.verbose) print_epoch(at.history.back(), o.epochs, best);
     run.save_epoch(model, opt, at, best);
+    if (o.on_progress) {
+      TrainProgress p;
+      p.epoch = epoch + 1;
+      p.epochs = o.epochs;
+      p.batch = p.batches = loader.batches_per_epoch();
+      p.step = at.step;
+      p.loss = at.history.back().train_loss;
+      p.accuracy = at.history.back().train_acc;
+      p.epoch_done = &at.history.back();
+      p.encoding = o.encoding;
+      p.seed = o.seed;
+      o.on_progress(p);
+    }
     if (o.stop_after_epochs > 0 && this_run >= o.stop_after_epochs && epoch + 1 < o.epochs) break;
   }
   result.history = at.history;

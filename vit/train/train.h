@@ -94,6 +94,19 @@ EvalResult evaluate(Model& model, const Dataset& data, int64_t batch = 256, bool
 
 // ---- training ----------------------------------------------------------------------------------
 
+// Where a training run is, for TrainOptions::on_progress: after each optimizer step (epoch_done
+// null), and after each epoch's evaluation and checkpoint (epoch_done set).
+struct EpochRecord;
+struct TrainProgress {
+  int64_t epoch = 0, epochs = 0;   // 1-based epoch of the step
+  int64_t batch = 0, batches = 0;  // 1-based batch within the epoch, of batches per epoch
+  int64_t step = 0;                // optimizer steps so far
+  double loss = 0, accuracy = 0;   // the epoch's running training loss and accuracy (0..1)
+  const EpochRecord* epoch_done = nullptr;
+  std::string encoding;  // the run's (TrainOptions::encoding: a comparison's runs differ in it)
+  uint64_t seed = 0;
+};
+
 struct TrainOptions {
   // Model: a preset, an encoding (empty = the preset's) and JSON overrides of the config
   // ("depth=2", "dim=64"). Image size, channels and classes come from the dataset.
@@ -105,8 +118,8 @@ struct TrainOptions {
   // is the model's, with the encoding, overrides and the dataset's size, channels and classes
   // applied; every tensor that still applies is loaded (init_from below says which).
   std::string init;
-  int64_t init_heads = 0;       // for a timm ViT file: its heads (as --heads)
-  std::string init_preset;      // for a foreign file: the preset naming its architecture
+  int64_t init_heads = 0;   // for a timm ViT file: its heads (as --heads)
+  std::string init_preset;  // for a foreign file: the preset naming its architecture
   bool init_assume_defaults = false;
 
   DatasetOptions data;     // the training split; test split = same with train = false
@@ -145,6 +158,11 @@ struct TrainOptions {
   // Data-parallel over these ranks (see the top of this file); null or one rank: alone. Every
   // rank calls train() with the same options; only rank 0 writes `out`.
   Communicator* comm = nullptr;
+
+  // Called on the training thread with where the run is (TrainProgress); empty: nothing. A
+  // callback that throws stops the run there, as a kill would: the last finished epoch stays in
+  // `out` for --resume. (The Python module reports progress and checks for Ctrl-C through it.)
+  std::function<void(const TrainProgress&)> on_progress;
 };
 
 struct EpochRecord {
