@@ -23,7 +23,7 @@ def progress(p):
 
 
 results = vitpe.compare(out, model="vit-fmnist", encodings=["learned1d", "rope-axial"],
-                        epochs=3, subset=2000, test_subset=1000, eval_sizes=[28, 42, 56],
+                        epochs=3, subset=2000, test_subset=1000, eval_sizes=[28, 44, 56],
                         pictures=False, progress=progress)
 sizes = results["sizes"]
 curves = {run["encoding"]: [100 * a for a in run["accuracy"]] for run in results["runs"]}
