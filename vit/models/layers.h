@@ -19,6 +19,11 @@
 
 namespace vitpe {
 
+// The random stream a model's position-encoding parameters are drawn from, apart from its
+// weights' (Rng(seed)): a model's blocks, head and embeddings at a seed are then the same
+// whatever its encoding, so that an encoding study compares kinds on identical weights.
+inline Rng encoding_rng(uint64_t seed) { return Rng(seed ^ 0x6e636f64696e6773ull); }
+
 // The input check of every model's forward: images [B, C, H, W] (CPU f32) with C = config's
 // channels and H, W positive multiples of the patch -> the patch grid H/p x W/p. Throws
 // ShapeError naming `op`, the expected layout and the configured size.
@@ -228,8 +233,8 @@ class TransformerBlock {
 class AttentionPoolLayer {
  public:
   AttentionPoolLayer() = default;
-  AttentionPoolLayer(const std::string& name, int64_t dim, int64_t heads, int64_t hidden,
-                     float eps, Rng& rng);
+  AttentionPoolLayer(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
+                     Rng& rng);
   // x: [B, N, D] -> y: [B, D]
   void forward(Tensor& y, const Tensor& x, bool training);
   // dy: [B, D] -> dx: [B, N, D] (overwritten); the parameters' gradients accumulate.

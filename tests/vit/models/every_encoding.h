@@ -2,6 +2,8 @@
 // kind is covered without touching the tests) and combinations of both sites.
 #pragma once
 
+#include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,23 @@ inline int64_t params_added_by_encoding(const ModelConfig& c) {
   ModelConfig none = c;
   none.encoding = "none";
   return make_model(c, 0)->num_params() - make_model(none, 0)->num_params();
+}
+
+// Whether every weight of `base` (a model without an encoding) has the same bits in `other`
+// (the same architecture with an encoding), by name: the encoding's parameters come from their
+// own random stream, so the rest does not depend on the kind. Empty when so, else the first name
+// that differs.
+inline std::string first_weight_not_shared(Model& base, Model& other) {
+  std::map<std::string, const Param*> by_name;
+  for (const Param* p : other.params()) by_name[p->name] = p;
+  for (const Param* p : base.params()) {
+    auto it = by_name.find(p->name);
+    if (it == by_name.end() || it->second->value.shape() != p->value.shape() ||
+        std::memcmp(it->second->value.f32(), p->value.f32(), p->value.nbytes()) != 0) {
+      return p->name;
+    }
+  }
+  return "";
 }
 
 }  // namespace vitpe::testing

@@ -20,12 +20,13 @@ Grid clamp_window(Grid window, Grid res) {
 }  // namespace
 
 SwinBlock::SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
-                     Grid window, bool shifted, const EncodingSpec& spec, Rng& rng,
+                     Grid window, bool shifted, const EncodingSpec& spec, Rng& rng, Rng& enc_rng,
                      BlockStyle style)
     : window_(window),
       shifted_(shifted),
       block_(name, dim, heads, hidden, eps,
-             make_attention_encoding(spec, heads, dim / heads, window, 0, rng), rng, 0, style) {}
+             make_attention_encoding(spec, heads, dim / heads, window, 0, enc_rng), rng, 0, style) {
+}
 
 const WindowLayout& SwinBlock::layout(Grid res) {
   auto key = std::make_pair(res.rows, res.cols);
@@ -145,14 +146,14 @@ void refuse_conditional(const EncodingSpec& spec) {
 SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed)
     : cfg_(config), arch_(cfg_.swin()) {
   cfg_.validate();
-  Rng rng(seed);
+  Rng rng(seed), enc_rng = encoding_rng(seed);
   const int64_t C0 = arch_.dim, Cin = cfg_.channels, p = cfg_.patch;
   const EncodingSpec& spec = cfg_.encoding;
   refuse_conditional(spec);
   std::tie(patch_w_, patch_b_) = make_patch_embed_params(C0, Cin, p, rng);
   patch_norm_ = LayerNormLayer("patch_embed.norm", C0, arch_.eps);
   Grid res = cfg_.patch_grid();
-  token_enc_ = make_token_encoding(spec, C0, res, 0, rng);
+  token_enc_ = make_token_encoding(spec, C0, res, 0, enc_rng);
 
   const Grid window{arch_.window, arch_.window};
   const size_t S = arch_.depths.size();
@@ -169,7 +170,7 @@ SwinTransformer::SwinTransformer(const ModelConfig& config, uint64_t seed)
     for (int64_t j = 0; j < arch_.depths[s]; ++j) {
       stages_[s].push_back(std::make_unique<SwinBlock>(
           name + ".blocks." + std::to_string(j), dim, arch_.stage_heads[s], hidden, arch_.eps,
-          clamp_window(window, res), j % 2 == 1, spec, rng,
+          clamp_window(window, res), j % 2 == 1, spec, rng, enc_rng,
           arch_.v2 ? BlockStyle::swin_v2 : BlockStyle::pre_norm));
     }
   }

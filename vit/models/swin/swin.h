@@ -23,7 +23,7 @@ namespace vitpe {
 class SwinBlock {
  public:
   SwinBlock(const std::string& name, int64_t dim, int64_t heads, int64_t hidden, float eps,
-            Grid window, bool shifted, const EncodingSpec& spec, Rng& rng,
+            Grid window, bool shifted, const EncodingSpec& spec, Rng& rng, Rng& enc_rng,
             BlockStyle style = BlockStyle::pre_norm);
   // x: [B, L, C] on the grid `res` -> y: [B, L, C]
   void forward(Tensor& y, const Tensor& x, Grid res, bool training);

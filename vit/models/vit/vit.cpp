@@ -10,7 +10,7 @@ namespace vitpe {
 VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed)
     : cfg_(config), arch_(cfg_.vit()) {
   cfg_.validate();
-  Rng rng(seed);
+  Rng rng(seed), enc_rng = encoding_rng(seed);
   const int64_t D = arch_.dim, C = cfg_.channels, p = cfg_.patch;
   const EncodingSpec& spec = cfg_.encoding;
 
@@ -34,8 +34,8 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed)
   const Grid grid = cfg_.patch_grid();
   // no_embed_class: the token encoding sees the patch tokens only (timm adds pos_embed before
   // prepending the class token).
-  token_enc_ = make_token_encoding(spec, D, grid, arch_.no_embed_class ? 0 : prefix(), rng);
-  cond_enc_ = make_conditional_encoding(spec, D, grid, prefix(), rng);
+  token_enc_ = make_token_encoding(spec, D, grid, arch_.no_embed_class ? 0 : prefix(), enc_rng);
+  cond_enc_ = make_conditional_encoding(spec, D, grid, prefix(), enc_rng);
   if (cond_enc_ && cond_enc_->after_block() > arch_.depth) {
     throw std::invalid_argument(
         cond_enc_->kind() + ": option after=" + std::to_string(cond_enc_->after_block()) +
@@ -46,8 +46,8 @@ VisionTransformer::VisionTransformer(const ModelConfig& config, uint64_t seed)
   const int64_t hd = D / arch_.heads;
   for (int64_t i = 0; i < arch_.depth; ++i) {
     blocks_.emplace_back("blocks." + std::to_string(i), D, arch_.heads, arch_.mlp_dim, arch_.eps,
-                         make_attention_encoding(spec, arch_.heads, hd, grid, prefix(), rng), rng,
-                         arch_.layer_scale, BlockStyle::pre_norm,
+                         make_attention_encoding(spec, arch_.heads, hd, grid, prefix(), enc_rng),
+                         rng, arch_.layer_scale, BlockStyle::pre_norm,
                          MlpStyle{arch_.mlp, arch_.mlp_norm, arch_.eps}, arch_.qkv_bias);
   }
   const bool fc_norm = arch_.pool == Pool::avg && !arch_.norm_before_pool;
@@ -357,11 +357,10 @@ double VisionTransformer::flops_per_image() const {
   const double peg = cond_enc_ ? 2.0 * 9 * Np * D : 0.0;  // a depthwise 3x3 convolution
   // SigLIP's attention pool: the keys and values of every token, one query's attention, the
   // query, output projection and MLP of one token.
-  const double pool = arch_.pool == Pool::map
-                          ? 2.0 * N * D * 2 * D + 4.0 * N * D + 4.0 * D * D + 4.0 * D * arch_.mlp_dim
-                          : 0.0;
-  return pe + arch_.depth * block + peg + pool +
-         (arch_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
+  const double pool = arch_.pool == Pool::map ? 2.0 * N * D * 2 * D + 4.0 * N * D + 4.0 * D * D +
+                                                    4.0 * D * arch_.mlp_dim
+                                              : 0.0;
+  return pe + arch_.depth * block + peg + pool + (arch_.dist_token ? 4.0 : 2.0) * D * cfg_.classes;
 }
 
 }  // namespace vitpe

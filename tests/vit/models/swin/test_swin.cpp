@@ -61,6 +61,15 @@ INSTANTIATE_TEST_SUITE_P(
 
 // CPVT's PEG (a conditional encoding) is for ViTs: Swin refuses it at construction, naming the
 // model family and what it takes instead.
+// At one seed every weight but the encoding's is the same whatever the encoding.
+TEST(Swin, WeightsAtASeedDoNotDependOnTheEncoding) {
+  auto base = make_model(tiny_swin("none"), 5);
+  for (const std::string& spec : testing::every_encoding_spec(AttentionLayout::windowed)) {
+    auto other = make_model(tiny_swin(spec), 5);
+    EXPECT_EQ(testing::first_weight_not_shared(*base, *other), "") << spec;
+  }
+}
+
 TEST(Swin, RefusesConditionalEncodings) {
   for (const std::string spec : {"peg", "peg:after=0+relbias"}) {
     const std::string m = testing::message_of([&] { make_model(tiny_swin(spec), 1); });
@@ -72,21 +81,23 @@ TEST(Swin, RefusesConditionalEncodings) {
   }
 }
 
-void check_swin_gradients(const std::string& encoding) {
+void check_swin_gradients(const std::string& encoding, double h = 1e-2) {
   ModelConfig c = tiny_swin(encoding);
   c.swin().depths = {2, 1};
   auto model = make_model(c, 3);
-  testing::check_model_gradients(*model, random_tensor({1, 1, 16, 24}, 4), 6, encoding);
+  testing::check_model_gradients(*model, random_tensor({1, 1, 16, 24}, 4), 6, encoding, h);
 }
 
 TEST(SwinGradients, Relbias) { check_swin_gradients("relbias"); }
 TEST(SwinGradients, LearnedAndRope) { check_swin_gradients("rope-mixed+learned1d"); }
-TEST(SwinGradients, Cpb) { check_swin_gradients("cpb:hidden=16,ref=8x8"); }
+// cpb with a 3e-3 step: at 1e-2 the loss's curvature through its MLP put the central difference
+// of a bias whose gradient is 1e-3 at 1.1x the tolerance (with these weights at seed 3).
+TEST(SwinGradients, Cpb) { check_swin_gradients("cpb:hidden=16,ref=8x8", 3e-3); }
 
 // Swin V2: post-norm blocks, cosine attention (the logit_scale gradient, also through a rotation)
 // and merging normalised after the reduction. The step is 2e-3: LayerNorms after the branches
 // curve the loss enough that 1e-2 measures up to 13 % off on the patch embedding. (cpb's own
-// gradient is checked with V1 blocks above: its ReLU kinks need the larger step.)
+// gradient is checked with V1 blocks above.)
 void check_swinv2_gradients(const std::string& encoding) {
   ModelConfig c = tiny_swin(encoding);
   c.swin().v2 = true;
