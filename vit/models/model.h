@@ -114,6 +114,8 @@ class Model {
   // token encoding tables, CLIP's norm_pre), block i -> i + 1 (Swin: blocks counted across the
   // stages, a stage's patch merging with its first block, as timm's group_matcher has it; a
   // conditional encoding after k blocks -> k), blocks() + 1 the final norm, pooling and head.
+  // The final norm follows BEiT: timm's group matchers put a final `norm` (not `fc_norm`) in the
+  // last block's layer, one factor of the decay lower.
   virtual std::vector<int64_t> param_layers() = 0;
   // The transformer blocks (Swin: of every stage).
   virtual int64_t blocks() const = 0;
