@@ -34,6 +34,19 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--init-preset", o.init_preset,
                   "With --init of a foreign file: the preset naming its architecture");
+  cmd->add_option("--layer-decay", o.layer_decay,
+                  "Fine-tune: layer-wise learning-rate decay F in (0, 1] (BEiT, timm): block i "
+                  "learns at the rate x F^(depth - i), the embeddings at x F^(depth + 1), the "
+                  "final norm and head at the rate itself; 1: off")
+      ->capture_default_str();
+  cmd->add_option("--freeze", o.freeze,
+                  "Fine-tune with a frozen bottom: 'head' trains the head alone (a linear probe); "
+                  "N freezes the embeddings and blocks 0..N-1. Frozen layers get no update and "
+                  "no backward pass");
+  cmd->add_option("--head-lr", o.head_lr,
+                  "Fine-tune: the head's peak learning rate, on the same warmup and cosine (0: "
+                  "--lr)")
+      ->capture_default_str();
   cmd->add_option("--set", o.overrides,
                   "Override a config field of the preset, key=value (e.g. depth=2); repeatable");
   cmd->add_option("--dataset", o.data.name,

@@ -154,6 +154,13 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"evaluation at other sizes", probe.other_size_rule()}};
   // Recorded only when on, so results written before the option still match.
   if (t.adaptive_threads) s.push_back({"threads", "adaptive (results do not repeat bitwise)"});
+  // Fine-tuning: every run starts from this checkpoint (its bytes' hash, as each run records it).
+  if (!t.init.empty()) {
+    s.push_back({"init", utf8_safe(t.init) + " (fnv1a64 " + file_fingerprint(t.init) + ")"});
+  }
+  if (t.layer_decay != 1.0) s.push_back({"layer decay", std::to_string(t.layer_decay)});
+  if (!t.freeze.empty()) s.push_back({"freeze", utf8_safe(t.freeze)});
+  if (t.head_lr > 0) s.push_back({"head lr", std::to_string(t.head_lr)});
   for (const auto& kv : opt.extra_settings) s.push_back(kv);
   return s;
 }
@@ -341,7 +348,7 @@ RunResult train_and_evaluate(const TrainOptions& to, const std::string& enc, uin
 // naming what differs), and evaluated again at this study's sizes from its final weights.
 RunResult reuse_finished(const TrainOptions& to, const Dataset& probe, const CompareResults& r,
                          const std::vector<std::shared_ptr<Dataset>>& tests) {
-  const std::string diff = run_settings_diff(to.out, to, make_train_config(to, probe));
+  const std::string diff = run_settings_diff(to.out, to, train_config(to, probe));
   if (!diff.empty()) {
     throw std::runtime_error("compare: " + to.out + " was trained with other settings: " + diff +
                              "; use a new --out, or remove that run to train it again");
@@ -528,14 +535,18 @@ void add_pictures(CompareResults& r, const ModelConfig& base, const std::string&
 CompareResults run_compare(const CompareOptions& opt) {
   if (opt.out.empty()) throw std::invalid_argument("compare: an output directory is required");
   if (opt.seeds.empty()) throw std::invalid_argument("compare: at least one seed is required");
-  fs::create_directories(opt.out);
   const double wall0 = monotonic_seconds();
 
-  // Geometry and the model family come from the training set and the preset.
+  // Geometry and the model family come from the training set and the preset (or the --init
+  // checkpoint every run starts from, through train's own path).
   DatasetOptions probe = opt.train.data;
   probe.limit = 1;
   std::unique_ptr<Dataset> probe_data = make_dataset(probe);
-  const ModelConfig base = make_train_config(opt.train, *probe_data);
+  const ModelConfig base = train_config(opt.train, *probe_data);
+  // A fine-tuning recipe the model cannot take (--freeze past its depth) is refused before any
+  // file is written, not at the first run.
+  make_optimizer(*make_model(base, 0), opt.train);
+  fs::create_directories(opt.out);
 
   CompareResults r;
   r.encodings = opt.encodings.empty() ? default_encodings(base) : opt.encodings;

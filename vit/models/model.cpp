@@ -8,8 +8,30 @@
 
 namespace vitpe {
 
+void Model::set_backward_scope(BackwardScope scope) {
+  if (scope.from_layer < 0 || scope.from_layer > blocks() + 1) {
+    throw std::invalid_argument("backward scope: from_layer " + std::to_string(scope.from_layer) +
+                                " is outside 0.." + std::to_string(blocks() + 1) +
+                                " (the layers of this model of " + std::to_string(blocks()) +
+                                " blocks)");
+  }
+  scope_ = scope;
+}
+
+std::vector<Param*> Model::trainable_params() {
+  if (scope_.head_only) return head_params();
+  std::vector<Param*> all = params();
+  if (scope_.from_layer == 0) return all;
+  const std::vector<int64_t> layers = param_layers();
+  std::vector<Param*> out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (layers[i] >= scope_.from_layer) out.push_back(all[i]);
+  }
+  return out;
+}
+
 void Model::zero_grad() {
-  for (Param* p : params()) {
+  for (Param* p : trainable_params()) {
     if (p->grad.defined() && p->grad.shape() == p->value.shape()) {
       p->grad.zero();
     } else {
@@ -19,7 +41,7 @@ void Model::zero_grad() {
 }
 
 void Model::ensure_grads() {
-  for (Param* p : params()) {
+  for (Param* p : trainable_params()) {
     if (!p->grad.defined() || p->grad.shape() != p->value.shape()) {
       p->grad = Tensor::zeros(p->value.shape());
     }

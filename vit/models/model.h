@@ -108,11 +108,42 @@ class Model {
   // part depends on the grid.
   std::string extension_rules();
 
+  // ---- fine-tuning: layers and what backward computes ----
+  // Every parameter's layer, in params() order, as layer-wise learning-rate decay counts them
+  // (BEiT; timm's param_groups_layer_decay): 0 the embeddings (patch embedding, prefix tokens,
+  // token encoding tables, CLIP's norm_pre), block i -> i + 1 (Swin: blocks counted across the
+  // stages, a stage's patch merging with its first block, as timm's group_matcher has it; a
+  // conditional encoding after k blocks -> k), blocks() + 1 the final norm, pooling and head.
+  // The final norm follows BEiT: timm's group matchers put a final `norm` (not `fc_norm`) in the
+  // last block's layer, one factor of the decay lower.
+  virtual std::vector<int64_t> param_layers() = 0;
+  // The transformer blocks (Swin: of every stage).
+  virtual int64_t blocks() const = 0;
+  // The classifier's parameters (head, DeiT's head_dist), a subset of params(); none without a
+  // head (classes 0).
+  virtual std::vector<Param*> head_params() = 0;
+
+  // What backward() computes when the bottom of the model is frozen: from_layer > 0 leaves out
+  // every parameter of a layer below it (param_layers()) and the pass stops there, so a frozen
+  // block costs no backward at all; head_only computes the head's gradients alone (a linear
+  // probe) from the pre-logits the forward kept, without going back through anything. Gradients
+  // left out stay as they were (undefined until something computes them). from_layer is at most
+  // blocks() + 1 (the final norm, pooling and head stay trainable).
+  struct BackwardScope {
+    int64_t from_layer = 0;
+    bool head_only = false;
+  };
+  void set_backward_scope(BackwardScope scope);
+  const BackwardScope& backward_scope() const { return scope_; }
+  // The parameters backward() computes gradients for under the scope, in params() order.
+  std::vector<Param*> trainable_params();
+
   // Approximate multiply-adds x 2 of one image's forward pass at the configured size.
   virtual double flops_per_image() const = 0;
 
-  // Sets every gradient to zero. Gradients are allocated here (or by the first backward), not
-  // at construction: a model used only for inference holds its weights once.
+  // Sets every gradient backward() computes (trainable_params()) to zero. Gradients are
+  // allocated here (or by the first backward), not at construction: a model used only for
+  // inference holds its weights once, and a frozen part holds none.
   void zero_grad();
   int64_t num_params();
   int64_t num_encoding_params();
@@ -126,12 +157,14 @@ class Model {
   // Every linear layer of the model (set_precision walks them).
   virtual void collect_linears(std::vector<LinearLayer*>& out) = 0;
 
-  // Allocates zero gradients for parameters that have none yet; backward() calls it first.
+  // Allocates zero gradients for the trainable parameters that have none yet; backward() calls
+  // it first.
   void ensure_grads();
 
  private:
   Precision precision_ = Precision::f32;
   ExtensionPolicy policy_ = ExtensionPolicy::native;
+  BackwardScope scope_;
 };
 
 // Builds a model with freshly initialised parameters (deterministic from seed).

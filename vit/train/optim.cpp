@@ -28,8 +28,14 @@ void for_each_block(const std::vector<Param*>& params, F&& add) {
 
 }  // namespace
 
-AdamW::AdamW(std::vector<Param*> params, AdamWOptions options)
-    : params_(std::move(params)), opt_(options) {
+AdamW::AdamW(std::vector<Param*> params, AdamWOptions options, std::vector<float> lr_scale)
+    : params_(std::move(params)), lr_scale_(std::move(lr_scale)), opt_(options) {
+  if (lr_scale_.empty()) lr_scale_.assign(params_.size(), 1.0f);
+  if (lr_scale_.size() != params_.size()) {
+    throw std::invalid_argument("AdamW: " + std::to_string(lr_scale_.size()) +
+                                " learning-rate scales for " + std::to_string(params_.size()) +
+                                " parameters");
+  }
   for (Param* p : params_) {
     check_cpu_f32("AdamW", p->name.c_str(), p->value);
     m_.push_back(Tensor::zeros(p->value.shape()));
@@ -42,7 +48,6 @@ void AdamW::step(float lr) {
   ++t_;
   const double bc1 = 1.0 - std::pow(static_cast<double>(opt_.beta1), static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(static_cast<double>(opt_.beta2), static_cast<double>(t_));
-  const float step_size = static_cast<float>(lr / bc1);
   const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
   for (const Param* p : params_) {
     if (p->grad.defined()) check_shape("AdamW", p->name.c_str(), p->grad, p->value.shape());
@@ -53,10 +58,12 @@ void AdamW::step(float lr) {
     const Block& b = blocks_[static_cast<size_t>(i)];
     Param& p = *params_[b.param];
     if (!p.grad.defined()) continue;
-    const AdamWStep c{p.no_decay ? 1.0f : 1.0f - lr * opt_.weight_decay,
+    // A scale of 1 gives exactly lr: the same bits as an optimizer without scales.
+    const float lr_p = lr * lr_scale_[b.param];
+    const AdamWStep c{p.no_decay ? 1.0f : 1.0f - lr_p * opt_.weight_decay,
                       opt_.beta1,
                       opt_.beta2,
-                      step_size,
+                      static_cast<float>(lr_p / bc1),
                       inv_sqrt_bc2,
                       opt_.eps};
     adamw_update(p.value.f32() + b.begin, p.grad.f32() + b.begin, m_[b.param].f32() + b.begin,

@@ -26,12 +26,17 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  AdamW(std::vector<Param*> params, AdamWOptions options = {});
+  // lr_scale: per parameter, the factor of its learning rate (layer-wise decay, a head's own
+  // rate: timm's per-group lr_scale); empty: 1 for every parameter. Weight decay is applied at
+  // the parameter's own rate, as PyTorch does per group.
+  AdamW(std::vector<Param*> params, AdamWOptions options = {}, std::vector<float> lr_scale = {});
 
-  // One update of every parameter with its current gradient at learning rate lr.
+  // One update of every parameter with its current gradient at learning rate lr x its scale.
   void step(float lr);
   int64_t steps() const { return t_; }
   const AdamWOptions& options() const { return opt_; }
+  const std::vector<Param*>& params() const { return params_; }
+  const std::vector<float>& lr_scales() const { return lr_scale_; }
 
   // The state for checkpoints: ("m." + name, m), ("v." + name, v) per parameter; the step
   // count travels separately (steps() / set_steps()).
@@ -41,6 +46,7 @@ class AdamW {
 
  private:
   std::vector<Param*> params_;
+  std::vector<float> lr_scale_;  // one per parameter
   std::vector<Tensor> m_, v_;
   // The update's work items: blocks of up to 16384 elements of each parameter (made once, so a
   // step allocates nothing).

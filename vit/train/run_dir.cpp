@@ -45,6 +45,10 @@ json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
   // Only recorded when off, so runs started before the option existed still resume.
   if (o.augment && !o.flip) j["flip"] = false;
   if (o.adaptive_threads) j["adaptive_threads"] = true;  // the same: recorded only when on
+  // The fine-tuning recipe, each only when used (the optimizer's state depends on all three).
+  if (o.layer_decay != 1.0) j["layer_decay"] = o.layer_decay;
+  if (!o.freeze.empty()) j["freeze"] = o.freeze;
+  if (o.head_lr > 0) j["head_lr"] = o.head_lr;
   // The checkpoint a fine-tuning run started from: its path and its bytes' hash, so a resumption
   // (or compare's reuse) from another file is refused.
   if (!o.init.empty()) {
@@ -67,14 +71,19 @@ json current_form(json fingerprint) {
   return fingerprint;
 }
 
-// "key (run: A, now: B), ..." for every setting that differs.
+// "key (run: A, now: B), ..." for every setting that differs, "-" where one side does not
+// record it (a setting recorded only when used: a run with --freeze resumed without it).
 std::string fingerprint_diff(const json& run, const json& now) {
   std::string diff;
+  auto differs = [&](const std::string& k, const std::string& was, const std::string& is) {
+    diff += (diff.empty() ? "" : ", ") + k + " (run: " + was + ", now: " + is + ")";
+  };
   for (const auto& [k, v] : now.items()) {
-    if (!run.contains(k) || run[k] != v) {
-      diff += (diff.empty() ? "" : ", ") + k + " (run: " + (run.contains(k) ? run[k].dump() : "-") +
-              ", now: " + v.dump() + ")";
-    }
+    if (!run.contains(k) || run[k] != v)
+      differs(k, run.contains(k) ? run[k].dump() : "-", v.dump());
+  }
+  for (const auto& [k, v] : run.items()) {
+    if (!now.contains(k)) differs(k, v.dump(), "-");
   }
   return diff;
 }

@@ -341,6 +341,11 @@ ModelConfig make_train_config(const TrainOptions& o, const Dataset& d, const Mod
   return c;
 }
 
+ModelConfig train_config(const TrainOptions& o, const Dataset& d) {
+  const std::unique_ptr<Model> init = o.init.empty() ? nullptr : load_init(o);
+  return make_train_config(o, d, init.get());
+}
+
 std::string file_fingerprint(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) throw std::runtime_error(path + ": cannot be read");
@@ -561,7 +566,8 @@ bool train_step(Model& model, AdamW& opt, Loader& loader, const std::vector<Para
 EpochTotals train_epoch(Model& model, AdamW& opt, Loader& loader, const Schedule& sched,
                         const TrainOptions& o, Communicator& comm, int64_t epoch, int64_t& step,
                         RunDirectory& run, StepBuffers& buffers) {
-  const std::vector<Param*> params = model.params();
+  // What the optimizer updates: a frozen parameter gets no gradient, no clipping, no exchange.
+  const std::vector<Param*>& params = opt.params();
   const double t0 = monotonic_seconds();
   loader.start_epoch(epoch);
   char head[64];
@@ -689,6 +695,74 @@ void sync_from_root(Communicator& comm, Model& model, AdamW& opt, ResumePoint& a
 
 }  // namespace
 
+namespace {
+
+// TrainOptions::freeze: nothing (-1), the head alone (kFreezeAllButHead), or N blocks (N >= 0).
+constexpr int64_t kFreezeNothing = -1, kFreezeAllButHead = -2;
+
+int64_t parse_freeze(const std::string& freeze) {
+  if (freeze.empty()) return kFreezeNothing;
+  if (freeze == "head") return kFreezeAllButHead;
+  const bool digits = freeze.size() <= 9 && std::all_of(freeze.begin(), freeze.end(), [](char c) {
+                        return c >= '0' && c <= '9';
+                      });
+  if (!digits) {
+    throw std::invalid_argument("train: --freeze '" + printable(freeze) +
+                                "': expected 'head' (train the head alone) or a number of blocks "
+                                "N (freeze the embeddings and blocks 0..N-1)");
+  }
+  return std::stoll(freeze);
+}
+
+// The fine-tuning settings, before any data is read; --freeze's depth is checked on the model.
+void check_recipe(const TrainOptions& o) {
+  if (!(std::isfinite(o.layer_decay) && o.layer_decay > 0 && o.layer_decay <= 1)) {
+    throw std::invalid_argument("train: --layer-decay must be in (0, 1] (1: off), found " +
+                                std::to_string(o.layer_decay));
+  }
+  if (!(std::isfinite(o.head_lr) && o.head_lr >= 0)) {
+    throw std::invalid_argument("train: --head-lr must be >= 0 (0: the --lr), found " +
+                                std::to_string(o.head_lr));
+  }
+  parse_freeze(o.freeze);
+}
+
+}  // namespace
+
+AdamW make_optimizer(Model& model, const TrainOptions& o) {
+  check_recipe(o);
+  const int64_t depth = model.blocks();
+  Model::BackwardScope scope;
+  const int64_t freeze = parse_freeze(o.freeze);
+  if (freeze == kFreezeAllButHead) {
+    scope.head_only = true;
+  } else if (freeze > depth) {
+    throw std::invalid_argument("train: --freeze " + o.freeze + " is past the depth of " +
+                                model.config().name + " (" + std::to_string(depth) +
+                                " blocks): expected 0.." + std::to_string(depth) + " or 'head'");
+  } else if (freeze >= 0) {
+    scope.from_layer = freeze + 1;  // the embeddings (layer 0) and blocks 0..N-1 (layers 1..N)
+  }
+  model.set_backward_scope(scope);
+  // Each parameter's scale: layer_decay^(depth + 1 - its layer); the head's head_lr / lr.
+  std::map<const Param*, float> scale;
+  const std::vector<Param*> all = model.params();
+  const std::vector<int64_t> layers = model.param_layers();
+  for (size_t i = 0; i < all.size(); ++i) {
+    scale[all[i]] =
+        static_cast<float>(std::pow(o.layer_decay, static_cast<double>(depth + 1 - layers[i])));
+  }
+  if (o.head_lr > 0) {
+    for (const Param* p : model.head_params()) scale[p] = static_cast<float>(o.head_lr / o.lr);
+  }
+  std::vector<Param*> trainable = model.trainable_params();
+  std::vector<float> scales;
+  for (const Param* p : trainable) scales.push_back(scale.at(p));
+  AdamWOptions ao;
+  ao.weight_decay = static_cast<float>(o.weight_decay);
+  return AdamW(std::move(trainable), ao, std::move(scales));
+}
+
 // Every numeric setting finite and in range, before any data is read (a NaN warmup or a
 // negative lr once trained and exited 0).
 void check_options(const TrainOptions& o) {
@@ -708,6 +782,7 @@ void check_options(const TrainOptions& o) {
   require(!std::isnan(o.clip), "--clip must be a number (<= 0: no clipping)", o.clip);
   require(o.eval_batch > 0, "the evaluation batch must be positive",
           static_cast<double>(o.eval_batch));
+  check_recipe(o);
   const int ranks = o.comm ? o.comm->size() : 1;
   if (o.batch < ranks) {
     throw std::invalid_argument("train: a batch of " + std::to_string(o.batch) +
@@ -741,9 +816,7 @@ TrainResult train(const TrainOptions& options) {
     init.reset();
   }
   result.params = model.num_params();
-  AdamWOptions ao;
-  ao.weight_decay = static_cast<float>(o.weight_decay);
-  AdamW opt(model.params(), ao);
+  AdamW opt = make_optimizer(model, o);
   LoaderOptions lo = loader_options(o);
   lo.shard = comm.rank();
   lo.shards = comm.size();

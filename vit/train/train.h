@@ -38,6 +38,7 @@
 #include "vit/models/model.h"
 #include "vit/train/data.h"
 #include "vit/train/distributed.h"
+#include "vit/train/optim.h"
 
 namespace vitpe {
 
@@ -121,6 +122,20 @@ struct TrainOptions {
   int64_t init_heads = 0;   // for a timm ViT file: its heads (as --heads)
   std::string init_preset;  // for a foreign file: the preset naming its architecture
   bool init_assume_defaults = false;
+  // Fine-tuning recipes (any model, with or without --init):
+  //   layer_decay  layer-wise learning-rate decay (BEiT; timm's --layer-decay): a parameter of
+  //                layer l (Model::param_layers: 0 the embeddings, block i -> i + 1, the final
+  //                norm and head depth + 1) learns at the schedule's rate x
+  //                layer_decay^(depth + 1 - l). In (0, 1]; 1: off.
+  //   freeze       "head": only the head trains (a linear probe); a whole number N: the
+  //                embeddings and blocks 0..N-1 are frozen (N at most the depth). Frozen
+  //                parameters are never updated, hold no optimizer state, and the backward pass
+  //                stops below the lowest trainable layer. Empty: nothing frozen.
+  //   head_lr      the head's peak learning rate (0: lr); it follows the same warmup and cosine,
+  //                scaled by head_lr / lr (min_lr too), and is not decayed by layer_decay.
+  double layer_decay = 1.0;
+  std::string freeze;
+  double head_lr = 0;
 
   DatasetOptions data;     // the training split; test split = same with train = false
   int64_t test_limit = 0;  // samples of the test split (0 = all)
@@ -201,6 +216,9 @@ void allreduce_gradients(Communicator& comm, const std::vector<Param*>& params,
 // dataset geometry.
 ModelConfig make_train_config(const TrainOptions& options, const Dataset& train_data,
                               const Model* init = nullptr);
+// The config train() builds for `options`: make_train_config with the --init checkpoint's model
+// when there is one, read as train() reads it.
+ModelConfig train_config(const TrainOptions& options, const Dataset& train_data);
 // FNV-1a (64 bits) of a file's bytes as 16 hex digits: how a run records its --init file.
 std::string file_fingerprint(const std::string& path);
 
@@ -218,6 +236,11 @@ struct InitReport {
 InitReport init_from(Model& model, Model& source);
 // The report as the few lines `train` prints at the start.
 std::string init_report_text(const InitReport& r, const std::string& file);
+
+// The fine-tuning recipe on a built model: TrainOptions::freeze as its backward scope (throws
+// for a freeze past its depth or an unknown word), then the optimizer: AdamW over the trainable
+// parameters, each with its learning-rate scale (layer_decay, head_lr). What train() runs.
+AdamW make_optimizer(Model& model, const TrainOptions& options);
 
 // Trains (or resumes) a run. Throws with an actionable message on bad options or files.
 TrainResult train(const TrainOptions& options);

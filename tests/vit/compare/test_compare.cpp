@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include "vit/compare/compare.h"
+#include "vit/io/checkpoint.h"
 
 namespace vitpe {
 namespace {
@@ -62,6 +67,56 @@ TEST(Compare, ReusesFinishedRunsOnlyUnderTheSameSettingsAndEvaluatesThemAgain) {
     EXPECT_EQ(again.runs[r].accuracy[0], first.runs[r].accuracy[0]);        // same weights
     EXPECT_GT(again.runs[r].loss[2], 0.0);                                  // really evaluated
   }
+  fs::remove_all(out);
+}
+
+// compare --init: every encoding's run starts from the checkpoint through train's own path (with
+// --freeze head, every tensor but the head stays the file's, bit for bit), and results.json
+// records the file with its hash; a recipe the model cannot take is refused before any file.
+TEST(Compare, EveryRunStartsFromTheInitCheckpointAndTheResultsRecordIt) {
+  const fs::path out =
+      fs::temp_directory_path() / ("vitpe_compare_init_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  TrainOptions first = tiny_study(out).train;
+  first.encoding = "none";
+  first.out = (out / "first").string();
+  train(first);
+  const std::string init = (out / "first" / "model.safetensors").string();
+
+  CompareOptions o = tiny_study(out / "study");
+  o.train.init = init;
+  o.train.freeze = "3";
+  const std::string m = [&] {
+    try {
+      run_compare(o);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no exception)");
+  }();
+  EXPECT_NE(m.find("--freeze 3 is past the depth"), std::string::npos) << m;
+  EXPECT_FALSE(fs::exists(out / "study")) << m;
+
+  o.train.freeze = "head";
+  const CompareResults r = run_compare(o);
+  ASSERT_EQ(r.runs.size(), 2u);
+  std::map<std::string, Tensor> start;
+  LoadedModel file = load_model(init);
+  for (Param* p : file.model->params()) start[p->name] = p->value.clone();
+  for (const RunResult& run : r.runs) {
+    const fs::path weights = out / "study" / "runs" / (run.encoding + "-s1") / "model.safetensors";
+    LoadedModel tuned = load_model(weights.string());
+    for (Param* p : tuned.model->params()) {
+      const Tensor& was = start.at(p->name);
+      const bool same = std::memcmp(was.f32(), p->value.f32(), was.numel() * sizeof(float)) == 0;
+      EXPECT_EQ(same, p->name.rfind("head.", 0) != 0) << run.encoding << ": " << p->name;
+    }
+  }
+  std::ifstream f(out / "study" / "results.json");
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_NE(text.str().find(init + " (fnv1a64 " + file_fingerprint(init) + ")"), std::string::npos);
+  EXPECT_NE(text.str().find("\"freeze\""), std::string::npos);
   fs::remove_all(out);
 }
 

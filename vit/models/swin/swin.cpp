@@ -190,17 +190,54 @@ void SwinTransformer::collect_linears(std::vector<LinearLayer*>& out) {
   if (cfg_.classes > 0) out.push_back(&head_);
 }
 
-std::vector<Param*> SwinTransformer::params() {
-  std::vector<Param*> out{&patch_w_, &patch_b_};
-  patch_norm_.collect(out);
+std::vector<std::pair<Param*, int64_t>> SwinTransformer::layered_params() {
+  std::vector<std::pair<Param*, int64_t>> out;
+  std::vector<Param*> ps{&patch_w_, &patch_b_};
+  auto add = [&out, &ps](int64_t layer) {
+    for (Param* p : ps) out.emplace_back(p, layer);
+    ps.clear();
+  };
+  patch_norm_.collect(ps);
   if (token_enc_) {
-    for (Param* p : token_enc_->params()) out.push_back(p);
+    for (Param* p : token_enc_->params()) ps.push_back(p);
   }
+  add(0);
+  int64_t layer = 0;
   for (size_t s = 0; s < stages_.size(); ++s) {
-    if (s > 0) merges_[s - 1]->collect(out);
-    for (auto& b : stages_[s]) b->collect(out);
+    // timm: a stage's downsample is grouped with the stage's first block.
+    if (s > 0) merges_[s - 1]->collect(ps);
+    add(layer + 1);
+    for (auto& b : stages_[s]) {
+      b->collect(ps);
+      add(++layer);
+    }
   }
-  norm_.collect(out);
+  norm_.collect(ps);
+  for (Param* p : head_params()) ps.push_back(p);
+  add(layer + 1);
+  return out;
+}
+
+std::vector<Param*> SwinTransformer::params() {
+  std::vector<Param*> out;
+  for (const auto& [p, layer] : layered_params()) out.push_back(p);
+  return out;
+}
+
+std::vector<int64_t> SwinTransformer::param_layers() {
+  std::vector<int64_t> out;
+  for (const auto& [p, layer] : layered_params()) out.push_back(layer);
+  return out;
+}
+
+int64_t SwinTransformer::blocks() const {
+  int64_t n = 0;
+  for (int64_t d : arch_.depths) n += d;
+  return n;
+}
+
+std::vector<Param*> SwinTransformer::head_params() {
+  std::vector<Param*> out;
   if (cfg_.classes > 0) head_.collect(out);
   return out;
 }
@@ -257,6 +294,12 @@ void SwinTransformer::backward(const Tensor& dlogits) {
   check_shape("SwinTransformer::backward", "dlogits", dlogits,
               cfg_.classes > 0 ? logits_.shape() : pooled_.shape());
   ensure_grads();
+  const BackwardScope& scope = backward_scope();
+  if (scope.head_only) {
+    Tensor no_dx;  // a linear probe: the head's gradients alone, from the pooled vector kept
+    if (cfg_.classes > 0) head_.backward(no_dx, dlogits);
+    return;
+  }
   ensure_shape(d_pooled_, pooled_.shape());
   if (cfg_.classes > 0) {
     d_pooled_.zero();
@@ -271,10 +314,15 @@ void SwinTransformer::backward(const Tensor& dlogits) {
   d_a_.zero();
   norm_.backward(d_a_, d_normed_);
 
+  // Frozen layers (the backward scope): the pass stops at the first frozen block. A stage's
+  // patch merging shares the layer of its first block, so it runs whenever that block does.
+  const int64_t from = scope.from_layer;
+  int64_t layer = blocks();  // the layer of the block below
   Tensor* dy = &d_a_;
   Tensor* dx = &d_b_;
   for (size_t s = stages_.size(); s-- > 0;) {
-    for (size_t j = stages_[s].size(); j-- > 0;) {
+    for (size_t j = stages_[s].size(); j-- > 0; --layer) {
+      if (from > layer) return;
       ensure_shape(*dx, dy->shape());
       stages_[s][j]->backward(*dx, *dy);  // overwrites dx
       std::swap(dx, dy);
@@ -287,6 +335,7 @@ void SwinTransformer::backward(const Tensor& dlogits) {
       std::swap(dx, dy);
     }
   }
+  if (from > 0) return;
   // dy: gradient of the embedded tokens
   const Grid grid{images_.size(2) / cfg_.patch, images_.size(3) / cfg_.patch};
   if (token_enc_) token_enc_->backward(*dy, grid);

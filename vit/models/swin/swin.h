@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "vit/models/layers.h"
@@ -73,6 +74,9 @@ class SwinTransformer : public Model {
   Features forward_features(const Tensor& images) override;
   void backward(const Tensor& dlogits) override;
   std::vector<Param*> params() override;
+  std::vector<int64_t> param_layers() override;
+  int64_t blocks() const override;
+  std::vector<Param*> head_params() override;
   EncodingParts encoding_parts() override;
   double flops_per_image() const override;
 
@@ -80,6 +84,10 @@ class SwinTransformer : public Model {
   void collect_linears(std::vector<LinearLayer*>& out) override;
 
  private:
+  // Every parameter in params() order with its layer (Model::param_layers): the one list both
+  // are read from.
+  std::vector<std::pair<Param*, int64_t>> layered_params();
+
   ModelConfig cfg_;
   const SwinArch& arch_;  // cfg_'s
   Param patch_w_, patch_b_;

@@ -78,20 +78,47 @@ std::vector<Param*> VisionTransformer::prefix_params() {
   return out;
 }
 
+std::vector<std::pair<Param*, int64_t>> VisionTransformer::layered_params() {
+  std::vector<std::pair<Param*, int64_t>> out;
+  auto add = [&out](const std::vector<Param*>& ps, int64_t layer) {
+    for (Param* p : ps) out.emplace_back(p, layer);
+  };
+  std::vector<Param*> ps;
+  add(prefix_params(), 0);
+  if (token_enc_) add(token_enc_->params(), 0);
+  if (cond_enc_) add(cond_enc_->params(), cond_enc_->after_block());
+  out.emplace_back(&patch_w_, 0);
+  if (!arch_.norm_pre) out.emplace_back(&patch_b_, 0);
+  if (arch_.norm_pre) norm_pre_.collect(ps);
+  add(ps, 0);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    ps.clear();
+    blocks_[i].collect(ps);
+    add(ps, static_cast<int64_t>(i) + 1);
+  }
+  const int64_t top = arch_.depth + 1;
+  ps.clear();
+  norm_.collect(ps);
+  if (arch_.pool == Pool::map) attn_pool_.collect(ps);
+  add(ps, top);
+  add(head_params(), top);
+  return out;
+}
+
 std::vector<Param*> VisionTransformer::params() {
-  std::vector<Param*> out = prefix_params();
-  if (token_enc_) {
-    for (Param* p : token_enc_->params()) out.push_back(p);
-  }
-  if (cond_enc_) {
-    for (Param* p : cond_enc_->params()) out.push_back(p);
-  }
-  out.push_back(&patch_w_);
-  if (!arch_.norm_pre) out.push_back(&patch_b_);
-  if (arch_.norm_pre) norm_pre_.collect(out);
-  for (auto& b : blocks_) b.collect(out);
-  norm_.collect(out);
-  if (arch_.pool == Pool::map) attn_pool_.collect(out);
+  std::vector<Param*> out;
+  for (const auto& [p, layer] : layered_params()) out.push_back(p);
+  return out;
+}
+
+std::vector<int64_t> VisionTransformer::param_layers() {
+  std::vector<int64_t> out;
+  for (const auto& [p, layer] : layered_params()) out.push_back(layer);
+  return out;
+}
+
+std::vector<Param*> VisionTransformer::head_params() {
+  std::vector<Param*> out;
   if (cfg_.classes == 0) return out;
   head_.collect(out);
   if (arch_.dist_token) head_dist_.collect(out);
@@ -241,6 +268,11 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   const int64_t B = out.size(0), D = arch_.dim, P = prefix();
   const int64_t Np = grid_.count(), N = P + Np;
   ensure_grads();
+  const BackwardScope& scope = backward_scope();
+  if (scope.head_only) {
+    head_backward_only(dlogits);
+    return;
+  }
 
   ensure_shape(d_a_, {B, N, D});
   ensure_shape(d_b_, {B, N, D});
@@ -305,12 +337,18 @@ void VisionTransformer::backward(const Tensor& dlogits) {
       mean_tokens_backward(d_a_, d_pooled_, P);
     }
   }
+  // Frozen layers (the backward scope): the pass stops where every layer below is frozen. Layer
+  // i is what lies below block i (block i - 1, a conditional encoding after i blocks, and for
+  // i = 0 the embeddings).
+  const int64_t from = scope.from_layer;
+  if (from > arch_.depth) return;
   Tensor* dy = &d_a_;
   Tensor* dx = &d_b_;
   apply_conditional_backward(blocks_.size(), *dy);
   for (size_t i = blocks_.size(); i-- > 0;) {
     blocks_[i].backward(*dx, *dy);  // overwrites dx
     std::swap(dx, dy);
+    if (from > static_cast<int64_t>(i)) return;
     apply_conditional_backward(i, *dy);
   }
   if (arch_.norm_pre) {
@@ -336,6 +374,19 @@ void VisionTransformer::backward(const Tensor& dlogits) {
   if (token_enc_ && arch_.no_embed_class) token_enc_->backward(d_patches_, grid_);
   Tensor no_dx;
   patch_embed_backward(no_dx, patch_w_.grad, patch_b_.grad, d_patches_, images_, patch_w_.value);
+}
+
+void VisionTransformer::head_backward_only(const Tensor& dlogits) {
+  if (cfg_.classes == 0) return;
+  Tensor no_dx;  // undefined: the pre-logits' gradient is not needed
+  if (arch_.dist_token) {
+    ensure_shape(d_half_, dlogits.shape());
+    for (int64_t i = 0; i < dlogits.numel(); ++i) d_half_.f32()[i] = 0.5f * dlogits.f32()[i];
+    head_.backward(no_dx, d_half_);
+    head_dist_.backward(no_dx, d_half_);
+  } else {
+    head_.backward(no_dx, dlogits);
+  }
 }
 
 void VisionTransformer::apply_conditional(size_t blocks_run, Tensor& tokens) {

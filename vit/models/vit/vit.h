@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "vit/models/layers.h"
@@ -30,6 +31,9 @@ class VisionTransformer : public Model {
   Features forward_features(const Tensor& images) override;
   void backward(const Tensor& dlogits) override;
   std::vector<Param*> params() override;
+  std::vector<int64_t> param_layers() override;
+  int64_t blocks() const override { return arch_.depth; }
+  std::vector<Param*> head_params() override;
   double flops_per_image() const override;
 
   TokenEncoding* token_encoding() { return token_enc_.get(); }
@@ -44,6 +48,12 @@ class VisionTransformer : public Model {
   // The learned prefix tokens in token order (class [1, 1, D], distillation [1, 1, D], registers
   // [1, R, D]): what forward copies before the patches and backward accumulates into.
   std::vector<Param*> prefix_params();
+  // Every parameter in params() order with its layer (Model::param_layers): the one list both
+  // are read from.
+  std::vector<std::pair<Param*, int64_t>> layered_params();
+  // A linear probe's backward: the head's weight and bias gradients from dlogits and the
+  // pre-logits its forward kept, nothing else.
+  void head_backward_only(const Tensor& dlogits);
   // images -> the last block's output [B, N, D].
   const Tensor& encode(const Tensor& images, bool training);
   // x: the last block's output [B, N, D] -> pooled_ / normed_ (the pre-logits) and logits_;
