@@ -12,7 +12,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <regex>
 
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -70,20 +69,43 @@ ModelConfig small_swin() {
 // ^cls_token|reg_token|pos_embed|patch_embed -> 0, ^blocks.(\d+) -> i + 1; Swin: ^patch_embed
 // -> 0, ^layers.(\d+).downsample -> the stage's first block, ^layers.(\d+).blocks.(\d+) -> the
 // blocks counted across the stages), the final norm and head the top layer (BEiT's rule).
+// The whole number at the start of `s` from `at` (digits only; -1 when there are none), and where
+// it ends. (Plain parsing: g++ 12's std::regex trips -Wmaybe-uninitialized under the sanitizers.)
+int64_t number_at(const std::string& s, size_t at, size_t& end) {
+  end = at;
+  while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
+  return end == at ? -1 : std::stoll(s.substr(at, end - at));
+}
+
+bool begins(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
 int64_t layer_from_name(const std::string& name, const std::vector<int64_t>& stage_depths) {
   int64_t depth = 0;
   for (int64_t d : stage_depths) depth += d;
-  std::smatch m;
-  if (std::regex_search(name, m, std::regex("^blocks\\.(\\d+)\\."))) return std::stoll(m[1]) + 1;
-  if (std::regex_search(name, m, std::regex("^layers\\.(\\d+)\\.(blocks\\.(\\d+)|downsample)"))) {
-    int64_t before = 0;
-    for (int64_t s = 0; s < std::stoll(m[1]); ++s) before += stage_depths[s];
-    return before + (m[3].matched ? std::stoll(m[3]) : 0) + 1;
+  size_t end = 0;
+  if (begins(name, "blocks.")) {
+    const int64_t i = number_at(name, 7, end);
+    if (i >= 0 && end < name.size() && name[end] == '.') return i + 1;
   }
-  if (std::regex_search(name, std::regex("^(cls_token|reg_token|pos_embed|patch_embed)"))) {
-    return 0;
+  if (begins(name, "layers.")) {
+    const int64_t stage = number_at(name, 7, end);
+    if (stage >= 0 && stage < static_cast<int64_t>(stage_depths.size())) {
+      int64_t before = 0;
+      for (int64_t s = 0; s < stage; ++s) before += stage_depths[s];
+      const std::string rest = name.substr(end);
+      if (begins(rest, ".downsample")) return before + 1;
+      if (begins(rest, ".blocks.")) {
+        const int64_t j = number_at(rest, 8, end);
+        if (j >= 0) return before + j + 1;
+      }
+    }
   }
-  if (std::regex_search(name, std::regex("^(norm|fc_norm|head)"))) return depth + 1;
+  for (const char* first : {"cls_token", "reg_token", "pos_embed", "patch_embed"}) {
+    if (begins(name, first)) return 0;
+  }
+  for (const char* top : {"norm", "fc_norm", "head"}) {
+    if (begins(name, top)) return depth + 1;
+  }
   ADD_FAILURE() << "no layer for " << name;
   return -1;
 }
