@@ -19,13 +19,13 @@
 #include "apps/command.h"
 #include "apps/image_inputs.h"
 #include "apps/model_options.h"
-#include "ops/files.h"
-#include "vit/train/train.h"
 #include "ops/adaptive_threads.h"
+#include "ops/files.h"
 #include "ops/util.h"
 #include "vit/io/classifier.h"
 #include "vit/io/preprocess.h"
 #include "vit/models/cuda_model.h"
+#include "vit/train/train.h"
 
 namespace vitpe::app {
 namespace {
@@ -101,18 +101,32 @@ void run_classify(const ClassifyOptions& o) {
                                        : "classify: --video reads frames instead of images: "
                                          "give one or the other"};
   }
-  const std::vector<std::string> images = o.video.empty() ? image_inputs(o.images)
-                                                          : std::vector<std::string>{};
-  // A video file, or a camera by its number (OpenCV's VideoCapture).
+  const std::vector<std::string> images =
+      o.video.empty() ? image_inputs(o.images) : std::vector<std::string>{};
+  // A video file, or a camera by its number (OpenCV's VideoCapture). A file is opened by the
+  // backends that read files only (FFmpeg, GStreamer, an image sequence, OpenCV's MJPEG reader):
+  // OpenCV's "any" would also probe USB cameras through gPhoto2 and libusb, slowly, for a path.
   cv::VideoCapture video;
   if (!o.video.empty()) {
-    const bool device = !o.video.empty() && is_digits(o.video);
-    const bool opened = device ? video.open(std::stoi(o.video)) : video.open(o.video);
+    const bool device = is_digits(o.video);
+    bool opened = false;
+    if (device) {
+      opened = video.open(std::stoi(o.video));
+    } else {
+      for (const int api :
+           {cv::CAP_FFMPEG, cv::CAP_GSTREAMER, cv::CAP_IMAGES, cv::CAP_OPENCV_MJPEG}) {
+        if (video.open(o.video, api) && video.isOpened()) {
+          opened = true;
+          break;
+        }
+      }
+    }
     if (!opened || !video.isOpened()) {
       throw ExitError{1, "--video " + printable(o.video) + ": cannot be opened (" +
-                             (device ? "no camera of that number" : "a missing file, or a format "
-                                                                   "OpenCV's video backends cannot "
-                                                                   "read") +
+                             (device ? "no camera of that number"
+                                     : "a missing file, or a format "
+                                       "OpenCV's video backends cannot "
+                                       "read") +
                              ")"};
     }
   }
