@@ -8,6 +8,18 @@
 
 namespace vitpe {
 
+std::vector<Param*> Model::params() {
+  std::vector<Param*> out;
+  for (const auto& [p, layer] : layered_params()) out.push_back(p);
+  return out;
+}
+
+std::vector<int64_t> Model::param_layers() {
+  std::vector<int64_t> out;
+  for (const auto& [p, layer] : layered_params()) out.push_back(layer);
+  return out;
+}
+
 void Model::set_backward_scope(BackwardScope scope) {
   if (scope.from_layer < 0 || scope.from_layer > blocks() + 1) {
     throw std::invalid_argument("backward scope: from_layer " + std::to_string(scope.from_layer) +

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vitpe/encodings/encoding.h"
@@ -75,7 +76,7 @@ class Model {
   virtual Features forward_features(const Tensor& images) = 0;
 
   // Every parameter with its full checkpoint name (timm names), in a stable order.
-  virtual std::vector<Param*> params() = 0;
+  std::vector<Param*> params();
   // The model's positional-encoding parts: the token part (or null), the conditional part (or
   // null) and each block's attention part in block order (null where a block has none).
   struct EncodingParts {
@@ -116,7 +117,10 @@ class Model {
   // conditional encoding after k blocks -> k), blocks() + 1 the final norm, pooling and head.
   // The final norm follows BEiT: timm's group matchers put a final `norm` (not `fc_norm`) in the
   // last block's layer, one factor of the decay lower.
-  virtual std::vector<int64_t> param_layers() = 0;
+  std::vector<int64_t> param_layers();
+  // Every parameter in params() order with its layer: the one list a family writes, which
+  // params() and param_layers() read.
+  virtual std::vector<std::pair<Param*, int64_t>> layered_params() = 0;
   // The transformer blocks (Swin: of every stage).
   virtual int64_t blocks() const = 0;
   // The classifier's parameters (head, DeiT's head_dist), a subset of params(); none without a

@@ -218,18 +218,6 @@ std::vector<std::pair<Param*, int64_t>> SwinTransformer::layered_params() {
   return out;
 }
 
-std::vector<Param*> SwinTransformer::params() {
-  std::vector<Param*> out;
-  for (const auto& [p, layer] : layered_params()) out.push_back(p);
-  return out;
-}
-
-std::vector<int64_t> SwinTransformer::param_layers() {
-  std::vector<int64_t> out;
-  for (const auto& [p, layer] : layered_params()) out.push_back(layer);
-  return out;
-}
-
 int64_t SwinTransformer::blocks() const {
   int64_t n = 0;
   for (int64_t d : arch_.depths) n += d;

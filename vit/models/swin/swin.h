@@ -73,8 +73,7 @@ class SwinTransformer : public Model {
   const Tensor& forward(const Tensor& images, bool training = false) override;
   Features forward_features(const Tensor& images) override;
   void backward(const Tensor& dlogits) override;
-  std::vector<Param*> params() override;
-  std::vector<int64_t> param_layers() override;
+  std::vector<std::pair<Param*, int64_t>> layered_params() override;
   int64_t blocks() const override;
   std::vector<Param*> head_params() override;
   EncodingParts encoding_parts() override;
@@ -84,10 +83,6 @@ class SwinTransformer : public Model {
   void collect_linears(std::vector<LinearLayer*>& out) override;
 
  private:
-  // Every parameter in params() order with its layer (Model::param_layers): the one list both
-  // are read from.
-  std::vector<std::pair<Param*, int64_t>> layered_params();
-
   ModelConfig cfg_;
   const SwinArch& arch_;  // cfg_'s
   Param patch_w_, patch_b_;

@@ -105,18 +105,6 @@ std::vector<std::pair<Param*, int64_t>> VisionTransformer::layered_params() {
   return out;
 }
 
-std::vector<Param*> VisionTransformer::params() {
-  std::vector<Param*> out;
-  for (const auto& [p, layer] : layered_params()) out.push_back(p);
-  return out;
-}
-
-std::vector<int64_t> VisionTransformer::param_layers() {
-  std::vector<int64_t> out;
-  for (const auto& [p, layer] : layered_params()) out.push_back(layer);
-  return out;
-}
-
 std::vector<Param*> VisionTransformer::head_params() {
   std::vector<Param*> out;
   if (cfg_.classes == 0) return out;

@@ -30,8 +30,7 @@ class VisionTransformer : public Model {
   const Tensor& forward(const Tensor& images, bool training = false) override;
   Features forward_features(const Tensor& images) override;
   void backward(const Tensor& dlogits) override;
-  std::vector<Param*> params() override;
-  std::vector<int64_t> param_layers() override;
+  std::vector<std::pair<Param*, int64_t>> layered_params() override;
   int64_t blocks() const override { return arch_.depth; }
   std::vector<Param*> head_params() override;
   double flops_per_image() const override;
@@ -48,9 +47,6 @@ class VisionTransformer : public Model {
   // The learned prefix tokens in token order (class [1, 1, D], distillation [1, 1, D], registers
   // [1, R, D]): what forward copies before the patches and backward accumulates into.
   std::vector<Param*> prefix_params();
-  // Every parameter in params() order with its layer (Model::param_layers): the one list both
-  // are read from.
-  std::vector<std::pair<Param*, int64_t>> layered_params();
   // A linear probe's backward: the head's weight and bias gradients from dlogits and the
   // pre-logits its forward kept, nothing else.
   void head_backward_only(const Tensor& dlogits);
@@ -74,10 +70,10 @@ class VisionTransformer : public Model {
   std::unique_ptr<ConditionalEncoding> cond_enc_;
   LayerNormLayer norm_pre_;  // CLIP's only
   std::vector<TransformerBlock> blocks_;
-  LayerNormLayer norm_;       // "norm" (over the tokens) or "fc_norm" (after mean pooling)
+  LayerNormLayer norm_;           // "norm" (over the tokens) or "fc_norm" (after mean pooling)
   AttentionPoolLayer attn_pool_;  // SigLIP's map pooling only
-  LinearLayer head_;          // none with classes 0
-  LinearLayer head_dist_;     // DeiT distilled only
+  LinearLayer head_;              // none with classes 0
+  LinearLayer head_dist_;         // DeiT distilled only
 
   // activations of the last forward
   Grid grid_;
