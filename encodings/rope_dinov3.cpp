@@ -18,6 +18,7 @@
 #include <deque>
 #include <numbers>
 #include <optional>
+#include <vector>
 
 #include "encodings/kinds.h"
 #include "encodings/tables.h"
@@ -159,15 +160,18 @@ class RopeDinov3 final : public RotationAttentionEncoding {
     Tables t{w, Tensor::empty({1, w.count(), half}), Tensor::empty({1, w.count(), half})};
     const auto [dy, dx] = denominators(w);
     const float two_pi = 2.0f * std::numbers::pi_v<float>;
+    std::vector<float> period(static_cast<size_t>(quarter));  // theta^(4k/hd), as timm's float32
+    for (int64_t k = 0; k < quarter; ++k) {
+      period[static_cast<size_t>(k)] = std::pow(
+          static_cast<float>(theta_), 2.0f * static_cast<float>(k) / static_cast<float>(half));
+    }
     for (int64_t n = 0; n < w.count(); ++n) {
       const float y = ((coordinate(n / w.cols, dy) + d.shift_y) * d.jitter_y) * d.rescale;
       const float x = ((coordinate(n % w.cols, dx) + d.shift_x) * d.jitter_x) * d.rescale;
       const float first = y_first_ ? y : x, second = y_first_ ? x : y;
       for (int64_t p = 0; p < half; ++p) {
-        const int64_t k = p % quarter;
-        const float period = std::pow(static_cast<float>(theta_),
-                                      2.0f * static_cast<float>(k) / static_cast<float>(half));
-        const float a = two_pi * (p < quarter ? first : second) / period;
+        const float period_p = period[static_cast<size_t>(p % quarter)];
+        const float a = two_pi * (p < quarter ? first : second) / period_p;
         t.cos.f32()[n * half + p] = std::cos(a);
         t.sin.f32()[n * half + p] = std::sin(a);
       }

@@ -48,6 +48,20 @@ inline void check_relative_property(AttentionEncoding& e, int64_t H, int64_t hd,
         EXPECT_EQ(qo.at((h * N + n) * hd + c), q.at((h * N + n) * hd + c));
 }
 
+// A rotation keeps every token's norm: q of H = 1 head, hd channels on window w (no prefix).
+inline void check_preserves_norms(AttentionEncoding& e, int64_t hd, Grid w) {
+  const int64_t N = w.count();
+  Tensor q = random_tensor({1, 1, N, hd}, 2), qo = Tensor::empty(q.shape());
+  Tensor ko = Tensor::empty(q.shape());
+  e.rotate(qo, ko, q, q, {w, 0});
+  for (int64_t n = 0; n < N; ++n) {
+    double a = 0, b = 0;
+    for (int64_t c = 0; c < hd; ++c)
+      a += q.at(n * hd + c) * q.at(n * hd + c), b += qo.at(n * hd + c) * qo.at(n * hd + c);
+    EXPECT_NEAR(a, b, 1e-4 * a) << e.kind() << " token " << n;
+  }
+}
+
 // dq, dk (and the learned frequencies' gradients) against finite differences of
 // L = sum(wq * q_out) + sum(wk * k_out).
 inline void check_rotate_backward(AttentionEncoding& e, int64_t H, int64_t hd, Grid w,
