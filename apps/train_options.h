@@ -19,6 +19,7 @@ struct TrainCli {
   bool no_augment = false;
   bool no_flip = false;
   bool no_progress = false;
+  std::vector<double> scale, ratio;  // an image folder's random-resized crop (timm's flags)
 };
 
 inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
@@ -73,7 +74,16 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
   cmd->add_option("--clip", o.clip, "Max gradient norm (0: off)")->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of initialisation, data order and augmentation")
       ->capture_default_str();
-  cmd->add_flag("--no-augment", c.no_augment, "No random crops or flips");
+  cmd->add_option("--scale", c.scale,
+                  "Image folder: the random-resized crop's range of area shares, MIN MAX (timm's "
+                  "--scale; default 0.08 1)")
+      ->expected(2);
+  cmd->add_option("--ratio", c.ratio,
+                  "Image folder: the random-resized crop's range of aspect ratios, MIN MAX (timm's "
+                  "--ratio; default 0.75 1.333)")
+      ->expected(2);
+  cmd->add_flag("--no-augment", c.no_augment,
+                "No random crops or flips (an image folder: the evaluation transform)");
   cmd->add_flag("--no-flip", c.no_flip, "Random crops only, no horizontal flips")
       ->excludes("--no-augment");
   cmd->add_option("--log-every", o.log_every, "Steps between step lines in metrics.jsonl")
@@ -90,6 +100,18 @@ inline void finish_train_options(TrainOptions& o, TrainCli& c) {
   o.augment = !c.no_augment;
   o.flip = !c.no_flip;
   o.progress = !c.no_progress;
+  if (!c.scale.empty() || !c.ratio.empty()) {
+    RandomResizedCrop crop;
+    if (!c.scale.empty()) {
+      crop.scale_min = c.scale[0];
+      crop.scale_max = c.scale[1];
+    }
+    if (!c.ratio.empty()) {
+      crop.ratio_min = c.ratio[0];
+      crop.ratio_max = c.ratio[1];
+    }
+    o.data.random_crop = crop;
+  }
 }
 
 // The settings of `vitpe compare --quick`, applied to the fields for which given(option name)

@@ -27,7 +27,10 @@ state dict's names and shapes so the test knows it rebuilt timm's file. Tooling 
 pillow); tests never run Python:
 
     python3 -m venv /tmp/gold-venv && /tmp/gold-venv/bin/pip install torch torchvision timm safetensors pillow
-    /tmp/gold-venv/bin/python tests/golden/make_transform_goldens.py
+    /tmp/gold-venv/bin/python tests/golden/make_transform_goldens.py [--train-transform]
+
+And tests/data/train_transform_golden.safetensors: timm's training transform (its random-resized
+crop and flip) for fixed boxes (train_transform_goldens below); --train-transform writes it alone.
 """
 import json
 import math
@@ -164,6 +167,42 @@ def classifier_goldens():
     print("classifier goldens:", json.dumps(golden["top5"]))
 
 
+# Boxes (top, left, height, width, flip) of timm's training transform, drawn by hand to cover a
+# downscale, an upscale, a box of the output size (PIL copies it unfiltered) and the whole image.
+TRAIN_BOXES = [(3, 5, 30, 40, False), (0, 0, 47, 61, True), (10, 7, 20, 20, False),
+               (1, 2, 32, 32, True), (12, 30, 33, 17, True)]
+
+
+def train_transform_goldens():
+    """tests/data/train_transform_golden.safetensors (tests/vit/io/test_transforms.cpp): timm's
+    training transform after its random draws, RandomResizedCropAndInterpolation's
+    F.resized_crop(img, top, left, h, w, (32, 32), interpolation) and RandomHorizontalFlip, as the
+    uint8 image before ToTensor (HWC, RGB), for each box of TRAIN_BOXES under the interpolations
+    timm models use."""
+    modes = {"bicubic": InterpolationMode.BICUBIC, "bilinear": InterpolationMode.BILINEAR}
+    out = {}
+    for stem, file in {"photo_61x47": "photo_61x47.jpg", "rgb_67x45": "rgb_67x45.png"}.items():
+        with Image.open(os.path.join(IMAGES, file)) as im:
+            img = im.convert("RGB")
+        for k, (top, left, h, w, flip) in enumerate(TRAIN_BOXES):
+            for name, mode in modes.items():
+                crop = TF.resized_crop(img, top, left, h, w, [SIZE, SIZE], interpolation=mode)
+                if flip:
+                    crop = TF.hflip(crop)
+                out[f"{stem}/{k}/{name}"] = torch.from_numpy(np.asarray(crop, dtype=np.uint8).copy())
+    save_file(out, os.path.join(DATA, "train_transform_golden.safetensors"), metadata={
+        "boxes": json.dumps(TRAIN_BOXES), "size": str(SIZE),
+        "versions": json.dumps({"timm": timm.__version__, "torchvision": torchvision.__version__,
+                                "pillow": Image.__version__}),
+    })
+    print("wrote", len(out), "train transform tensors")
+
+
 if __name__ == "__main__":
-    main()
-    classifier_goldens()
+    import sys
+    if sys.argv[1:] == ["--train-transform"]:
+        train_transform_goldens()  # only the training transform's file
+    else:
+        main()
+        classifier_goldens()
+        train_transform_goldens()

@@ -532,7 +532,10 @@ void add_pictures(CompareResults& r, const ModelConfig& base, const std::string&
 
 }  // namespace
 
-CompareResults run_compare(const CompareOptions& opt) {
+CompareResults run_compare(const CompareOptions& options) {
+  // An image folder renders with the model's own transforms in every run and column.
+  CompareOptions opt = options;
+  use_model_transform(opt.train);
   if (opt.out.empty()) throw std::invalid_argument("compare: an output directory is required");
   if (opt.seeds.empty()) throw std::invalid_argument("compare: at least one seed is required");
   const double wall0 = monotonic_seconds();

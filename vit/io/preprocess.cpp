@@ -378,9 +378,17 @@ cv::Mat pil_resize(const cv::Mat& img, int width, int height, Interpolation inte
                                 std::to_string(width) + "x" + std::to_string(height));
   }
   cv::Mat out = img;
-  // PIL: horizontal pass first, each pass only when that side changes.
-  if (width != img.cols) out = resample_horizontal(out, width, interp);
-  if (height != img.rows) out = resample_vertical(out, height, interp);
+  // Pillow (>= 13): each pass only when that side changes, the horizontal first unless the height
+  // shrinks by more than twice what the width does; the passes round to uint8 in between, so the
+  // order shows in the last bit (a tall random-resized crop, 17x33 -> 32x32, goes vertical first).
+  const int shrink_h = img.rows - height, shrink_w = img.cols - width;
+  if (shrink_h > 0 && shrink_h > 2 * shrink_w) {
+    out = resample_vertical(out, height, interp);
+    if (width != img.cols) out = resample_horizontal(out, width, interp);
+  } else {
+    if (width != img.cols) out = resample_horizontal(out, width, interp);
+    if (height != img.rows) out = resample_vertical(out, height, interp);
+  }
   return out.data == img.data ? img.clone() : out;
 }
 
@@ -437,19 +445,23 @@ cv::Mat resize_and_crop(const cv::Mat& img, const Preprocess& cfg) {
   return resized(cv::Rect(left, top, cfg.cols, cfg.rows)).clone();
 }
 
-void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out) {
-  cfg.validate();
+namespace {
+
+void check_channels(const cv::Mat& img, const Preprocess& cfg) {
   if (img.dims != 2 || img.depth() != CV_8U || img.channels() != cfg.channels) {
     throw std::invalid_argument(
         "preprocess: expected a 2-D uint8 image with " + std::to_string(cfg.channels) +
         " channels, found " + std::to_string(img.dims) + " dimensions, " +
         std::to_string(img.channels()) + " channels of " + depth_name(img.depth()) + " samples");
   }
-  const cv::Mat crop = resize_and_crop(img, cfg);
+}
+
+// Step 4 on a uint8 rows x cols image.
+void normalise_into(const cv::Mat& img, const Preprocess& cfg, float* out) {
   const int C = cfg.channels;
   const size_t plane = static_cast<size_t>(cfg.rows) * cfg.cols;
   for (int y = 0; y < cfg.rows; ++y) {
-    const uint8_t* s = crop.ptr<uint8_t>(y);
+    const uint8_t* s = img.ptr<uint8_t>(y);
     for (int x = 0; x < cfg.cols; ++x) {
       for (int c = 0; c < C; ++c) {
         // The same f32 operations as ToTensor (v / 255) and Normalize ((x - mean) / std).
@@ -458,6 +470,35 @@ void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out) {
       }
     }
   }
+}
+
+}  // namespace
+
+void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out) {
+  cfg.validate();
+  check_channels(img, cfg);
+  normalise_into(resize_and_crop(img, cfg), cfg, out);
+}
+
+void resized_crop_into(const cv::Mat& img, const CropBox& box, bool flip, const Preprocess& cfg,
+                       float* out) {
+  cfg.validate();
+  check_channels(img, cfg);
+  if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
+      box.top > img.rows - box.height || box.left > img.cols - box.width) {
+    throw std::invalid_argument(
+        "resized crop: the box " + std::to_string(box.width) + "x" + std::to_string(box.height) +
+        " at (" + std::to_string(box.left) + ", " + std::to_string(box.top) +
+        ") is not inside the " + std::to_string(img.cols) + "x" + std::to_string(img.rows) +
+        " image");
+  }
+  const cv::Mat crop = img(cv::Rect(box.left, box.top, box.width, box.height));
+  // PIL returns a copy, unfiltered, when the crop already has the size.
+  cv::Mat resized = crop.size() == cv::Size(cfg.cols, cfg.rows)
+                        ? crop.clone()
+                        : pil_resize(crop, cfg.cols, cfg.rows, cfg.interpolation);
+  if (flip) cv::flip(resized, resized, 1);
+  normalise_into(resized, cfg, out);
 }
 
 Tensor preprocess_image(const cv::Mat& img, const Preprocess& cfg) {

@@ -93,6 +93,19 @@ cv::Mat resize_and_crop(const cv::Mat& img, const Preprocess& cfg);
 // Steps 2 to 4 on a uint8 RGB/L image -> out: [channels, rows, cols] floats (caller's memory).
 void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out);
 
+// A rectangle of an image in pixels: what a random-resized crop cuts out before resizing.
+struct CropBox {
+  int top = 0, left = 0, height = 0, width = 0;
+};
+
+// timm's training transform after its random draws: torchvision's
+// F.resized_crop(img, top, left, height, width, (cfg.rows, cfg.cols), cfg.interpolation) (a PIL
+// crop, then PIL's resize of it to exactly rows x cols), a horizontal flip when `flip`, then
+// step 4 with cfg's mean and std. cfg.crop_pct and crop_mode do not apply. Throws
+// std::invalid_argument for a box outside the image or an image of other channels than cfg's.
+void resized_crop_into(const cv::Mat& img, const CropBox& box, bool flip, const Preprocess& cfg,
+                       float* out);
+
 // uint8 RGB/L image -> [channels, rows, cols].
 Tensor preprocess_image(const cv::Mat& img, const Preprocess& cfg);
 

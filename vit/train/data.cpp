@@ -2,6 +2,8 @@
 #include "vit/train/data.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <set>
 #include <stdexcept>
 #include <vector>
@@ -23,6 +25,69 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
   h = fin(h ^ c);
   h = fin(h ^ d);
   return h;
+}
+
+int32_t Dataset::get_augmented(int64_t, uint64_t, bool, float*) const {
+  throw std::logic_error(name() + ": renders no augmented samples of its own");
+}
+
+void RandomResizedCrop::validate() const {
+  if (!(std::isfinite(scale_min) && std::isfinite(scale_max) && scale_min > 0 &&
+        scale_min <= scale_max && scale_max <= 1)) {
+    throw std::invalid_argument("--scale " + std::to_string(scale_min) + " " +
+                                std::to_string(scale_max) +
+                                ": expected 0 < MIN <= MAX <= 1 (shares of the image's area)");
+  }
+  if (!(std::isfinite(ratio_min) && std::isfinite(ratio_max) && ratio_min > 0 &&
+        ratio_min <= ratio_max)) {
+    throw std::invalid_argument("--ratio " + std::to_string(ratio_min) + " " +
+                                std::to_string(ratio_max) +
+                                ": expected 0 < MIN <= MAX (aspect ratios, width / height)");
+  }
+}
+
+std::string RandomResizedCrop::text() const {
+  char s[128];
+  std::snprintf(s, sizeof s, "random-resized crop (scale %g-%g, ratio %.3g-%.3g)", scale_min,
+                scale_max, ratio_min, ratio_max);
+  return s;
+}
+
+CropBox sample_crop_box(int width, int height, const RandomResizedCrop& crop, Rng& rng) {
+  // Python's round() and random.randint(a, b) (b inclusive).
+  auto round_even = [](double x) { return static_cast<int>(std::nearbyint(x)); };
+  auto randint = [&](int lo, int hi) {
+    return lo + static_cast<int>(rng.below(static_cast<uint64_t>(hi - lo) + 1));
+  };
+  const double area = static_cast<double>(width) * height;
+  const double log_lo = std::log(crop.ratio_min), log_hi = std::log(crop.ratio_max);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = rng.uniform(crop.scale_min, crop.scale_max) * area;
+    const double aspect = std::exp(rng.uniform(log_lo, log_hi));
+    const int w = round_even(std::sqrt(target * aspect));
+    const int h = round_even(std::sqrt(target / aspect));
+    // torchvision's bounds (timm's omit w, h > 0, which a tiny image can miss).
+    if (w > 0 && h > 0 && w <= width && h <= height) {
+      CropBox b;
+      b.height = h;
+      b.width = w;
+      b.top = randint(0, height - h);
+      b.left = randint(0, width - w);
+      return b;
+    }
+  }
+  CropBox b;
+  const double in_ratio = static_cast<double>(width) / height;
+  b.width = width;
+  b.height = height;
+  if (in_ratio < crop.ratio_min) {
+    b.height = std::max(1, std::min(height, round_even(width / crop.ratio_min)));
+  } else if (in_ratio > crop.ratio_max) {
+    b.width = std::max(1, std::min(width, round_even(height * crop.ratio_max)));
+  }
+  b.top = (height - b.height) / 2;
+  b.left = (width - b.width) / 2;
+  return b;
 }
 
 const std::vector<std::string>& protocol_names() {

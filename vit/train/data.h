@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/random.h"
 #include "vit/io/preprocess.h"
 #include "vit/models/model.h"
 
@@ -53,6 +54,12 @@ class Dataset {
   virtual int32_t flipped_label(int32_t label) const { return -1; }
   // Value a padded pixel gets in channel c (the normalised black).
   virtual float pad_value(int64_t c) const { return 0.0f; }
+  // A dataset with its own training transform (an image folder with DatasetOptions::random_crop:
+  // timm's random-resized crop and flip from the original image) renders augmented samples
+  // itself, instead of the loader's crop and flip of get()'s image. get_augmented is a pure
+  // function of (i, seed, flip) and thread-safe; flip: whether flips are allowed at all.
+  virtual bool augments_itself() const { return false; }
+  virtual int32_t get_augmented(int64_t i, uint64_t seed, bool flip, float* image) const;
 
   // The per-channel mean and std (pixel units in [0, 1]) get() normalises with: a model trained
   // on the dataset records them, so it classifies raw images the way it saw them.
@@ -91,6 +98,27 @@ struct ProceduralOptions {
   float noise = 0.2f;  // std of the Gaussian pixel noise (background 0, shapes 1)
 };
 
+// ---- timm's training transform for photos -----------------------------------------------------
+
+// timm's RandomResizedCropAndInterpolation (its --scale and --ratio): a box of a random share of
+// the image's area in [scale_min, scale_max] and a log-uniform aspect ratio (width / height) in
+// [ratio_min, ratio_max], at a uniform position, resized to the training size with the model's
+// interpolation; then a horizontal flip with probability 0.5 (timm's --hflip).
+struct RandomResizedCrop {
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+  // Throws std::invalid_argument naming the flag: 0 < scale_min <= scale_max <= 1 and
+  // 0 < ratio_min <= ratio_max.
+  void validate() const;
+  // "random-resized crop (scale 0.08-1, ratio 0.75-1.33)".
+  std::string text() const;
+};
+
+// The box timm draws for a width x height image: up to 10 tries of area share and ratio, each
+// kept when the box fits (position uniform over where it fits); after 10 misses, the centre box
+// of the whole image clamped to the ratio range. Draws from rng in timm's order.
+CropBox sample_crop_box(int width, int height, const RandomResizedCrop& crop, Rng& rng);
+
 // ---- the factory -----------------------------------------------------------------------------
 
 struct DatasetOptions {
@@ -112,6 +140,11 @@ struct DatasetOptions {
   // size, crop, interpolation, channels, mean and std: `vitpe eval` passes the model's) instead
   // of the bilinear resize to rows x cols with ImageNet's statistics.
   std::optional<Preprocess> transform;
+  // Folder only, with `transform`: the training split's augmented samples are timm's training
+  // transform built from it (Dataset::augments_itself): this random-resized crop of the decoded
+  // image to the transform's size with its interpolation, a flip, its mean and std. get() (no
+  // augmentation) stays the evaluation transform.
+  std::optional<RandomResizedCrop> random_crop;
   // How a size other than the training size base_rows x base_cols (0: the dataset's native
   // size) is rendered, for evaluating a trained model at other resolutions. Empty: the
   // dataset's own rule (other_size_rule: zoom for fashion-mnist and folder, canvas for

@@ -1,7 +1,9 @@
 // ImageFolder: one subfolder per class (sorted names = class indices), images decoded with the
-// checks of read_image, then either resized (bilinear, no crop) to the size and normalised with
-// ImageNet's mean and std (for training), or rendered with a model's evaluation transform
-// (DatasetOptions::transform, for `vitpe eval`). A root with train/ and test/ (or val/)
+// checks of read_image, then either rendered with a model's evaluation transform
+// (DatasetOptions::transform: what `vitpe eval` and `vitpe train` pass), with timm's training
+// transform from it for the augmented samples of a training split (DatasetOptions::random_crop),
+// or, without a transform, resized (bilinear, no crop) to the size and normalised with
+// ImageNet's mean and std. A root with train/ and test/ (or val/)
 // subfolders gives the two splits; otherwise the root serves both.
 //
 // What the folder must hold, checked when it is opened (before any training): at least two
@@ -36,7 +38,7 @@ bool is_image(const fs::path& p) { return has_image_extension(p.string()); }
 class Folder : public Dataset {
  public:
   Folder(const std::string& root, bool train, int64_t rows, int64_t cols, int64_t limit,
-         std::optional<Preprocess> transform)
+         std::optional<Preprocess> transform, std::optional<RandomResizedCrop> random_crop)
       : root_(pick_split(root, train)),
         rows_(transform ? transform->rows
               : rows    ? rows
@@ -44,8 +46,15 @@ class Folder : public Dataset {
         cols_(transform ? transform->cols
               : cols    ? cols
                         : 224),
-        transform_(std::move(transform)) {
+        transform_(std::move(transform)),
+        random_crop_(random_crop) {
     if (transform_) transform_->validate();
+    if (random_crop_) {
+      if (!transform_) {
+        throw std::invalid_argument("folder: a random-resized crop needs the model's transform");
+      }
+      random_crop_->validate();
+    }
     scan(train);
     // A limit keeps the first `limit` images of an interleaved order, so every class stays.
     if (limit > 0 && limit < static_cast<int64_t>(files_.size())) interleave_and_limit(limit);
@@ -65,6 +74,21 @@ class Folder : public Dataset {
   std::vector<float> std_dev() const override {
     return transform_ ? transform_->std_dev : kImageNetStd;
   }
+  bool augments_itself() const override { return random_crop_.has_value(); }
+
+  // timm's training transform: the crop box and the flip drawn in its order, from the decoded
+  // image at its own size.
+  int32_t get_augmented(int64_t i, uint64_t seed, bool flip, float* image) const override {
+    check_index(*this, i);
+    if (!random_crop_) return Dataset::get_augmented(i, seed, flip, image);
+    const cv::Mat img = read_image(files_[i], transform_->channels);
+    Rng rng(seed);
+    const CropBox box = sample_crop_box(img.cols, img.rows, *random_crop_, rng);
+    const bool flipped = rng.uniform() < 0.5;
+    resized_crop_into(img, box, flip && flipped, *transform_, image);
+    return targets_[i];
+  }
+
   std::string other_size_rule() const override {
     if (!transform_) return "images resized bilinearly (no crop) to the size";
     std::ostringstream rule;
@@ -231,6 +255,7 @@ class Folder : public Dataset {
   std::string root_;
   int64_t rows_, cols_;
   std::optional<Preprocess> transform_;
+  std::optional<RandomResizedCrop> random_crop_;
   std::vector<std::string> labels_;
   std::vector<std::string> files_;
   std::vector<int32_t> targets_;
@@ -242,7 +267,8 @@ std::unique_ptr<Dataset> make_folder(const DatasetOptions& o) {
   std::string root = o.dir;
   if (o.name.rfind("folder:", 0) == 0) root = o.name.substr(7);
   if (root.empty()) throw std::invalid_argument("dataset folder: pass the folder with --data-dir");
-  return std::make_unique<Folder>(root, o.train, o.rows, o.cols, o.limit, o.transform);
+  return std::make_unique<Folder>(root, o.train, o.rows, o.cols, o.limit, o.transform,
+                                  o.train ? o.random_crop : std::nullopt);
 }
 
 }  // namespace vitpe

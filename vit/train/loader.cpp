@@ -40,12 +40,14 @@ std::vector<int64_t> Loader::order(int64_t epoch) const {
 
 int32_t Loader::make_sample(int64_t epoch, int64_t j, int64_t index, float* image) const {
   if (!opt_.augment) return data_.get(index, image);
+  const uint64_t seed =
+      mix_seed(opt_.seed, 0x6175676dull, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j));
+  if (data_.augments_itself()) return data_.get_augmented(index, seed, opt_.flip, image);
   const int64_t C = data_.channels(), H = data_.rows(), W = data_.cols();
   thread_local std::vector<float> src;
   src.resize(static_cast<size_t>(C * H * W));
   int32_t label = data_.get(index, src.data());
-  Rng rng(
-      mix_seed(opt_.seed, 0x6175676dull, static_cast<uint64_t>(epoch), static_cast<uint64_t>(j)));
+  Rng rng(seed);
   const int64_t p = data_.crop_padding();
   // Crop offset in [-p, p] of the padded image; draws happen even when unused so the stream
   // does not depend on the policy of the dataset.

@@ -23,7 +23,8 @@ struct LoaderOptions {
   int64_t batch = 128;
   bool shuffle = true;
   bool drop_last = true;  // training keeps every batch the same shape
-  bool augment = false;   // random crop with the dataset's padding, flips where allowed
+  bool augment = false;   // random crop with the dataset's padding, flips where allowed (a
+                          // dataset that augments_itself: its own transform)
   bool flip = true;       // with augment: horizontal flips (where the dataset allows them)
   uint64_t seed = 0;
   int prefetch = 4;  // batches produced ahead of the consumer

@@ -45,6 +45,11 @@ json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
   // Only recorded when off, so runs started before the option existed still resume.
   if (o.augment && !o.flip) j["flip"] = false;
   if (o.adaptive_threads) j["adaptive_threads"] = true;  // the same: recorded only when on
+  // An image folder's random-resized crop (its transform's other parts are the config's).
+  if (o.data.random_crop) {
+    const RandomResizedCrop& c = *o.data.random_crop;
+    j["random_crop"] = {{"scale", {c.scale_min, c.scale_max}}, {"ratio", {c.ratio_min, c.ratio_max}}};
+  }
   // The fine-tuning recipe, each only when used (the optimizer's state depends on all three).
   if (o.layer_decay != 1.0) j["layer_decay"] = o.layer_decay;
   if (!o.freeze.empty()) j["freeze"] = o.freeze;

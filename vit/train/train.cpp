@@ -346,6 +346,55 @@ ModelConfig train_config(const TrainOptions& o, const Dataset& d) {
   return make_train_config(o, d, init.get());
 }
 
+bool is_image_folder(const DatasetOptions& d) {
+  return d.name == "folder" || d.name.rfind("folder:", 0) == 0;
+}
+
+void use_model_transform(TrainOptions& o, const Model* init) {
+  if (!is_image_folder(o.data) || o.data.transform) return;
+  std::unique_ptr<Model> loaded;
+  if (!init && !o.init.empty()) {
+    loaded = load_init(o);
+    init = loaded.get();
+  }
+  const ModelConfig base = apply_overrides(init ? init->config() : preset(o.model), o.overrides);
+  Preprocess t = Preprocess::from(base);
+  if (o.data.rows > 0) {
+    t.rows = static_cast<int>(o.data.rows);
+    t.cols = static_cast<int>(o.data.cols > 0 ? o.data.cols : o.data.rows);
+  }
+  t.validate();
+  o.data.transform = t;
+  if (o.augment) {
+    if (!o.data.random_crop) o.data.random_crop = RandomResizedCrop{};
+  } else {
+    o.data.random_crop.reset();
+  }
+}
+
+std::string folder_transform_text(const DatasetOptions& d) {
+  if (!d.transform) return "";
+  auto join_floats = [](const std::vector<float>& v) {
+    std::string s;
+    char one[32];
+    for (float x : v) {
+      std::snprintf(one, sizeof one, s.empty() ? "%.4g" : ",%.4g", x);
+      s += one;
+    }
+    return s;
+  };
+  const Preprocess& t = *d.transform;
+  std::ostringstream s;
+  s << "image folder at " << t.rows << "x" << t.cols << ", "
+    << (t.channels == 1 ? "grayscale (L)" : "RGB") << ", mean " << join_floats(t.mean)
+    << " std " << join_floats(t.std_dev) << ", " << interpolation_name(t.interpolation)
+    << " (the model's preprocessing)\n  train: "
+    << (d.random_crop ? d.random_crop->text() + " and a horizontal flip" : "no augmentation")
+    << "\n  test: resize to size / crop_pct " << t.crop_pct << " (" << crop_mode_name(t.crop_mode)
+    << "), centre crop\n";
+  return s.str();
+}
+
 std::string file_fingerprint(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) throw std::runtime_error(path + ": cannot be read");
@@ -432,6 +481,8 @@ struct Splits {
   std::unique_ptr<Dataset> train, test;
 };
 
+// o.data already carries the model's transform where the data is an image folder
+// (use_model_transform).
 Splits open_splits(const TrainOptions& o) {
   DatasetOptions train_opt = o.data;
   train_opt.train = true;
@@ -783,6 +834,19 @@ void check_options(const TrainOptions& o) {
   require(o.eval_batch > 0, "the evaluation batch must be positive",
           static_cast<double>(o.eval_batch));
   check_recipe(o);
+  if (o.data.random_crop) {
+    if (!is_image_folder(o.data)) {
+      throw std::invalid_argument(
+          "train: --scale and --ratio shape the random-resized crop of an image folder "
+          "(folder:PATH); " +
+          o.data.name + " augments with padded crops and flips (--no-augment, --no-flip)");
+    }
+    if (!o.augment) {
+      throw std::invalid_argument("train: --scale and --ratio with --no-augment: there is no "
+                                  "random crop to shape (drop one or the other)");
+    }
+    o.data.random_crop->validate();
+  }
   const int ranks = o.comm ? o.comm->size() : 1;
   if (o.batch < ranks) {
     throw std::invalid_argument("train: a batch of " + std::to_string(o.batch) +
@@ -803,10 +867,12 @@ TrainResult train(const TrainOptions& options) {
     o.out.clear();
     o.progress = o.verbose = false;
   }
+  std::unique_ptr<Model> init = o.init.empty() ? nullptr : load_init(o);
+  use_model_transform(o, init.get());
+  if (o.verbose) std::fprintf(stderr, "%s", folder_transform_text(o.data).c_str());
   const Splits data = open_splits(o);
 
   TrainResult result;
-  std::unique_ptr<Model> init = o.init.empty() ? nullptr : load_init(o);
   result.config = make_train_config(o, *data.train, init.get());
   result.model = make_model(result.config, o.seed);
   Model& model = *result.model;

@@ -219,6 +219,20 @@ ModelConfig make_train_config(const TrainOptions& options, const Dataset& train_
 // The config train() builds for `options`: make_train_config with the --init checkpoint's model
 // when there is one, read as train() reads it.
 ModelConfig train_config(const TrainOptions& options, const Dataset& train_data);
+// Whether the data is an image folder ("folder", "folder:PATH").
+bool is_image_folder(const DatasetOptions& data);
+// An image folder is rendered with the model's own preprocessing (timm's transforms from it):
+// sets options.data.transform to the evaluation transform of the --init checkpoint's config, or
+// of the preset's, with the overrides, at --size where given (else the model's size), and with
+// augmentation options.data.random_crop (timm's defaults unless set) for the training split's
+// random-resized crops. init: the loaded --init model, or null to load it here when needed.
+// Nothing for other datasets, or when a transform is already set (train() calls it; compare
+// calls it once for all its runs).
+void use_model_transform(TrainOptions& options, const Model* init = nullptr);
+// The two transforms use_model_transform chose, as the start of a run prints them ("" for other
+// data).
+std::string folder_transform_text(const DatasetOptions& data);
+
 // FNV-1a (64 bits) of a file's bytes as 16 hex digits: how a run records its --init file.
 std::string file_fingerprint(const std::string& path);
 

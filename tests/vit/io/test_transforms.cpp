@@ -279,5 +279,68 @@ TEST(Presets, TimmNamesAliasesAndSuggestions) {
   EXPECT_TRUE(closest_presets("resnet50").empty());
 }
 
+// timm's training transform after its random draws (RandomResizedCropAndInterpolation's
+// F.resized_crop to 32x32 and RandomHorizontalFlip) for boxes that shrink, grow, keep the output
+// size (PIL copies it unfiltered), take the whole image and make Pillow run its vertical pass
+// first (a tall box whose height shrinks): the same floats as ToTensor and
+// Normalize of torchvision's uint8 result, to the bit (tests/golden/make_transform_goldens.py).
+TEST(Transforms, TrainingCropEqualsTimmsResizedCropAndFlip) {
+  const SafeTensorsFile f = SafeTensorsFile::open(kData + "/train_transform_golden.safetensors");
+  const nlohmann::json boxes = nlohmann::json::parse(f.metadata().at("boxes"));
+  ASSERT_EQ(boxes.size(), 5u);
+  int compared = 0;
+  for (const auto& [stem, file] : kTransformImages) {
+    const cv::Mat img = read_image(kData + file, 3);
+    for (size_t k = 0; k < boxes.size(); ++k) {
+      CropBox box;
+      box.top = boxes[k][0];
+      box.left = boxes[k][1];
+      box.height = boxes[k][2];
+      box.width = boxes[k][3];
+      const bool flip = boxes[k][4];
+      // The whole 61x47 photo does not fit in the 67x45 image (PIL would pad it; timm never
+      // draws such a box).
+      if (box.top + box.height > img.rows || box.left + box.width > img.cols) continue;
+      for (Interpolation interp : {Interpolation::bicubic, Interpolation::bilinear}) {
+        const std::string name =
+            stem + "/" + std::to_string(k) + "/" + interpolation_name(interp);
+        const TensorInfo& info = f.info(name);
+        ASSERT_EQ(info.shape, (std::vector<int64_t>{32, 32, 3})) << name;
+        const auto want = f.raw(name);
+        Preprocess p;
+        p.rows = p.cols = 32;
+        p.interpolation = interp;
+        p.mean = {0.5f, 0.4f, 0.3f};
+        p.std_dev = {0.25f, 0.2f, 0.3f};
+        std::vector<float> got(3 * 32 * 32);
+        resized_crop_into(img, box, flip, p, got.data());
+        for (int y = 0; y < 32; ++y) {
+          for (int x = 0; x < 32; ++x) {
+            for (int c = 0; c < 3; ++c) {
+              const float v = static_cast<float>(want[(y * 32 + x) * 3 + c]) / 255.0f;
+              ASSERT_EQ(got[c * 1024 + y * 32 + x], (v - p.mean[c]) / p.std_dev[c])
+                  << name << " at " << x << "," << y << " channel " << c;
+            }
+          }
+        }
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 18);
+  // A box that leaves the image says so.
+  const cv::Mat img = read_image(kData + "/images/rgb_67x45.png", 3);
+  Preprocess p;
+  p.rows = p.cols = 8;
+  std::vector<float> out(3 * 64);
+  CropBox outside;
+  outside.top = 40;
+  outside.height = 10;
+  outside.width = 10;
+  const std::string m =
+      testing::message_of([&] { resized_crop_into(img, outside, false, p, out.data()); });
+  EXPECT_NE(m.find("not inside the 67x45 image"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace vitpe

@@ -716,5 +716,100 @@ TEST(Loader, CropsAreShiftsOfThePaddedImage) {
   fs::remove_all(dir);
 }
 
+// timm's random-resized crop: every box inside the image, its area share and aspect ratio in the
+// ranges (up to the rounding to whole pixels), spread over both; the same seed the same box; an
+// image no box of the ranges fits gets timm's fallback, the centre box clamped to the ratio.
+TEST(RandomResizedCrop, BoxesFollowTimmsRule) {
+  const RandomResizedCrop crop;
+  Rng rng(20261205);
+  int small = 0, large = 0, wide = 0, tall = 0;
+  std::set<int> lefts;
+  for (int i = 0; i < 2000; ++i) {
+    const CropBox b = sample_crop_box(61, 47, crop, rng);
+    ASSERT_TRUE(b.top >= 0 && b.left >= 0 && b.height > 0 && b.width > 0 &&
+                b.top + b.height <= 47 && b.left + b.width <= 61)
+        << b.left << "," << b.top << " " << b.width << "x" << b.height;
+    const double share = static_cast<double>(b.width) * b.height / (61.0 * 47.0);
+    const double ratio = static_cast<double>(b.width) / b.height;
+    // One pixel of rounding on each side of a box at least 15x15 px.
+    EXPECT_GE(share, 0.08 * 0.85) << i;
+    EXPECT_LE(share, 1.0);
+    EXPECT_GE(ratio, 0.75 * 0.85) << i;
+    EXPECT_LE(ratio, 4.0 / 3.0 / 0.85) << i;
+    small += share < 0.3;
+    large += share > 0.7;
+    wide += ratio > 1.2;
+    tall += ratio < 0.8;
+    lefts.insert(b.left);
+  }
+  EXPECT_GT(small, 300);
+  EXPECT_GT(large, 100);
+  EXPECT_GT(wide, 200);
+  EXPECT_GT(tall, 100);  // fewer: a landscape image fits fewer tall boxes
+  EXPECT_GT(lefts.size(), 30u);
+  Rng a(5), b(5);
+  const CropBox x = sample_crop_box(61, 47, crop, a), y = sample_crop_box(61, 47, crop, b);
+  EXPECT_EQ(std::tie(x.top, x.left, x.height, x.width), std::tie(y.top, y.left, y.height, y.width));
+  // A 200x10 strip: no box of area share >= 0.9 and ratio <= 4/3 fits its height, so timm's
+  // fallback: the full height and width 10 * 4/3 rounded, centred.
+  RandomResizedCrop tight;
+  tight.scale_min = 0.9;
+  const CropBox f = sample_crop_box(200, 10, tight, rng);
+  EXPECT_EQ(std::tie(f.top, f.left, f.height, f.width), std::make_tuple(0, 93, 10, 13));
+  // Bad ranges name the flag.
+  RandomResizedCrop bad;
+  bad.scale_min = 0;
+  EXPECT_NE(testing::message_of([&] { bad.validate(); }).find("--scale"), std::string::npos);
+  bad = RandomResizedCrop{};
+  bad.ratio_min = 2;
+  EXPECT_NE(testing::message_of([&] { bad.validate(); }).find("--ratio"), std::string::npos);
+}
+
+// A training split with a random-resized crop renders its augmented samples itself, from the
+// decoded image: a pure function of the seed, the crop and flip drawn in timm's order; get()
+// stays the evaluation transform, and a test split never crops.
+TEST(Folder, TrainingSplitAugmentsWithTimmsTransform) {
+  const fs::path dir = data_temp_dir("folder_train_transform");
+  cv::Mat img(45, 67, CV_8UC3);
+  for (const char* f : {"a/1.png", "a/2.png", "b/1.png"}) {
+    fs::create_directories((dir / f).parent_path());
+    cv::randu(img, 0, 256);
+    ASSERT_TRUE(cv::imwrite((dir / f).string(), img));
+  }
+  Preprocess t = Preprocess::from(preset("vit_small_patch16_224"));
+  t.rows = t.cols = 24;
+  DatasetOptions o;
+  o.name = "folder:" + dir.string();
+  o.transform = t;
+  o.random_crop = RandomResizedCrop{};
+  const auto d = make_dataset(o);
+  ASSERT_TRUE(d->augments_itself());
+  std::vector<float> x(3 * 24 * 24), y(x.size()), want(x.size());
+  const std::string file = (dir / "a/2.png").string();
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    EXPECT_EQ(d->get_augmented(1, seed, true, x.data()), 0);
+    d->get_augmented(1, seed, true, y.data());
+    EXPECT_EQ(x, y) << "the same seed, the same sample";
+    Rng rng(seed);
+    const cv::Mat decoded = read_image(file, 3);
+    const CropBox box = sample_crop_box(decoded.cols, decoded.rows, *o.random_crop, rng);
+    const bool flip = rng.uniform() < 0.5;
+    resized_crop_into(decoded, box, flip, t, want.data());
+    EXPECT_EQ(x, want) << seed;
+    // Flips off: the same box, never flipped.
+    d->get_augmented(1, seed, false, y.data());
+    resized_crop_into(decoded, box, false, t, want.data());
+    EXPECT_EQ(y, want) << seed;
+  }
+  d->get_augmented(1, 4, true, y.data());
+  EXPECT_NE(x, y) << "another seed, another crop";
+  d->get(1, x.data());
+  const Tensor eval = preprocess_file(file, t);
+  EXPECT_EQ(std::vector<float>(eval.f32(), eval.f32() + eval.numel()), x);
+  o.train = false;
+  EXPECT_FALSE(make_dataset(o)->augments_itself());
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace vitpe
