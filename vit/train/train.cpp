@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -320,7 +321,35 @@ std::unique_ptr<Model> load_init(const TrainOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// With --init the file decides the architecture: a --set that changes any other field than the
+// data's (size, classes, names, statistics, preprocessing), the encoding or the pooling is refused,
+// naming every conflict at once, since init_from would otherwise start most of the model anew.
+void check_init_overrides(const TrainOptions& o, const ModelConfig& file) {
+  static const std::set<std::string> free_keys = {
+      "name",     "label",    "labels",    "img_size",      "classes", "mean",
+      "std",      "crop_pct", "crop_mode", "interpolation", "encoding", "pool"};
+  const json before = json::parse(file.to_json());
+  const json after = json::parse(apply_overrides(file, o.overrides).to_json());
+  std::string conflicts;
+  for (const auto& [key, value] : after.items()) {
+    if (free_keys.count(key) || (before.contains(key) && before[key] == value)) continue;
+    conflicts += "\n  --set " + key + "=" + value.dump() + " (the checkpoint's " +
+                 (before.contains(key) ? before[key].dump() : std::string("none")) + ")";
+  }
+  if (!conflicts.empty()) {
+    throw std::invalid_argument(
+        "train --init " + o.init + ": the checkpoint's architecture conflicts with --set:" +
+        conflicts +
+        "\nThe file decides the architecture: drop these, or train a fresh model with --model");
+  }
+}
+
+}  // namespace
+
 ModelConfig make_train_config(const TrainOptions& o, const Dataset& d, const Model* init) {
+  if (init) check_init_overrides(o, init->config());
   ModelConfig c = init ? init->config() : preset(o.model);
   if (init && c.channels != d.channels()) {
     throw std::invalid_argument("train --init " + o.init + ": the checkpoint's model takes " +

@@ -432,7 +432,23 @@ TEST(Train, NonFiniteOrOutOfRangeSettingsAreRefused) {
       {[](TrainOptions& o) { o.warmup_epochs = -5; }, "--warmup"},
       {[](TrainOptions& o) { o.clip = std::nan(""); }, "--clip"},
       {[](TrainOptions& o) { o.smoothing = 1.5f; }, "--smoothing"},
-      {[](TrainOptions& o) { o.weight_decay = -0.1; }, "--wd"}};
+      {[](TrainOptions& o) { o.weight_decay = -0.1; }, "--wd"},
+      // The random-resized crop is an image folder's, needs augmentation and sane ranges.
+      {[](TrainOptions& o) { o.data.random_crop = RandomResizedCrop{}; },
+       "--scale and --ratio shape the random-resized crop of an image folder"},
+      {[](TrainOptions& o) {
+         o.data.name = "folder:/no/such/folder";
+         o.data.random_crop = RandomResizedCrop{};
+         o.augment = false;
+       },
+       "--scale and --ratio with --no-augment"},
+      {[](TrainOptions& o) {
+         o.data.name = "folder:/no/such/folder";
+         o.data.random_crop = RandomResizedCrop{};
+         o.data.random_crop->scale_min = 0.9;
+         o.data.random_crop->scale_max = 0.5;
+       },
+       "--scale 0.9"}};
   for (const auto& [edit, flag] : cases) {
     TrainOptions o = tiny_options();
     o.data.name = "no-such-dataset";  // proves the check comes before the data
@@ -614,7 +630,7 @@ TEST(Init, AnEncodingSwapKeepsTheRestAndANewSizeResamplesTheTable) {
 }
 
 // train --init: the run starts from the file and records it; resuming with another file is
-// refused, naming it; a checkpoint for other channels is refused before training.
+// refused, naming it; a --set against the file's architecture is refused before training.
 TEST(Init, TrainStartsFromTheFileAndResumeRefusesAnother) {
   const fs::path dir = train_temp_dir("init");
   TrainOptions o = tiny_options();
@@ -638,6 +654,20 @@ TEST(Init, TrainStartsFromTheFileAndResumeRefusesAnother) {
   f.init = (dir / "first" / "last.safetensors").string();
   const std::string m = testing::message_of([&] { train(f); });
   EXPECT_NE(m.find("init (run: "), std::string::npos) << m;
+  // A --set that changes the file's architecture is refused, every conflict named, before any
+  // file is written; one that keeps it, or changes only a name, is not a conflict.
+  TrainOptions bad = tiny_options();
+  bad.init = (dir / "first" / "best.safetensors").string();
+  bad.encoding.clear();
+  bad.overrides = {"depth=2", "dim=32", "heads=4", "label=mine"};
+  bad.out = (dir / "bad").string();
+  const std::string c = testing::message_of([&] { train(bad); });
+  EXPECT_NE(c.find("architecture conflicts with --set"), std::string::npos) << c;
+  EXPECT_NE(c.find("--set depth=2 (the checkpoint's 1)"), std::string::npos) << c;
+  EXPECT_NE(c.find("--set heads=4 (the checkpoint's 2)"), std::string::npos) << c;
+  EXPECT_EQ(c.find("dim="), std::string::npos) << c;
+  EXPECT_EQ(c.find("label="), std::string::npos) << c;
+  EXPECT_FALSE(fs::exists(bad.out));
   fs::remove_all(dir);
 }
 }  // namespace
