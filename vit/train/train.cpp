@@ -401,7 +401,8 @@ void use_model_transform(TrainOptions& o, const Model* init) {
   }
 }
 
-std::string folder_transform_text(const DatasetOptions& d) {
+std::string folder_transform_text(const TrainOptions& o) {
+  const DatasetOptions& d = o.data;
   if (!d.transform) return "";
   auto join_floats = [](const std::vector<float>& v) {
     std::string s;
@@ -418,7 +419,8 @@ std::string folder_transform_text(const DatasetOptions& d) {
     << (t.channels == 1 ? "grayscale (L)" : "RGB") << ", mean " << join_floats(t.mean)
     << " std " << join_floats(t.std_dev) << ", " << interpolation_name(t.interpolation)
     << " (the model's preprocessing)\n  train: "
-    << (d.random_crop ? d.random_crop->text() + " and a horizontal flip" : "no augmentation")
+    << (d.random_crop ? d.random_crop->text() + (o.flip ? " and a horizontal flip" : ", no flip")
+                      : "no augmentation")
     << "\n  test: resize to size / crop_pct " << t.crop_pct << " (" << crop_mode_name(t.crop_mode)
     << "), centre crop\n";
   return s.str();
@@ -898,7 +900,7 @@ TrainResult train(const TrainOptions& options) {
   }
   std::unique_ptr<Model> init = o.init.empty() ? nullptr : load_init(o);
   use_model_transform(o, init.get());
-  if (o.verbose) std::fprintf(stderr, "%s", folder_transform_text(o.data).c_str());
+  if (o.verbose) std::fprintf(stderr, "%s", folder_transform_text(o).c_str());
   const Splits data = open_splits(o);
 
   TrainResult result;

@@ -231,7 +231,7 @@ bool is_image_folder(const DatasetOptions& data);
 void use_model_transform(TrainOptions& options, const Model* init = nullptr);
 // The two transforms use_model_transform chose, as the start of a run prints them ("" for other
 // data).
-std::string folder_transform_text(const DatasetOptions& data);
+std::string folder_transform_text(const TrainOptions& options);
 
 // FNV-1a (64 bits) of a file's bytes as 16 hex digits: how a run records its --init file.
 std::string file_fingerprint(const std::string& path);
