@@ -75,12 +75,14 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
   cmd->add_option("--seed", o.seed, "Seed of initialisation, data order and augmentation")
       ->capture_default_str();
   cmd->add_option("--scale", c.scale,
-                  "Image folder: the random-resized crop's range of area shares, MIN MAX (timm's "
-                  "--scale; default 0.08 1)")
+                  "The random-resized crop's range of area shares, MIN MAX (timm's --scale): an "
+                  "image folder's decoded photos are always cropped so (default 0.08 1); other "
+                  "datasets' samples with it only (scale augmentation, zooms of up to "
+                  "1/sqrt(MIN), in place of their padded crops)")
       ->expected(2);
   cmd->add_option("--ratio", c.ratio,
-                  "Image folder: the random-resized crop's range of aspect ratios, MIN MAX (timm's "
-                  "--ratio; default 0.75 1.333)")
+                  "The random-resized crop's range of aspect ratios (width / height), MIN MAX "
+                  "(timm's --ratio; default 0.75 1.333)")
       ->expected(2);
   cmd->add_flag("--no-augment", c.no_augment,
                 "No random crops or flips (an image folder: the evaluation transform)");

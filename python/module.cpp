@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "encodings/encoding.h"
@@ -231,6 +232,11 @@ void take_train_options(py::dict& kw, TrainOptions& o) {
   take(kw, "encoding", o.encoding);
   take(kw, "set", o.overrides);
   take(kw, "init", o.init);
+  take(kw, "init_heads", o.init_heads);
+  take(kw, "init_preset", o.init_preset);
+  take(kw, "layer_decay", o.layer_decay);
+  take(kw, "freeze", o.freeze);
+  take(kw, "head_lr", o.head_lr);
   take(kw, "dataset", o.data.name);
   take(kw, "data_dir", o.data.dir);
   int64_t size = 0;
@@ -249,6 +255,18 @@ void take_train_options(py::dict& kw, TrainOptions& o) {
   take(kw, "seed", o.seed);
   take(kw, "augment", o.augment);
   take(kw, "flip", o.flip);
+  // scale=(MIN, MAX), ratio=(MIN, MAX): the random-resized crop, as --scale and --ratio.
+  std::pair<double, double> range;
+  if (take(kw, "scale", range)) {
+    if (!o.data.random_crop) o.data.random_crop = RandomResizedCrop{};
+    o.data.random_crop->scale_min = range.first;
+    o.data.random_crop->scale_max = range.second;
+  }
+  if (take(kw, "ratio", range)) {
+    if (!o.data.random_crop) o.data.random_crop = RandomResizedCrop{};
+    o.data.random_crop->ratio_min = range.first;
+    o.data.random_crop->ratio_max = range.second;
+  }
   take(kw, "eval_batch", o.eval_batch);
   take(kw, "log_every", o.log_every);
   take(kw, "resume", o.resume);
@@ -256,9 +274,10 @@ void take_train_options(py::dict& kw, TrainOptions& o) {
 }
 
 constexpr const char* kTrainKeys =
-    "model, encoding, set, init, dataset, data_dir, size, subset, test_subset, data_seed, "
-    "epochs, batch, lr, min_lr, warmup, wd, smoothing, clip, seed, augment, flip, eval_batch, "
-    "log_every, resume, force, progress";
+    "model, encoding, set, init, init_heads, init_preset, layer_decay, freeze, head_lr, dataset, "
+    "data_dir, size, subset, test_subset, data_seed, epochs, batch, lr, min_lr, warmup, wd, "
+    "smoothing, clip, seed, augment, flip, scale, ratio, eval_batch, log_every, resume, force, "
+    "progress";
 
 void refuse_leftovers(const py::dict& kw, const char* fn, const std::string& accepted) {
   if (kw.empty()) return;

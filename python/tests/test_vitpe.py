@@ -178,6 +178,17 @@ def test_train_reports_progress_and_returns_the_history_and_model():
         vitpe.train(encoding="nope", **TINY)
 
 
+def test_fine_tuning_and_crop_keywords_are_the_flags():
+    # Scale augmentation and the fine-tuning recipe reach the trainer (a bad value is its error).
+    r = vitpe.train(encoding="sincos2d", epochs=1, scale=(0.5, 1.0), ratio=(0.8, 1.25),
+                    layer_decay=0.75, freeze="head", head_lr=1e-3, **TINY)
+    assert r["finished"]
+    with pytest.raises(ValueError, match="--scale 0.9"):
+        vitpe.train(epochs=1, scale=(0.9, 0.5), **TINY)
+    with pytest.raises(ValueError, match="--layer-decay"):
+        vitpe.train(epochs=1, layer_decay=2.0, **TINY)
+
+
 def test_an_exception_in_the_callback_and_ctrl_c_stop_the_run():
     def stop(p):
         raise RuntimeError("enough at step %d" % p["step"])

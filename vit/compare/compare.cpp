@@ -116,6 +116,22 @@ std::string policies_setting(const std::vector<ExtensionPolicy>& policies) {
 }
 
 // Every setting the study ran with, in the order the report prints them.
+
+// What the training samples went through, as the settings table says it: the crop (the
+// dataset's padded shift, a random-resized crop, or none where the padding is 0) and the flips.
+std::string augmentation_setting(const TrainOptions& t, const Dataset& probe) {
+  if (!t.augment) return "off";
+  std::string crop;
+  if (t.data.random_crop) {
+    crop = t.data.random_crop->text();
+  } else if (probe.crop_padding() > 0) {
+    crop = "random crop (padding " + std::to_string(probe.crop_padding()) + ")";
+  } else {
+    crop = "no crop (padding 0)";
+  }
+  return crop + (t.flip ? " + flips where the label allows" : ", no flips");
+}
+
 std::vector<std::pair<std::string, std::string>> study_settings(const CompareOptions& opt,
                                                                 const ModelConfig& base,
                                                                 const CompareResults& r,
@@ -140,9 +156,7 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"weight decay", std::to_string(t.weight_decay)},
       {"label smoothing", std::to_string(t.smoothing)},
       {"gradient clip", std::to_string(t.clip)},
-      {"augmentation", !t.augment ? "off"
-                       : t.flip   ? "random crop + flips where the label allows"
-                                  : "random crop, no flips"},
+      {"augmentation", augmentation_setting(t, probe)},
       {"data seed (procedural)", std::to_string(t.data.seed)},
       {"seeds", join(to_strings(r.seeds), ",")},
       {"paired differences against", reference_encoding(r)},

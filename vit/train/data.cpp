@@ -90,6 +90,45 @@ CropBox sample_crop_box(int width, int height, const RandomResizedCrop& crop, Rn
   return b;
 }
 
+void resized_crop_plane(const float* src, int64_t H, int64_t W, const CropBox& box, bool flip,
+                        float* out) {
+  if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
+      box.top + box.height > H || box.left + box.width > W) {
+    throw std::invalid_argument("resized crop: the box " + std::to_string(box.width) + "x" +
+                                std::to_string(box.height) + " at (" + std::to_string(box.left) +
+                                ", " + std::to_string(box.top) + ") is not inside the " +
+                                std::to_string(W) + "x" + std::to_string(H) + " sample");
+  }
+  // One axis's source index pair and weight for each output position.
+  struct Tap {
+    int64_t i0, i1;
+    float w1;
+  };
+  auto taps = [](int64_t out_n, int64_t in_n, int64_t offset) {
+    std::vector<Tap> t(static_cast<size_t>(out_n));
+    const float scale = static_cast<float>(in_n) / static_cast<float>(out_n);
+    for (int64_t o = 0; o < out_n; ++o) {
+      const float x = std::max(0.0f, (static_cast<float>(o) + 0.5f) * scale - 0.5f);
+      const auto i0 = std::min(static_cast<int64_t>(x), in_n - 1);
+      const int64_t i1 = std::min(i0 + 1, in_n - 1);
+      t[static_cast<size_t>(o)] = {offset + i0, offset + i1, x - static_cast<float>(i0)};
+    }
+    return t;
+  };
+  const std::vector<Tap> ty = taps(H, box.height, box.top), tx = taps(W, box.width, box.left);
+  for (int64_t y = 0; y < H; ++y) {
+    const Tap& a = ty[static_cast<size_t>(y)];
+    const float* r0 = src + a.i0 * W;
+    const float* r1 = src + a.i1 * W;
+    for (int64_t x = 0; x < W; ++x) {
+      const Tap& b = tx[static_cast<size_t>(flip ? W - 1 - x : x)];
+      const float top = r0[b.i0] + b.w1 * (r0[b.i1] - r0[b.i0]);
+      const float bottom = r1[b.i0] + b.w1 * (r1[b.i1] - r1[b.i0]);
+      out[y * W + x] = top + a.w1 * (bottom - top);
+    }
+  }
+}
+
 const std::vector<std::string>& protocol_names() {
   static const std::vector<std::string> names = {"zoom", "canvas", "dilute", "translate", "spread"};
   return names;

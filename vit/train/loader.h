@@ -11,6 +11,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct LoaderOptions {
   bool augment = false;   // random crop with the dataset's padding, flips where allowed (a
                           // dataset that augments_itself: its own transform)
   bool flip = true;       // with augment: horizontal flips (where the dataset allows them)
+  // With augment, for a dataset that does not augment itself: scale augmentation, a random-
+  // resized crop of the rendered sample (timm's box rule, sample_crop_box) resized back to the
+  // sample's size bilinearly (resized_crop_plane), in place of the padded crop.
+  std::optional<RandomResizedCrop> zoom;
   uint64_t seed = 0;
   int prefetch = 4;  // batches produced ahead of the consumer
   // Data-parallel ranks: this loader produces part `shard` of `shards` of every batch, the

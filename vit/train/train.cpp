@@ -738,6 +738,9 @@ LoaderOptions loader_options(const TrainOptions& o) {
   lo.batch = o.batch;
   lo.augment = o.augment;
   lo.flip = o.flip;
+  // An image folder crops its decoded photos itself (Dataset::augments_itself); other data is
+  // cropped from the rendered sample.
+  if (!is_image_folder(o.data)) lo.zoom = o.data.random_crop;
   lo.seed = mix_seed(o.seed, 0x64617461ull);
   return lo;
 }
@@ -866,12 +869,6 @@ void check_options(const TrainOptions& o) {
           static_cast<double>(o.eval_batch));
   check_recipe(o);
   if (o.data.random_crop) {
-    if (!is_image_folder(o.data)) {
-      throw std::invalid_argument(
-          "train: --scale and --ratio shape the random-resized crop of an image folder "
-          "(folder:PATH); " +
-          o.data.name + " augments with padded crops and flips (--no-augment, --no-flip)");
-    }
     if (!o.augment) {
       throw std::invalid_argument("train: --scale and --ratio with --no-augment: there is no "
                                   "random crop to shape (drop one or the other)");

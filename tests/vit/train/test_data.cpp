@@ -813,3 +813,105 @@ TEST(Folder, TrainingSplitAugmentsWithTimmsTransform) {
 
 }  // namespace
 }  // namespace vitpe
+
+namespace vitpe {
+namespace {
+
+// torch's bilinear F.interpolate (align_corners=False) of a box, in double precision from its
+// definition: the four neighbours of source point ((x + 0.5) * w / W - 0.5, same for y), clamped
+// below at 0 and at the box's last row and column.
+double bilinear_reference(const std::vector<float>& src, int64_t W, const CropBox& b, int64_t H,
+                          int64_t y, int64_t x) {
+  auto coord = [](int64_t o, int64_t out_n, int64_t in_n, int64_t& i0, int64_t& i1) {
+    const double s = std::max(0.0, (o + 0.5) * static_cast<double>(in_n) / out_n - 0.5);
+    i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(s)), in_n - 1);
+    i1 = std::min<int64_t>(i0 + 1, in_n - 1);
+    return s - static_cast<double>(i0);
+  };
+  int64_t y0, y1, x0, x1;
+  const double fy = coord(y, H, b.height, y0, y1), fx = coord(x, W, b.width, x0, x1);
+  auto at = [&](int64_t r, int64_t c) {
+    return static_cast<double>(src[(b.top + r) * W + b.left + c]);
+  };
+  return (1 - fy) * ((1 - fx) * at(y0, x0) + fx * at(y0, x1)) +
+         fy * ((1 - fx) * at(y1, x0) + fx * at(y1, x1));
+}
+
+// Scale augmentation of a rendered sample: the box resized back to the sample's size equals the
+// bilinear definition (also for a flip, and for a box of one row or column); the whole sample
+// as the box is the sample itself; a box outside is refused.
+TEST(ResizedCropPlane, EqualsBilinearInterpolationOfTheBox) {
+  const int64_t H = 12, W = 10;
+  std::vector<float> src(H * W), out(H * W);
+  Rng rng(7);
+  for (float& v : src) v = static_cast<float>(rng.uniform(-2, 2));
+  for (const CropBox& b : {CropBox{2, 3, 5, 4}, CropBox{0, 0, 12, 10}, CropBox{4, 1, 1, 9},
+                           CropBox{0, 9, 12, 1}, CropBox{7, 2, 5, 7}}) {
+    for (bool flip : {false, true}) {
+      resized_crop_plane(src.data(), H, W, b, flip, out.data());
+      for (int64_t y = 0; y < H; ++y) {
+        for (int64_t x = 0; x < W; ++x) {
+          const double want = bilinear_reference(src, W, b, H, y, flip ? W - 1 - x : x);
+          ASSERT_NEAR(out[y * W + x], want, 1e-5)
+              << "box " << b.width << "x" << b.height << " at " << b.left << "," << b.top
+              << (flip ? " flipped" : "") << ", pixel " << x << "," << y;
+        }
+      }
+    }
+  }
+  resized_crop_plane(src.data(), H, W, CropBox{0, 0, H, W}, false, out.data());
+  EXPECT_EQ(out, src);
+  const std::string m = testing::message_of(
+      [&] { resized_crop_plane(src.data(), H, W, CropBox{8, 0, 5, 4}, false, out.data()); });
+  EXPECT_NE(m.find("not inside the 10x12 sample"), std::string::npos) << m;
+}
+
+// A loader with a zoom crops each rendered sample with the box timm's rule draws from the
+// sample's own stream (then the flip), in place of the padded crop; a crop of the whole image
+// (scale and ratio ranges of one point) leaves the samples as the unflipped or flipped image.
+TEST(Loader, ZoomCropsTheRenderedSampleWithTimmsBox) {
+  fs::path dir = data_temp_dir("zoom");
+  std::vector<uint8_t> imgs(2 * 784), labels = {1, 2};
+  for (size_t i = 0; i < imgs.size(); ++i) imgs[i] = static_cast<uint8_t>((i * 37) % 256);
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes(0x803, {2, 28, 28}, imgs));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {2}, labels));
+  DatasetOptions o;
+  o.dir = dir.string();
+  auto d = make_dataset(o);
+  LoaderOptions lo;
+  lo.augment = true;
+  lo.seed = 11;
+  lo.zoom = RandomResizedCrop{};
+  lo.zoom->scale_min = 0.25;
+  lo.zoom->scale_max = 0.5;
+  Loader l(*d, lo);
+  std::vector<float> x(784), src(784), want(784);
+  d->get(0, src.data());
+  std::set<int> widths;
+  for (int64_t j = 0; j < 50; ++j) {
+    ASSERT_EQ(l.make_sample(3, j, 0, x.data()), 1);
+    Rng rng(mix_seed(lo.seed, 0x6175676dull, 3, static_cast<uint64_t>(j)));
+    const CropBox b = sample_crop_box(28, 28, *lo.zoom, rng);
+    const bool flip = rng.below(2) == 1 && d->flipped_label(1) >= 0;
+    resized_crop_plane(src.data(), 28, 28, b, flip, want.data());
+    ASSERT_EQ(x, want) << "sample " << j;
+    EXPECT_LE(b.width * b.height, 28 * 28 / 2 + 28);
+    widths.insert(b.width);
+  }
+  EXPECT_GT(widths.size(), 4u) << "the boxes vary";
+  LoaderOptions whole = lo;
+  whole.zoom->scale_min = whole.zoom->scale_max = 1;
+  whole.zoom->ratio_min = whole.zoom->ratio_max = 1;
+  Loader w(*d, whole);
+  std::vector<float> mirrored(784);
+  for (int64_t y = 0; y < 28; ++y)
+    for (int64_t c = 0; c < 28; ++c) mirrored[y * 28 + c] = src[y * 28 + 27 - c];
+  for (int64_t j = 0; j < 10; ++j) {
+    w.make_sample(0, j, 0, x.data());
+    EXPECT_TRUE(x == src || x == mirrored) << "sample " << j;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace vitpe

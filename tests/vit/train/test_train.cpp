@@ -433,9 +433,7 @@ TEST(Train, NonFiniteOrOutOfRangeSettingsAreRefused) {
       {[](TrainOptions& o) { o.clip = std::nan(""); }, "--clip"},
       {[](TrainOptions& o) { o.smoothing = 1.5f; }, "--smoothing"},
       {[](TrainOptions& o) { o.weight_decay = -0.1; }, "--wd"},
-      // The random-resized crop is an image folder's, needs augmentation and sane ranges.
-      {[](TrainOptions& o) { o.data.random_crop = RandomResizedCrop{}; },
-       "--scale and --ratio shape the random-resized crop of an image folder"},
+      // The random-resized crop needs augmentation and sane ranges.
       {[](TrainOptions& o) {
          o.data.name = "folder:/no/such/folder";
          o.data.random_crop = RandomResizedCrop{};
