@@ -536,7 +536,8 @@ TEST(Cli, CompareRecordsTheCommandAsTyped) {
       << json.substr(0, 2000);
   EXPECT_TRUE(contains(json, "--no-flip --no-pictures --no-progress --out"))
       << json.substr(0, 2000);
-  EXPECT_TRUE(contains(json, "random crop, no flips")) << json.substr(0, 2000);
+  // The procedural set pads by nothing: its training samples are not cropped, and say so.
+  EXPECT_TRUE(contains(json, "no crop (padding 0), no flips")) << json.substr(0, 2000);
   std::filesystem::remove_all(out);
 }
 
