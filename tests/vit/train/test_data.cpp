@@ -675,15 +675,20 @@ TEST(Loader, NoFlipKeepsTheSameCropsAndNeverFlips) {
   EXPECT_LT(same, 140);
 }
 
-TEST(Loader, CropsAreShiftsOfThePaddedImage) {
-  fs::path dir = data_temp_dir("crop");
+// A Fashion-MNIST training split of two patterned 28x28 images (labels 1 and 2) in dir.
+std::unique_ptr<Dataset> two_image_fashion_mnist(const fs::path& dir) {
   std::vector<uint8_t> imgs(2 * 784), labels = {1, 2};
   for (size_t i = 0; i < imgs.size(); ++i) imgs[i] = static_cast<uint8_t>((i * 37) % 256);
   write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes(0x803, {2, 28, 28}, imgs));
   write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {2}, labels));
   DatasetOptions o;
   o.dir = dir.string();
-  auto d = make_dataset(o);
+  return make_dataset(o);
+}
+
+TEST(Loader, CropsAreShiftsOfThePaddedImage) {
+  fs::path dir = data_temp_dir("crop");
+  auto d = two_image_fashion_mnist(dir);
   LoaderOptions lo;
   lo.augment = true;
   Loader l(*d, lo);
@@ -871,13 +876,7 @@ TEST(ResizedCropPlane, EqualsBilinearInterpolationOfTheBox) {
 // (scale and ratio ranges of one point) leaves the samples as the unflipped or flipped image.
 TEST(Loader, ZoomCropsTheRenderedSampleWithTimmsBox) {
   fs::path dir = data_temp_dir("zoom");
-  std::vector<uint8_t> imgs(2 * 784), labels = {1, 2};
-  for (size_t i = 0; i < imgs.size(); ++i) imgs[i] = static_cast<uint8_t>((i * 37) % 256);
-  write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes(0x803, {2, 28, 28}, imgs));
-  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x801, {2}, labels));
-  DatasetOptions o;
-  o.dir = dir.string();
-  auto d = make_dataset(o);
+  auto d = two_image_fashion_mnist(dir);
   LoaderOptions lo;
   lo.augment = true;
   lo.seed = 11;
