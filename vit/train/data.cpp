@@ -32,16 +32,19 @@ int32_t Dataset::get_augmented(int64_t, uint64_t, bool, float*) const {
 }
 
 void RandomResizedCrop::validate() const {
+  auto pair = [](double a, double b) {
+    char t[64];
+    std::snprintf(t, sizeof t, "%g %g", a, b);
+    return std::string(t);
+  };
   if (!(std::isfinite(scale_min) && std::isfinite(scale_max) && scale_min > 0 &&
         scale_min <= scale_max && scale_max <= 1)) {
-    throw std::invalid_argument("--scale " + std::to_string(scale_min) + " " +
-                                std::to_string(scale_max) +
+    throw std::invalid_argument("--scale " + pair(scale_min, scale_max) +
                                 ": expected 0 < MIN <= MAX <= 1 (shares of the image's area)");
   }
   if (!(std::isfinite(ratio_min) && std::isfinite(ratio_max) && ratio_min > 0 &&
         ratio_min <= ratio_max)) {
-    throw std::invalid_argument("--ratio " + std::to_string(ratio_min) + " " +
-                                std::to_string(ratio_max) +
+    throw std::invalid_argument("--ratio " + pair(ratio_min, ratio_max) +
                                 ": expected 0 < MIN <= MAX (aspect ratios, width / height)");
   }
 }
