@@ -163,6 +163,36 @@ TEST(Preprocess, PilResizeKeepsAConstantImageConstant) {
   }
 }
 
+// Pillow (13) resizes in two passes that round to uint8 in between, the horizontal first unless
+// the height shrinks by more than twice the width: each case equals its two one-axis resizes in
+// that order (and, where the orders' roundings differ, not the other order).
+TEST(Preprocess, PilResizePassOrderIsPillows) {
+  cv::Mat img(33, 17, CV_8UC3);
+  cv::randu(img, 0, 256);
+  auto same = [](const cv::Mat& a, const cv::Mat& b) { return cv::norm(a, b, cv::NORM_INF) == 0; };
+  struct Case {
+    int w, h;
+    bool vertical_first;
+  };
+  // 17x33 -> 32x32: height -1, width +15 (vertical first); -> 12x20: height -13 > 2 * 5;
+  // -> 10x20: height -13 < 2 * 7 (horizontal first); -> 40x60: both grow (horizontal first).
+  for (const Case& c : {Case{32, 32, true}, Case{12, 20, true}, Case{10, 20, false},
+                        Case{40, 60, false}}) {
+    for (auto interp : {Interpolation::bicubic, Interpolation::bilinear}) {
+      const cv::Mat got = pil_resize(img, c.w, c.h, interp);
+      const cv::Mat v_first = pil_resize(pil_resize(img, img.cols, c.h, interp), c.w, c.h, interp);
+      const cv::Mat h_first = pil_resize(pil_resize(img, c.w, img.rows, interp), c.w, c.h, interp);
+      EXPECT_TRUE(same(got, c.vertical_first ? v_first : h_first))
+          << c.w << "x" << c.h << " " << interpolation_name(interp);
+    }
+  }
+  // The order shows: for the tall training crop the two orders differ somewhere.
+  EXPECT_FALSE(same(pil_resize(pil_resize(img, 17, 32, Interpolation::bicubic), 32, 32,
+                               Interpolation::bicubic),
+                    pil_resize(pil_resize(img, 32, 33, Interpolation::bicubic), 32, 32,
+                               Interpolation::bicubic)));
+}
+
 // ---- decoding ----------------------------------------------------------------------------------
 
 TEST(Preprocess, GrayscaleIsReplicatedToThreeChannels) {
