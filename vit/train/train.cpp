@@ -319,10 +319,6 @@ std::unique_ptr<Model> load_init(const TrainOptions& o) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // With --init the file decides the architecture: a --set that changes any other field than the
 // data's (size, classes, names, statistics, preprocessing), the encoding or the pooling is refused,
 // naming every conflict at once, since init_from would otherwise start most of the model anew.
@@ -421,8 +417,9 @@ std::string folder_transform_text(const TrainOptions& o) {
     << " (the model's preprocessing)\n  train: "
     << (d.random_crop ? d.random_crop->text() + (o.flip ? " and a horizontal flip" : ", no flip")
                       : "no augmentation")
-    << "\n  test: resize to size / crop_pct " << t.crop_pct << " (" << crop_mode_name(t.crop_mode)
-    << "), centre crop\n";
+    << "\n  test: resize to size / crop_pct " << t.crop_pct << " ("
+    << crop_mode_name(t.crop_mode) << ")" << (t.crop_mode == CropMode::center ? ", centre crop" : "")
+    << "\n";
   return s.str();
 }
 
