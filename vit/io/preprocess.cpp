@@ -480,18 +480,21 @@ void preprocess_into(const cv::Mat& img, const Preprocess& cfg, float* out) {
   normalise_into(resize_and_crop(img, cfg), cfg, out);
 }
 
+void check_crop_box(const CropBox& box, int64_t width, int64_t height, const char* what) {
+  if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
+      box.top > height - box.height || box.left > width - box.width) {
+    throw std::invalid_argument("resized crop: the box " + std::to_string(box.width) + "x" +
+                                std::to_string(box.height) + " at (" + std::to_string(box.left) +
+                                ", " + std::to_string(box.top) + ") is not inside the " +
+                                std::to_string(width) + "x" + std::to_string(height) + " " + what);
+  }
+}
+
 void resized_crop_into(const cv::Mat& img, const CropBox& box, bool flip, const Preprocess& cfg,
                        float* out) {
   cfg.validate();
   check_channels(img, cfg);
-  if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
-      box.top > img.rows - box.height || box.left > img.cols - box.width) {
-    throw std::invalid_argument(
-        "resized crop: the box " + std::to_string(box.width) + "x" + std::to_string(box.height) +
-        " at (" + std::to_string(box.left) + ", " + std::to_string(box.top) +
-        ") is not inside the " + std::to_string(img.cols) + "x" + std::to_string(img.rows) +
-        " image");
-  }
+  check_crop_box(box, img.cols, img.rows, "image");
   const cv::Mat crop = img(cv::Rect(box.left, box.top, box.width, box.height));
   // PIL returns a copy, unfiltered, when the crop already has the size.
   cv::Mat resized = crop.size() == cv::Size(cfg.cols, cfg.rows)

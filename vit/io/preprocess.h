@@ -98,6 +98,10 @@ struct CropBox {
   int top = 0, left = 0, height = 0, width = 0;
 };
 
+// Throws std::invalid_argument unless `box` is a non-empty rectangle inside a width x height
+// `what` ("image", "sample"), naming both.
+void check_crop_box(const CropBox& box, int64_t width, int64_t height, const char* what);
+
 // timm's training transform after its random draws: torchvision's
 // F.resized_crop(img, top, left, height, width, (cfg.rows, cfg.cols), cfg.interpolation) (a PIL
 // crop, then PIL's resize of it to exactly rows x cols), a horizontal flip when `flip`, then

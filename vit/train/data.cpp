@@ -95,13 +95,7 @@ CropBox sample_crop_box(int width, int height, const RandomResizedCrop& crop, Rn
 
 void resized_crop_plane(const float* src, int64_t H, int64_t W, const CropBox& box, bool flip,
                         float* out) {
-  if (box.top < 0 || box.left < 0 || box.height <= 0 || box.width <= 0 ||
-      box.top + box.height > H || box.left + box.width > W) {
-    throw std::invalid_argument("resized crop: the box " + std::to_string(box.width) + "x" +
-                                std::to_string(box.height) + " at (" + std::to_string(box.left) +
-                                ", " + std::to_string(box.top) + ") is not inside the " +
-                                std::to_string(W) + "x" + std::to_string(H) + " sample");
-  }
+  check_crop_box(box, W, H, "sample");
   // One axis's source index pair and weight for each output position.
   struct Tap {
     int64_t i0, i1;
