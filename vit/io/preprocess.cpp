@@ -496,10 +496,8 @@ void resized_crop_into(const cv::Mat& img, const CropBox& box, bool flip, const 
   check_channels(img, cfg);
   check_crop_box(box, img.cols, img.rows, "image");
   const cv::Mat crop = img(cv::Rect(box.left, box.top, box.width, box.height));
-  // PIL returns a copy, unfiltered, when the crop already has the size.
-  cv::Mat resized = crop.size() == cv::Size(cfg.cols, cfg.rows)
-                        ? crop.clone()
-                        : pil_resize(crop, cfg.cols, cfg.rows, cfg.interpolation);
+  // pil_resize copies a crop that already has the size unfiltered, as PIL does.
+  cv::Mat resized = pil_resize(crop, cfg.cols, cfg.rows, cfg.interpolation);
   if (flip) cv::flip(resized, resized, 1);
   normalise_into(resized, cfg, out);
 }

@@ -93,8 +93,8 @@ CropBox sample_crop_box(int width, int height, const RandomResizedCrop& crop, Rn
   return b;
 }
 
-void resized_crop_plane(const float* src, int64_t H, int64_t W, const CropBox& box, bool flip,
-                        float* out) {
+void resized_crop_planes(const float* src, int64_t C, int64_t H, int64_t W, const CropBox& box,
+                         bool flip, float* out) {
   check_crop_box(box, W, H, "sample");
   // One axis's source index pair and weight for each output position.
   struct Tap {
@@ -113,15 +113,19 @@ void resized_crop_plane(const float* src, int64_t H, int64_t W, const CropBox& b
     return t;
   };
   const std::vector<Tap> ty = taps(H, box.height, box.top), tx = taps(W, box.width, box.left);
-  for (int64_t y = 0; y < H; ++y) {
-    const Tap& a = ty[static_cast<size_t>(y)];
-    const float* r0 = src + a.i0 * W;
-    const float* r1 = src + a.i1 * W;
-    for (int64_t x = 0; x < W; ++x) {
-      const Tap& b = tx[static_cast<size_t>(flip ? W - 1 - x : x)];
-      const float top = r0[b.i0] + b.w1 * (r0[b.i1] - r0[b.i0]);
-      const float bottom = r1[b.i0] + b.w1 * (r1[b.i1] - r1[b.i0]);
-      out[y * W + x] = top + a.w1 * (bottom - top);
+  for (int64_t c = 0; c < C; ++c) {  // the taps are the same for every channel
+    const float* plane = src + c * H * W;
+    float* o = out + c * H * W;
+    for (int64_t y = 0; y < H; ++y) {
+      const Tap& a = ty[static_cast<size_t>(y)];
+      const float* r0 = plane + a.i0 * W;
+      const float* r1 = plane + a.i1 * W;
+      for (int64_t x = 0; x < W; ++x) {
+        const Tap& b = tx[static_cast<size_t>(flip ? W - 1 - x : x)];
+        const float top = r0[b.i0] + b.w1 * (r0[b.i1] - r0[b.i0]);
+        const float bottom = r1[b.i0] + b.w1 * (r1[b.i1] - r1[b.i0]);
+        o[y * W + x] = top + a.w1 * (bottom - top);
+      }
     }
   }
 }

@@ -119,12 +119,12 @@ struct RandomResizedCrop {
 // of the whole image clamped to the ratio range. Draws from rng in timm's order.
 CropBox sample_crop_box(int width, int height, const RandomResizedCrop& crop, Rng& rng);
 
-// One channel of a rendered sample, src: [H, W] -> out: [H, W]: the box of src resized to H x W
+// A rendered sample, src: [C, H, W] -> out: [C, H, W]: the box of each channel resized to H x W
 // bilinearly as torch's F.interpolate(mode='bilinear', align_corners=False) (source coordinate
 // (x + 0.5) * box.width / W - 0.5, clamped at the box's edges), then mirrored left-right when
-// `flip`. The box must lie inside the plane (sample_crop_box's do).
-void resized_crop_plane(const float* src, int64_t H, int64_t W, const CropBox& box, bool flip,
-                        float* out);
+// `flip`. The box must lie inside the sample (sample_crop_box's do).
+void resized_crop_planes(const float* src, int64_t C, int64_t H, int64_t W, const CropBox& box,
+                         bool flip, float* out);
 
 // ---- the factory -----------------------------------------------------------------------------
 

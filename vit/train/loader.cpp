@@ -52,9 +52,7 @@ int32_t Loader::make_sample(int64_t epoch, int64_t j, int64_t index, float* imag
     const CropBox box = sample_crop_box(static_cast<int>(W), static_cast<int>(H), *opt_.zoom, rng);
     const int32_t flipped = data_.flipped_label(label);
     const bool flip = rng.below(2) == 1 && opt_.flip && flipped >= 0;
-    for (int64_t c = 0; c < C; ++c) {
-      resized_crop_plane(src.data() + c * H * W, H, W, box, flip, image + c * H * W);
-    }
+    resized_crop_planes(src.data(), C, H, W, box, flip, image);
     return flip ? flipped : label;
   }
   const int64_t p = data_.crop_padding();

@@ -29,7 +29,7 @@ struct LoaderOptions {
   bool flip = true;       // with augment: horizontal flips (where the dataset allows them)
   // With augment, for a dataset that does not augment itself: scale augmentation, a random-
   // resized crop of the rendered sample (timm's box rule, sample_crop_box) resized back to the
-  // sample's size bilinearly (resized_crop_plane), in place of the padded crop.
+  // sample's size bilinearly (resized_crop_planes), in place of the padded crop.
   std::optional<RandomResizedCrop> zoom;
   uint64_t seed = 0;
   int prefetch = 4;  // batches produced ahead of the consumer

@@ -845,7 +845,7 @@ double bilinear_reference(const std::vector<float>& src, int64_t W, const CropBo
 // Scale augmentation of a rendered sample: the box resized back to the sample's size equals the
 // bilinear definition (also for a flip, and for a box of one row or column); the whole sample
 // as the box is the sample itself; a box outside is refused.
-TEST(ResizedCropPlane, EqualsBilinearInterpolationOfTheBox) {
+TEST(ResizedCropPlanes, EqualsBilinearInterpolationOfTheBox) {
   const int64_t H = 12, W = 10;
   std::vector<float> src(H * W), out(H * W);
   Rng rng(7);
@@ -853,7 +853,7 @@ TEST(ResizedCropPlane, EqualsBilinearInterpolationOfTheBox) {
   for (const CropBox& b : {CropBox{2, 3, 5, 4}, CropBox{0, 0, 12, 10}, CropBox{4, 1, 1, 9},
                            CropBox{0, 9, 12, 1}, CropBox{7, 2, 5, 7}}) {
     for (bool flip : {false, true}) {
-      resized_crop_plane(src.data(), H, W, b, flip, out.data());
+      resized_crop_planes(src.data(), 1, H, W, b, flip, out.data());
       for (int64_t y = 0; y < H; ++y) {
         for (int64_t x = 0; x < W; ++x) {
           const double want = bilinear_reference(src, W, b, H, y, flip ? W - 1 - x : x);
@@ -864,10 +864,20 @@ TEST(ResizedCropPlane, EqualsBilinearInterpolationOfTheBox) {
       }
     }
   }
-  resized_crop_plane(src.data(), H, W, CropBox{0, 0, H, W}, false, out.data());
+  resized_crop_planes(src.data(), 1, H, W, CropBox{0, 0, H, W}, false, out.data());
   EXPECT_EQ(out, src);
+  // Three channels: each is its own plane's crop (the taps are shared, the planes are not).
+  std::vector<float> three(3 * H * W), three_out(three.size()), one(H * W);
+  for (float& v : three) v = static_cast<float>(rng.uniform(-2, 2));
+  const CropBox box{2, 3, 5, 4};
+  resized_crop_planes(three.data(), 3, H, W, box, true, three_out.data());
+  for (int64_t c = 0; c < 3; ++c) {
+    resized_crop_planes(three.data() + c * H * W, 1, H, W, box, true, one.data());
+    const auto plane = three_out.begin() + c * H * W;
+    EXPECT_EQ(std::vector<float>(plane, plane + H * W), one) << "channel " << c;
+  }
   const std::string m = testing::message_of(
-      [&] { resized_crop_plane(src.data(), H, W, CropBox{8, 0, 5, 4}, false, out.data()); });
+      [&] { resized_crop_planes(src.data(), 1, H, W, CropBox{8, 0, 5, 4}, false, out.data()); });
   EXPECT_NE(m.find("not inside the 10x12 sample"), std::string::npos) << m;
 }
 
@@ -892,7 +902,7 @@ TEST(Loader, ZoomCropsTheRenderedSampleWithTimmsBox) {
     Rng rng(mix_seed(lo.seed, 0x6175676dull, 3, static_cast<uint64_t>(j)));
     const CropBox b = sample_crop_box(28, 28, *lo.zoom, rng);
     const bool flip = rng.below(2) == 1 && d->flipped_label(1) >= 0;
-    resized_crop_plane(src.data(), 28, 28, b, flip, want.data());
+    resized_crop_planes(src.data(), 1, 28, 28, b, flip, want.data());
     ASSERT_EQ(x, want) << "sample " << j;
     EXPECT_LE(b.width * b.height, 28 * 28 / 2 + 28);
     widths.insert(b.width);
