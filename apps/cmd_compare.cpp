@@ -94,10 +94,9 @@ void add_compare(CLI::App& root) {
   cmd->add_option("--eval-sizes", c->sizes,
                   "Comma-separated evaluation sizes (default: train size, +8, +16)");
   cmd->add_option("--policy", c->policies,
-                  "How the encodings meet the larger sizes, comma separated: native (each kind's "
-                  "own rule), interpolate (coordinates rescaled into the trained range), "
-                  "extrapolate (integer coordinates past it; learned tables hold their edges). "
-                  "Every policy is evaluated on the same trained models, one column each")
+                  std::string("How the encodings meet the other sizes, comma separated: ") +
+                      kPolicyWords +
+                      ". Every policy is evaluated on the same trained models, one column each")
       ->capture_default_str();
   cmd->add_option("--protocol", c->protocols,
                   "How the larger sizes are rendered, comma separated: zoom (the training-size "

@@ -117,10 +117,8 @@ void add_eval(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--sizes", c->sizes, "Image sizes, comma separated (default: the model's)");
   cmd->add_option("--policy", c->policies,
-                  "How the encodings meet other sizes, comma separated: native (each kind's own "
-                  "rule), interpolate (coordinates rescaled into the trained range), extrapolate "
-                  "(integer coordinates past it; learned tables hold their edges). Each is "
-                  "evaluated; the trained size once")
+                  std::string("How the encodings meet other sizes, comma separated: ") +
+                      kPolicyWords + ". Each is evaluated; the trained size once")
       ->capture_default_str();
   cmd->add_option("--protocol", c->protocol,
                   "How sizes other than the model's are rendered: zoom (the image at the model's "

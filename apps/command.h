@@ -46,6 +46,13 @@ std::vector<int64_t> parse_whole_list(const std::string& text, const std::string
 // "interpolate,extrapolate" -> the extension policies in order, duplicates dropped (also
 // "native", "interp", "extrap"), else a usage error naming `what` and the accepted words.
 std::vector<ExtensionPolicy> parse_policy_list(const std::string& text, const std::string& what);
+// The words --policy accepts and what each does (eval's and compare's help).
+inline constexpr const char* kPolicyWords =
+    "native (each kind's own rule), interpolate (coordinates rescaled into the trained range), "
+    "extrapolate (integer coordinates past it; learned tables hold their edges), centre (as "
+    "extrapolate with the trained grid in the middle: learned1d, separable2d, sincos2d), ntk "
+    "(frequency k of n on an axis s times the trained one scales its coordinate by "
+    "s^(-k/(n-1)): rope-axial, rope-mixed, sincos2d; other kinds their own rule)";
 
 // "0.5,0.5,0.5" -> finite numbers in least..most (strtod, the whole item), else a usage error
 // naming `what`; exactly `count` of them unless count is 0.

@@ -92,7 +92,8 @@ std::vector<ExtensionPolicy> parse_policy_list(const std::string& text, const st
     }
   }
   if (out.empty()) {
-    throw ExitError{2, what + ": give at least one of native, interpolate, extrapolate"};
+    throw ExitError{2,
+                    what + ": give at least one of native, interpolate, extrapolate, centre, ntk"};
   }
   return out;
 }

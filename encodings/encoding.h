@@ -32,9 +32,12 @@ namespace vitpe {
 // How a kind meets a grid other than the one it was built (trained) for:
 //   interpolate  its tables are resampled to the new grid (coordinates rescaled to the old range)
 //   extrapolate  integer coordinates run past the trained range (fixed formulas, distances)
+//   centre       as extrapolate, with the built grid placed at the centre of the new one
+//                (absolute kinds; relative ones cannot tell it from extrapolate)
+//   ntk          each frequency between the two (integer-coordinate frequency kinds, see below)
 //   none         nothing depends on the grid
-enum class ExtensionRule : uint8_t { none, interpolate, extrapolate };
-const char* rule_name(ExtensionRule e);  // "none", "interpolate", "extrapolate"
+enum class ExtensionRule : uint8_t { none, interpolate, extrapolate, centre, ntk };
+const char* rule_name(ExtensionRule e);  // "none", "interpolate", "extrapolate", "centre", "ntk"
 
 // The rule an evaluation asks for (`vitpe eval|compare --policy`): each kind's own rule
 // (`native`, what training and inference use by default), or one rule for every kind whose
@@ -47,14 +50,42 @@ const char* rule_name(ExtensionRule e);  // "none", "interpolate", "extrapolate"
 //                frequencies as they are, learned tables hold their edge values (absolute
 //                tables repeat the last row/column, relative tables clamp the offset to the
 //                largest one trained), cpb offsets normalised by the built window.
+//   centre       extrapolate anchored at the centre: the absolute kinds (learned1d,
+//                separable2d, sincos2d) place the built grid at row and column centre_offset() of
+//                the new one (its middle part when the new one is smaller), their
+//                values there unchanged, learned tables holding their edges on every side and
+//                sincos2d's coordinates running past them on both sides (negative before it).
+//                Relative kinds see only offsets, which an anchor does not change: extrapolate.
+//   ntk          NTK-aware frequency scaling (as long-context language models scale RoPE), for
+//                the kinds whose angles are integer coordinates times a ladder of frequencies
+//                (rope-axial, rope-mixed, sincos2d): frequency k of the n on an axis (k = 0 the
+//                highest, as initialised) meets an axis s times the built one with its
+//                coordinate scaled by s^(-k/(n-1)) (ntk_scale): the highest frequency keeps
+//                integer coordinates (extrapolates), the lowest is interpolated (1/s), and those
+//                between are scaled geometrically, which for a fixed ladder equals raising the
+//                base theta to theta s^(n/(n-1)). Every other kind takes its native rule.
 // Kinds with no grid-dependent part (none, peg) ignore it.
-enum class ExtensionPolicy : uint8_t { native, interpolate, extrapolate };
-const char* policy_name(ExtensionPolicy p);  // "native", "interpolate", "extrapolate"
-// "native" | "interpolate" | "extrapolate" (also "interp", "extrap") -> the policy; throws
-// std::invalid_argument naming the accepted words otherwise.
+enum class ExtensionPolicy : uint8_t { native, interpolate, extrapolate, centre, ntk };
+// "native", "interpolate", "extrapolate", "centre", "ntk"
+const char* policy_name(ExtensionPolicy p);
+// "native" | "interpolate" | "extrapolate" | "centre" | "ntk" (also "interp", "extrap",
+// "center") -> the policy; throws std::invalid_argument naming the accepted words otherwise.
 ExtensionPolicy parse_policy(const std::string& word);
+// What a kind can do beyond interpolation and extrapolation: anchor an absolute table at the
+// centre, scale a ladder of frequencies (ntk).
+struct RuleAbilities {
+  bool absolute = false;     // centre is its own rule (else it equals extrapolate)
+  bool frequencies = false;  // ntk is its own rule (else the native rule)
+};
 // The rule in effect for a kind whose own rule is `native` under policy p.
-ExtensionRule resolve_rule(ExtensionPolicy p, ExtensionRule native);
+ExtensionRule resolve_rule(ExtensionPolicy p, ExtensionRule native, RuleAbilities can = {});
+// centre's anchor on an axis of `size` cells for a table built with `built`: the built index 0
+// sits at this index, (size - built) / 2 rounded toward zero (negative when smaller: the
+// middle part is kept), as resample_hold_edges(centred) places it.
+inline int64_t centre_offset(int64_t built, int64_t size) { return (size - built) / 2; }
+// ntk's coordinate factor for frequency k of n (k = 0 the highest) on an axis s times the built
+// one: s^(-k/(n-1)); 1 for n == 1 (the highest frequency alone) and for s == 1.
+double ntk_scale(int64_t k, int64_t n, double s);
 
 struct Grid {
   int64_t rows = 0, cols = 0;

@@ -4,6 +4,7 @@
 // KIND:NAME=VALUE[,NAME=VALUE]. At most one part per site (token, attention, conditional); `none`
 // stands alone.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 
@@ -296,6 +297,10 @@ const char* rule_name(ExtensionRule e) {
       return "interpolate";
     case ExtensionRule::extrapolate:
       return "extrapolate";
+    case ExtensionRule::centre:
+      return "centre";
+    case ExtensionRule::ntk:
+      return "ntk";
     default:
       return "none";
   }
@@ -307,6 +312,10 @@ const char* policy_name(ExtensionPolicy p) {
       return "interpolate";
     case ExtensionPolicy::extrapolate:
       return "extrapolate";
+    case ExtensionPolicy::centre:
+      return "centre";
+    case ExtensionPolicy::ntk:
+      return "ntk";
     default:
       return "native";
   }
@@ -316,14 +325,31 @@ ExtensionPolicy parse_policy(const std::string& word) {
   if (word == "native") return ExtensionPolicy::native;
   if (word == "interpolate" || word == "interp") return ExtensionPolicy::interpolate;
   if (word == "extrapolate" || word == "extrap") return ExtensionPolicy::extrapolate;
+  if (word == "centre" || word == "center") return ExtensionPolicy::centre;
+  if (word == "ntk") return ExtensionPolicy::ntk;
   throw std::invalid_argument("unknown extension policy '" + word +
-                              "': expected native, interpolate or extrapolate");
+                              "': expected native, interpolate, extrapolate, centre or ntk");
 }
 
-ExtensionRule resolve_rule(ExtensionPolicy p, ExtensionRule native) {
-  if (native == ExtensionRule::none || p == ExtensionPolicy::native) return native;
-  return p == ExtensionPolicy::interpolate ? ExtensionRule::interpolate
-                                           : ExtensionRule::extrapolate;
+ExtensionRule resolve_rule(ExtensionPolicy p, ExtensionRule native, RuleAbilities can) {
+  if (native == ExtensionRule::none) return native;
+  switch (p) {
+    case ExtensionPolicy::interpolate:
+      return ExtensionRule::interpolate;
+    case ExtensionPolicy::extrapolate:
+      return ExtensionRule::extrapolate;
+    case ExtensionPolicy::centre:
+      return can.absolute ? ExtensionRule::centre : ExtensionRule::extrapolate;
+    case ExtensionPolicy::ntk:
+      return can.frequencies ? ExtensionRule::ntk : native;
+    default:
+      return native;
+  }
+}
+
+double ntk_scale(int64_t k, int64_t n, double s) {
+  if (n <= 1 || s == 1.0) return 1.0;
+  return std::pow(s, -static_cast<double>(k) / static_cast<double>(n - 1));
 }
 
 }  // namespace vitpe

@@ -10,7 +10,9 @@
 // align_corners=False (ops/resample.h). forward() with another grid uses a cached resampled
 // table (recomputed when the learned values change); backward() then goes through the adjoint
 // of the resampling. Under the extrapolate policy the built table is anchored at the top-left
-// patch and its last row and column are repeated past it (a smaller grid takes its top-left part).
+// patch and its last row and column are repeated past it (a smaller grid takes its top-left part);
+// under centre it sits in the middle of the new grid, its edge rows and columns repeated on every
+// side (a smaller grid takes its middle part).
 #include <cstring>
 
 #include "encodings/kinds.h"
@@ -43,7 +45,7 @@ class Learned1d final : public TableTokenEncoding {
 
   std::vector<Param*> params() override { return {&param_}; }
   ExtensionRule extension_rule() const override {
-    return resolve_rule(policy_, ExtensionRule::interpolate);
+    return resolve_rule(policy_, ExtensionRule::interpolate, {.absolute = true});
   }
 
  protected:
@@ -67,24 +69,32 @@ class Learned1d final : public TableTokenEncoding {
     }
     for (int64_t i = 0; i < prefix_ * dim_; ++i) g[i] += d[i];
     Tensor dplanes = patch_rows_to_planes(dtable, prefix_, grid);
-    Tensor back = extension_rule() == ExtensionRule::extrapolate
-                      ? resample_hold_edges_backward(dplanes, grid_.rows, grid_.cols, false)
+    Tensor back = holds_edges()
+                      ? resample_hold_edges_backward(dplanes, grid_.rows, grid_.cols, centred())
                       : resample_backward(dplanes, grid_.rows, grid_.cols, Filter::bicubic, true);
     Tensor gview = param_.grad.reshape({prefix_ + grid_.count(), dim_});
     planes_to_patch_rows(back, gview, prefix_, grid_, /*accumulate=*/true);
   }
 
  private:
+  // Extrapolate and centre hold the built table's edges (anchored at its first patch or at the
+  // middle of the new grid); interpolate resamples it.
+  bool holds_edges() const {
+    const ExtensionRule r = extension_rule();
+    return r == ExtensionRule::extrapolate || r == ExtensionRule::centre;
+  }
+  bool centred() const { return extension_rule() == ExtensionRule::centre; }
+
   // The table [prefix + new_grid.count(), D] resampled from the learned one (extrapolate: the
-  // patch rows at (min(r, R0-1), min(c, C0-1)), the built grid's edges held).
+  // patch rows at (min(r, R0-1), min(c, C0-1)), the built grid's edges held; centre: the same
+  // about the built grid placed at centre_offset()).
   Tensor resampled(Grid new_grid) const {
     Tensor src = param_.value.reshape({prefix_ + grid_.count(), dim_});
     Tensor planes = patch_rows_to_planes(src, prefix_, grid_);
-    Tensor out_planes =
-        extension_rule() == ExtensionRule::extrapolate
-            ? resample_hold_edges(planes, new_grid.rows, new_grid.cols, /*centred=*/false)
-            : vitpe::resample(planes, new_grid.rows, new_grid.cols, Filter::bicubic,
-                              /*antialias=*/true);
+    Tensor out_planes = holds_edges()
+                            ? resample_hold_edges(planes, new_grid.rows, new_grid.cols, centred())
+                            : vitpe::resample(planes, new_grid.rows, new_grid.cols, Filter::bicubic,
+                                              /*antialias=*/true);
     Tensor out = Tensor::empty({prefix_ + new_grid.count(), dim_});
     std::memcpy(out.f32(), src.f32(), sizeof(float) * prefix_ * dim_);
     planes_to_patch_rows(out_planes, out, prefix_, new_grid, /*accumulate=*/false);
@@ -106,7 +116,8 @@ KindDef learned1d_kind() {
   k.extension = ExtensionRule::interpolate;
   k.extension_note =
       "the table is resampled bicubic with antialias, as timm's resample_abs_pos_embed; "
-      "extrapolate: the built table anchored top-left, its last row and column repeated";
+      "extrapolate: the built table anchored top-left, its last row and column repeated; centre: "
+      "anchored in the middle, its edges repeated on every side";
   // A flattened-index position ignores the 2D grid that windowed models are built around.
   k.studied_windowed = false;
   k.make_token = [](const Options&, int64_t dim, Grid grid, int64_t prefix, Rng& rng) {

@@ -63,7 +63,8 @@ class RopeAxial final : public RotationAttentionEncoding {
   // keeps integer coordinates (extrapolate).
   ExtensionRule extension_rule() const override {
     return resolve_rule(policy_,
-                        ref_.rows > 0 ? ExtensionRule::interpolate : ExtensionRule::extrapolate);
+                        ref_.rows > 0 ? ExtensionRule::interpolate : ExtensionRule::extrapolate,
+                        {.frequencies = true});
   }
 
  protected:
@@ -86,7 +87,8 @@ class RopeAxial final : public RotationAttentionEncoding {
 
   // The angles' layout on window w. The built window W0 has the coordinate scale s0 = ref / W0
   // (1 without a reference); interpolate scales window w's coordinates by s0 W0 / w (= ref / w:
-  // every window spans the built range), extrapolate keeps s0 (coordinates run past the range).
+  // every window spans the built range), extrapolate keeps s0 (coordinates run past the range),
+  // ntk keeps s0 and scales pair k of each axis by ntk_scale(k, hd/4, w / W0).
   RopeAxialLayout layout(Grid w) const {
     RopeAxialLayout l{theta_, x_first_, 1.0, 1.0};
     const double s0x = ref_.rows > 0 ? static_cast<double>(ref_.cols) / window_.cols : 1.0;
@@ -97,6 +99,10 @@ class RopeAxial final : public RotationAttentionEncoding {
     } else {
       l.scale_x = s0x;
       l.scale_y = s0y;
+    }
+    if (extension_rule() == ExtensionRule::ntk) {
+      l.ntk_x = static_cast<double>(w.cols) / static_cast<double>(window_.cols);
+      l.ntk_y = static_cast<double>(w.rows) / static_cast<double>(window_.rows);
     }
     return l;
   }
@@ -127,7 +133,8 @@ KindDef rope_axial_kind() {
       "integer coordinates run past the trained range (the same frequencies); with ref=RxC the "
       "coordinates are rescaled to that grid instead (interpolate); the policy interpolate "
       "rescales them into the built range (y R0/R, x C0/C, as ref_feat_shape), extrapolate keeps "
-      "the built window's scale";
+      "the built window's scale; ntk: pair k of hd/4 per axis scales its coordinate by "
+      "s^(-k/(hd/4-1))";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
     return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"),

@@ -13,6 +13,7 @@
 // gradients (from q, k and dq_out, dk_out).
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 #include "encodings/kinds.h"
 #include "encodings/tables.h"
@@ -70,15 +71,15 @@ class RopeMixed final : public RotationAttentionEncoding {
     // angle = x fx + y fy  ->  dfx += x dangle, dfy += y dangle (summed over tokens)
     float* gx = param_.grad.f32();
     float* gy = gx + heads_ * half;
-    const Scale sc = scale(geom.window);
+    const Scales sc = scales(geom.window);
     for (int64_t h = 0; h < heads_; ++h)
       for (int64_t n = 0; n < nw; ++n) {
-        const float x = static_cast<float>(patch_col(n, geom.window.cols) * sc.x);
-        const float y = static_cast<float>(patch_row(n, geom.window.cols) * sc.y);
+        const double col = static_cast<double>(patch_col(n, geom.window.cols));
+        const double row = static_cast<double>(patch_row(n, geom.window.cols));
         const float* da = dangle.f32() + (h * nw + n) * half;
         for (int64_t p = 0; p < half; ++p) {
-          gx[h * half + p] += x * da[p];
-          gy[h * half + p] += y * da[p];
+          gx[h * half + p] += static_cast<float>(col * sc.x[p]) * da[p];
+          gy[h * half + p] += static_cast<float>(row * sc.y[p]) * da[p];
         }
       }
   }
@@ -88,32 +89,45 @@ class RopeMixed final : public RotationAttentionEncoding {
     AttentionTerms t = AttentionEncoding::terms(geom);
     t.rotation_freqs = rope_freqs_from_planes(param_.value);
     // The kernel turns integer coordinates: fold the coordinate scales into the frequencies.
-    const Scale sc = scale(geom.window);
-    if (sc.x != 1.0 || sc.y != 1.0) {
-      float* f = t.rotation_freqs.f32();
-      for (int64_t i = 0; i < t.rotation_freqs.numel() / 2; ++i) {
-        f[2 * i] = static_cast<float>(f[2 * i] * sc.x);
-        f[2 * i + 1] = static_cast<float>(f[2 * i + 1] * sc.y);
-      }
+    const Scales sc = scales(geom.window);
+    const int64_t half = hd_ / 2;
+    float* f = t.rotation_freqs.f32();
+    for (int64_t i = 0; i < t.rotation_freqs.numel() / 2; ++i) {
+      if (sc.x[i % half] != 1.0) f[2 * i] = static_cast<float>(f[2 * i] * sc.x[i % half]);
+      if (sc.y[i % half] != 1.0) f[2 * i + 1] = static_cast<float>(f[2 * i + 1] * sc.y[i % half]);
     }
     return t;
   }
 
   std::vector<Param*> params() override { return {&param_}; }
   ExtensionRule extension_rule() const override {
-    return resolve_rule(policy_, ExtensionRule::extrapolate);
+    return resolve_rule(policy_, ExtensionRule::extrapolate, {.frequencies = true});
   }
 
  private:
-  // Coordinate scales on window w: 1 (extrapolate, integer coordinates), or the built window
-  // over w per axis (interpolate: w spans the built range).
-  struct Scale {
-    double x = 1, y = 1;
+  // Coordinate scales of each pair p on window w, per axis: 1 (extrapolate, integer
+  // coordinates), the built window over w (interpolate: w spans the built range), or ntk's
+  // ntk_scale(k, hd/4, w / built) for the pair's place k = p mod hd/4 on the ladder it was
+  // initialised with (m_k = theta^(-4k/hd); a constant of the pair, so the gradients stay exact).
+  struct Scales {
+    std::vector<double> x, y;  // [hd/2]
   };
-  Scale scale(Grid w) const {
-    if (extension_rule() != ExtensionRule::interpolate) return {};
-    return {static_cast<double>(window_.cols) / static_cast<double>(w.cols),
-            static_cast<double>(window_.rows) / static_cast<double>(w.rows)};
+  Scales scales(Grid w) const {
+    const int64_t half = hd_ / 2, quarter = hd_ / 4;
+    Scales s{std::vector<double>(half, 1.0), std::vector<double>(half, 1.0)};
+    const double rx = static_cast<double>(w.cols) / static_cast<double>(window_.cols);
+    const double ry = static_cast<double>(w.rows) / static_cast<double>(window_.rows);
+    const ExtensionRule rule = extension_rule();
+    for (int64_t p = 0; p < half; ++p) {
+      if (rule == ExtensionRule::interpolate) {
+        s.x[p] = static_cast<double>(window_.cols) / static_cast<double>(w.cols);
+        s.y[p] = static_cast<double>(window_.rows) / static_cast<double>(w.rows);
+      } else if (rule == ExtensionRule::ntk) {
+        s.x[p] = ntk_scale(p % quarter, quarter, rx);
+        s.y[p] = ntk_scale(p % quarter, quarter, ry);
+      }
+    }
+    return s;
   }
 
   // cos_/sin_: [H, Mh*Mw, hd/2] from the current frequencies (cheap next to attention, and the
@@ -127,13 +141,13 @@ class RopeMixed final : public RotationAttentionEncoding {
     }
     const float* fx = param_.value.f32();
     const float* fy = fx + heads_ * half;
-    const Scale sc = scale(w);
+    const Scales sc = scales(w);
     for (int64_t h = 0; h < heads_; ++h)
       for (int64_t n = 0; n < w.count(); ++n) {
-        const double x = static_cast<double>(patch_col(n, w.cols)) * sc.x;
-        const double y = static_cast<double>(patch_row(n, w.cols)) * sc.y;
+        const double col = static_cast<double>(patch_col(n, w.cols));
+        const double row = static_cast<double>(patch_row(n, w.cols));
         for (int64_t p = 0; p < half; ++p) {
-          double a = x * fx[h * half + p] + y * fy[h * half + p];
+          double a = col * sc.x[p] * fx[h * half + p] + row * sc.y[p] * fy[h * half + p];
           cos_.f32()[(h * w.count() + n) * half + p] = static_cast<float>(std::cos(a));
           sin_.f32()[(h * w.count() + n) * half + p] = static_cast<float>(std::sin(a));
         }
@@ -157,7 +171,8 @@ KindDef rope_mixed_kind() {
   k.extension = ExtensionRule::extrapolate;
   k.extension_note =
       "integer coordinates run past the trained range (the learned frequencies); interpolate: "
-      "coordinates (y R0/R, x C0/C) in the built range";
+      "coordinates (y R0/R, x C0/C) in the built range; ntk: pair k of hd/4 (its place on the "
+      "initial ladder) scales its coordinates by s^(-k/(hd/4-1)) per axis";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng& rng) {
     return std::make_unique<RopeMixed>(heads, head_dim, window, o.number("theta"), rng);

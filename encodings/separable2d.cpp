@@ -7,7 +7,8 @@
 // Prefix tokens: learned kind, so each prefix token has its own learned row.
 // Resampling: each table along its own axis, linear, antialias=True, align_corners=False
 // (identical to plain linear interpolation when growing; averages when shrinking). Under the
-// extrapolate policy each table keeps its entries and repeats its last one past them.
+// extrapolate policy each table keeps its entries and repeats its last one past them; under centre
+// the entries sit in the middle of the new axis, the first and last repeated on either side.
 #include <cstring>
 
 #include "encodings/kinds.h"
@@ -41,7 +42,7 @@ class Separable2d final : public TableTokenEncoding {
   }
 
   ExtensionRule extension_rule() const override {
-    return resolve_rule(policy_, ExtensionRule::interpolate);
+    return resolve_rule(policy_, ExtensionRule::interpolate, {.absolute = true});
   }
 
   std::vector<Param*> params() override {
@@ -112,19 +113,26 @@ class Separable2d final : public TableTokenEncoding {
     return p;
   }
 
-  // table [n, w] -> [m, w]: linear along the first axis (extrapolate: entry min(i, n-1)).
+  // Extrapolate and centre hold the tables' edges (from their first entry, or about the built
+  // tables placed at centre_offset()); interpolate resamples them.
+  bool holds_edges() const {
+    const ExtensionRule r = extension_rule();
+    return r == ExtensionRule::extrapolate || r == ExtensionRule::centre;
+  }
+  bool centred() const { return extension_rule() == ExtensionRule::centre; }
+
+  // table [n, w] -> [m, w]: linear along the first axis (extrapolate: entry min(i, n-1); centre:
+  // entry clamp(i - centre_offset(n, m), 0, n-1)).
   Tensor axis(const Tensor& table, int64_t m) const {
-    if (extension_rule() == ExtensionRule::extrapolate)
-      return resample_hold_edges(table, m, table.size(1), /*centred=*/false);
+    if (holds_edges()) return resample_hold_edges(table, m, table.size(1), centred());
     return vitpe::resample(table, m, table.size(1), Filter::bilinear, /*antialias=*/true);
   }
 
   void add_axis_grad(Param& p, const Tensor& g, int64_t n_used, int64_t n_own) const {
     Tensor back = n_used == n_own ? g
-                  : extension_rule() == ExtensionRule::extrapolate
-                      ? resample_hold_edges_backward(g, n_own, g.size(1), /*centred=*/false)
-                      : resample_backward(g, n_own, g.size(1), Filter::bilinear,
-                                          /*antialias=*/true);
+                  : holds_edges() ? resample_hold_edges_backward(g, n_own, g.size(1), centred())
+                                  : resample_backward(g, n_own, g.size(1), Filter::bilinear,
+                                                      /*antialias=*/true);
     for (int64_t i = 0; i < back.numel(); ++i) p.grad.f32()[i] += back.f32()[i];
   }
 
@@ -147,7 +155,7 @@ KindDef separable2d_kind() {
   k.extension = ExtensionRule::interpolate;
   k.extension_note =
       "the row and column tables are resampled linearly along their axes; extrapolate: their "
-      "last entries repeated";
+      "last entries repeated; centre: their entries in the middle, the edge ones repeated";
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng& rng) {
     return std::make_unique<Separable2d>(dim, grid, prefix, o.str("mode") == "concat", rng);
   };

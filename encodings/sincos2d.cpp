@@ -25,24 +25,39 @@ class Sincos2d final : public TableTokenEncoding {
 
   std::vector<Param*> params() override { return {}; }
   ExtensionRule extension_rule() const override {
-    return resolve_rule(policy_, ExtensionRule::extrapolate);
+    return resolve_rule(policy_, ExtensionRule::extrapolate,
+                        {.absolute = true, .frequencies = true});
   }
 
  protected:
   const Tensor& table_ref(Grid grid) override {
     check_grid(kind_, grid);
     return cache_.get(grid, {}, [&] {
-      // interpolate: the coordinates rescaled into the built grid's range (r R0/R, c C0/C).
-      const bool interp = extension_rule() == ExtensionRule::interpolate;
       return sincos2d_table(grid, dim_, prefix_, temperature_,
                             timm_layout_ ? Sincos2dLayout::timm : Sincos2dLayout::mae,
-                            interp ? static_cast<double>(grid_.rows) / grid.rows : 1.0,
-                            interp ? static_cast<double>(grid_.cols) / grid.cols : 1.0);
+                            axis(grid_.rows, grid.rows), axis(grid_.cols, grid.cols));
     });
   }
   void policy_changed() override { cache_.clear(); }
 
  private:
+  // An axis of `size` cells, built with `built`, under the rule in effect: interpolate rescales
+  // the coordinates into the built range, centre anchors the built cells at the middle, ntk
+  // scales each frequency by its part (extrapolate: integer coordinates from the first cell).
+  AxisCoordinates axis(int64_t built, int64_t size) const {
+    const double ratio = static_cast<double>(size) / static_cast<double>(built);
+    switch (extension_rule()) {
+      case ExtensionRule::interpolate:
+        return {static_cast<double>(built) / static_cast<double>(size), 0, 1};
+      case ExtensionRule::centre:
+        return {1, centre_offset(built, size), 1};
+      case ExtensionRule::ntk:
+        return {1, 0, ratio};
+      default:
+        return {};
+    }
+  }
+
   double temperature_;
   bool timm_layout_;
   DerivedCache cache_;
@@ -64,7 +79,9 @@ KindDef sincos2d_kind() {
   k.extension = ExtensionRule::extrapolate;
   k.extension_note =
       "integer row and column coordinates run past the trained range; interpolate: coordinates "
-      "(r R0/R, c C0/C) in the built range";
+      "(r R0/R, c C0/C) in the built range; centre: the built grid in the middle, coordinates "
+      "running past it on both sides; ntk: frequency k of D/4 scales its coordinate by "
+      "s^(-k/(D/4-1))";
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng&) {
     return std::make_unique<Sincos2d>(dim, grid, prefix, o.number("T"), o.str("layout") == "timm");
   };

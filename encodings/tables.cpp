@@ -15,6 +15,12 @@ void require(bool cond, const char* what, const std::string& found) {
 
 Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
                       Sincos2dLayout layout, double scale_y, double scale_x) {
+  return sincos2d_table(grid, dim, prefix, temperature, layout, AxisCoordinates{scale_y, 0, 1},
+                        AxisCoordinates{scale_x, 0, 1});
+}
+
+Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
+                      Sincos2dLayout layout, AxisCoordinates ay, AxisCoordinates ax) {
   require(dim > 0 && dim % 4 == 0, "sincos2d: dim must be a positive multiple of 4",
           std::to_string(dim));
   const int64_t P = dim / 4;
@@ -25,14 +31,15 @@ Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature
   Tensor t = Tensor::zeros({prefix + grid.count(), dim});
   for (int64_t n = 0; n < grid.count(); ++n) {
     float* row = t.f32() + (prefix + n) * dim;
-    const double y = static_cast<double>(n / grid.cols) * scale_y;
-    const double x = static_cast<double>(n % grid.cols) * scale_x;
+    const double y = static_cast<double>(n / grid.cols - ay.offset) * ay.scale;
+    const double x = static_cast<double>(n % grid.cols - ax.offset) * ax.scale;
     for (int64_t k = 0; k < P; ++k) {
       const double w = std::pow(temperature, -static_cast<double>(k) / P);
-      row[sx + k] = static_cast<float>(std::sin(x * w));
-      row[cx + k] = static_cast<float>(std::cos(x * w));
-      row[sy + k] = static_cast<float>(std::sin(y * w));
-      row[cy + k] = static_cast<float>(std::cos(y * w));
+      const double xw = x * w * ntk_scale(k, P, ax.ntk), yw = y * w * ntk_scale(k, P, ay.ntk);
+      row[sx + k] = static_cast<float>(std::sin(xw));
+      row[cx + k] = static_cast<float>(std::cos(xw));
+      row[sy + k] = static_cast<float>(std::sin(yw));
+      row[cy + k] = static_cast<float>(std::cos(yw));
     }
   }
   return t;
@@ -81,7 +88,10 @@ void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim,
     const double first = layout.x_first ? x : y, second = layout.x_first ? y : x;
     for (int64_t p = 0; p < half; ++p) {
       const int64_t k = p % quarter;
-      const double a = (p < quarter ? first : second) * std::pow(layout.theta, -4.0 * k / head_dim);
+      const bool first_half = p < quarter;
+      const double ratio = first_half == layout.x_first ? layout.ntk_x : layout.ntk_y;
+      const double a = (first_half ? first : second) * std::pow(layout.theta, -4.0 * k / head_dim) *
+                       ntk_scale(k, quarter, ratio);
       cos.f32()[n * half + p] = static_cast<float>(std::cos(a));
       sin.f32()[n * half + p] = static_cast<float>(std::sin(a));
     }
@@ -96,12 +106,15 @@ Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, const RopeAxialLayout& 
   const int first = layout.x_first ? 0 : 1;  // the axis of the first half of the pairs
   const double s0 = layout.x_first ? layout.scale_x : layout.scale_y;
   const double s1 = layout.x_first ? layout.scale_y : layout.scale_x;
+  const double r0 = layout.x_first ? layout.ntk_x : layout.ntk_y;
+  const double r1 = layout.x_first ? layout.ntk_y : layout.ntk_x;
   Tensor f = Tensor::zeros({heads, half, 2});
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t k = 0; k < quarter; ++k) {
       const double w = std::pow(layout.theta, -4.0 * k / head_dim);
-      f.f32()[(h * half + k) * 2 + first] = static_cast<float>(s0 * w);
-      f.f32()[(h * half + quarter + k) * 2 + (1 - first)] = static_cast<float>(s1 * w);
+      f.f32()[(h * half + k) * 2 + first] = static_cast<float>(s0 * w * ntk_scale(k, quarter, r0));
+      f.f32()[(h * half + quarter + k) * 2 + (1 - first)] =
+          static_cast<float>(s1 * w * ntk_scale(k, quarter, r1));
     }
   }
   return f;

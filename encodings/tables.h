@@ -21,6 +21,17 @@ enum class Sincos2dLayout : uint8_t { mae, timm };
 // scale_y and x = column * scale_x (1: integer coordinates; R0/R: rescaled to a built grid).
 Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
                       Sincos2dLayout layout, double scale_y = 1, double scale_x = 1);
+// One axis of a fixed table on another grid: integer index i becomes the coordinate
+// (i - offset) * scale, times ntk_scale(k, n, ntk) for frequency k of the n on the axis
+// (encoding.h: the centre policy's anchor is the offset, the ntk policy's axis ratio is ntk).
+struct AxisCoordinates {
+  double scale = 1;
+  int64_t offset = 0;
+  double ntk = 1;
+};
+// sincos2d_table with each axis's coordinates given in full (the overload above: scale alone).
+Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
+                      Sincos2dLayout layout, AxisCoordinates y, AxisCoordinates x);
 
 // -> [prefix + tokens, dim]: channels (2i, 2i+1) = sin, cos of n * T^(-2i/dim) for the flattened
 // patch index n; prefix rows are zero. dim even.
@@ -36,10 +47,13 @@ std::vector<double> alibi2d_slopes(int64_t heads);
 // follows (x = column first: timm's grid_indexing 'xy'; y first: 'ij'), and the coordinate
 // scale per axis (1 for integer coordinates; timm's ref_feat_shape r on a grid of s cells scales
 // by r / s).
+// ntk_x, ntk_y: the ntk policy's ratio of the window to the built one per axis (1: off); pair k
+// of an axis then turns by its coordinate times ntk_scale(k, hd/4, ratio) as well.
 struct RopeAxialLayout {
   double theta = 100;
   bool x_first = true;
   double scale_x = 1, scale_y = 1;
+  double ntk_x = 1, ntk_y = 1;
 };
 
 // RoPE-ViT axial angles -> cos, sin: [1, grid.count(), hd/2]. With x first, pair p < hd/4 turns
@@ -50,7 +64,8 @@ void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim,
 
 // The same angles as frequencies for AttentionTerms::rotation_freqs -> [H, hd/2, 2] (angle =
 // x * f[.., 0] + y * f[.., 1] on integer coordinates, so the scales are folded in): with x first,
-// pair k < hd/4 has (scale_x theta^(-4k/hd), 0), pair hd/4 + k (0, scale_y theta^(-4k/hd)).
+// pair k < hd/4 has (scale_x theta^(-4k/hd), 0), pair hd/4 + k (0, scale_y theta^(-4k/hd)), each
+// times its ntk factor.
 Tensor rope_axial_freqs(int64_t heads, int64_t head_dim, const RopeAxialLayout& layout);
 
 // rope-mixed's parameter planes [2, H, hd/2] = (fx, fy) -> frequencies [H, hd/2, 2].

@@ -334,18 +334,21 @@ TEST(Cli, EvalUnderEachExtensionPolicy) {
   }
   const std::string model = std::string(VITPE_SOURCE_DIR) + "/models/vit-fmnist.safetensors";
   CmdResult r = vitpe("eval --model " + model + " --dataset folder:" + dir.string() +
-                      " --sizes 28,36 --policy interpolate,extrapolate --json --no-progress "
-                      "--classes-by-index");
+                      " --sizes 28,36 --policy interpolate,extrapolate,center,ntk --json "
+                      "--no-progress --classes-by-index");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   const auto& res = j.at("results");
-  ASSERT_EQ(res.size(), 3u) << r.out;
+  ASSERT_EQ(res.size(), 5u) << r.out;
   EXPECT_EQ(res[0].at("policy"), "trained size");
-  EXPECT_EQ(res[1].at("policy"), "interpolate");
-  EXPECT_EQ(res[1].at("extension_rules"), "sincos2d interpolate");
-  EXPECT_EQ(res[2].at("policy"), "extrapolate");
-  EXPECT_EQ(res[2].at("extension_rules"), "sincos2d extrapolate");
-  EXPECT_NE(res[1].at("loss").get<double>(), res[2].at("loss").get<double>());
+  const char* policies[] = {"interpolate", "extrapolate", "centre", "ntk"};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(res[i + 1].at("policy"), policies[i]);
+    EXPECT_EQ(res[i + 1].at("extension_rules"), std::string("sincos2d ") + policies[i]);
+    for (int k = 0; k < i; ++k)  // four different models at 36 px
+      EXPECT_NE(res[i + 1].at("loss").get<double>(), res[k + 1].at("loss").get<double>())
+          << policies[i] << " against " << policies[k];
+  }
 
   r = vitpe("eval --model " + model + " --dataset folder:" + dir.string() + " --policy nearest");
   EXPECT_EQ(r.code, 2) << r.out;

@@ -5,7 +5,9 @@
 // interpolating to a grid twice as large puts token (2r, 2c) where (r, c) was; extrapolating a
 // learned table repeats its edges (relative tables clamp offsets); backward through each new
 // path against finite differences; and the model-level switch with the rules it reports.
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "encodings/encoding.h"
 #include "encodings/tables.h"
@@ -56,6 +58,68 @@ TEST(ExtensionPolicy, NamesParseAndResolve) {
   EXPECT_EQ(resolve_rule(ExtensionPolicy::extrapolate, ExtensionRule::interpolate),
             ExtensionRule::extrapolate);
   EXPECT_EQ(resolve_rule(ExtensionPolicy::interpolate, ExtensionRule::none), ExtensionRule::none);
+  // centre and ntk: their own rules only where the kind can tell them apart.
+  EXPECT_EQ(parse_policy("centre"), ExtensionPolicy::centre);
+  EXPECT_EQ(parse_policy("center"), ExtensionPolicy::centre);
+  EXPECT_EQ(parse_policy("ntk"), ExtensionPolicy::ntk);
+  EXPECT_STREQ(policy_name(ExtensionPolicy::centre), "centre");
+  EXPECT_STREQ(policy_name(ExtensionPolicy::ntk), "ntk");
+  EXPECT_STREQ(rule_name(ExtensionRule::ntk), "ntk");
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::centre, ExtensionRule::interpolate, {.absolute = true}),
+            ExtensionRule::centre);
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::centre, ExtensionRule::interpolate),
+            ExtensionRule::extrapolate);
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::ntk, ExtensionRule::interpolate, {.frequencies = true}),
+            ExtensionRule::ntk);
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::ntk, ExtensionRule::interpolate),
+            ExtensionRule::interpolate);
+  EXPECT_EQ(resolve_rule(ExtensionPolicy::ntk, ExtensionRule::none, {.frequencies = true}),
+            ExtensionRule::none);
+  // ntk's factor: 1 for the highest frequency, 1/s for the lowest, geometric between.
+  EXPECT_EQ(ntk_scale(0, 4, 2.0), 1.0);
+  EXPECT_DOUBLE_EQ(ntk_scale(3, 4, 2.0), 0.5);
+  EXPECT_DOUBLE_EQ(ntk_scale(1, 4, 8.0), 0.5);
+  EXPECT_DOUBLE_EQ(ntk_scale(2, 3, 0.5), 2.0);
+  EXPECT_EQ(ntk_scale(0, 1, 2.0), 1.0);
+  EXPECT_EQ(ntk_scale(2, 4, 1.0), 1.0);
+  EXPECT_EQ(centre_offset(3, 7), 2);
+  EXPECT_EQ(centre_offset(4, 2), -1);
+}
+
+// Which kinds have rules of their own under centre and ntk, and that each says so in its note:
+// the absolute tables centre, the integer-coordinate frequency ladders ntk; every other kind with
+// a grid-dependent part extrapolates under centre and keeps its own rule under ntk.
+TEST(ExtensionPolicy, CentreAndNtkAreRulesOfTheKindsThatCanTellThem) {
+  const std::set<std::string> absolute{"learned1d", "separable2d", "sincos2d"};
+  const std::set<std::string> ladders{"sincos2d", "rope-axial", "rope-mixed"};
+  for (const EncodingKindInfo& k : encoding_kinds()) {
+    if (k.site != EncodingSite::token && k.site != EncodingSite::attention) continue;
+    auto rules = [&](ExtensionPolicy p) {
+      if (k.site == EncodingSite::token) {
+        auto e = token(k.name, {3, 4}, 1);
+        e->set_extension_policy(p);
+        return e->extension_rule();
+      }
+      auto e = attention(k.name, {3, 4}, 1);
+      e->set_extension_policy(p);
+      return e->extension_rule();
+    };
+    const ExtensionRule centre = rules(ExtensionPolicy::centre), ntk = rules(ExtensionPolicy::ntk);
+    if (k.extension == ExtensionRule::none) {
+      EXPECT_EQ(centre, ExtensionRule::none) << k.name;
+      EXPECT_EQ(ntk, ExtensionRule::none) << k.name;
+      continue;
+    }
+    EXPECT_EQ(centre, absolute.count(k.name) ? ExtensionRule::centre : ExtensionRule::extrapolate)
+        << k.name;
+    EXPECT_EQ(ntk, ladders.count(k.name) ? ExtensionRule::ntk : k.extension) << k.name;
+    if (absolute.count(k.name)) {
+      EXPECT_NE(k.extension_note.find("centre"), std::string::npos) << k.name;
+    }
+    if (ladders.count(k.name)) {
+      EXPECT_NE(k.extension_note.find("ntk"), std::string::npos) << k.name;
+    }
+  }
 }
 
 // The rule a built part reports under the native policy is the registry's, for every kind, and
@@ -104,7 +168,8 @@ TEST(ExtensionPolicy, BuiltGridIsTheSameUnderEveryPolicy) {
   for (const std::string spec : {"learned1d", "sincos1d", "separable2d", "sincos2d"}) {
     auto e = token(spec, g, 1);
     const Tensor native = e->table(g);
-    for (ExtensionPolicy p : {ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate}) {
+    for (ExtensionPolicy p : {ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate,
+                              ExtensionPolicy::centre, ExtensionPolicy::ntk}) {
       e->set_extension_policy(p);
       EXPECT_EQ(max_rel_error(e->table(g), native), 0.0) << spec << " " << policy_name(p);
     }
@@ -118,7 +183,8 @@ TEST(ExtensionPolicy, BuiltGridIsTheSameUnderEveryPolicy) {
     Tensor q = random_tensor({1, 2, N, 8}, 1), k = random_tensor({1, 2, N, 8}, 2);
     Tensor q0 = Tensor::empty(q.shape()), k0 = Tensor::empty(k.shape());
     e->rotate(q0, k0, q, k, {g, 1});
-    for (ExtensionPolicy p : {ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate}) {
+    for (ExtensionPolicy p : {ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate,
+                              ExtensionPolicy::centre, ExtensionPolicy::ntk}) {
       e->set_extension_policy(p);
       Tensor b = Tensor::empty({2, N, N}), q1 = Tensor::empty(q.shape()),
              k1 = Tensor::empty(k.shape());
@@ -159,6 +225,107 @@ TEST(ExtensionPolicy, LearnedTablesHoldTheirEdges) {
     e->set_extension_policy(ExtensionPolicy::extrapolate);
     EXPECT_GT(max_rel_error(ti, e->table({5, 6})), 1e-3) << spec;
   }
+}
+
+// Centre-anchored absolute tables: the built table sits at centre_offset() of the new grid
+// unchanged (its middle part when smaller), learned tables hold their edges on every side, and
+// sincos2d's coordinates run past the built grid on both sides (negative before it).
+TEST(ExtensionPolicy, CentreAnchorsAbsoluteTablesInTheMiddle) {
+  const Grid built{3, 4};
+  for (const std::string spec : {"learned1d", "separable2d", "separable2d:mode=concat", "sincos2d",
+                                 "sincos2d:layout=timm"}) {
+    auto e = token(spec, built, 1);
+    const Tensor t0 = e->table(built);
+    e->set_extension_policy(ExtensionPolicy::centre);
+    const bool learned = spec.rfind("sincos2d", 0) != 0;
+    for (Grid g : {Grid{7, 8}, Grid{1, 2}, Grid{4, 3}}) {
+      const int64_t oy = centre_offset(built.rows, g.rows), ox = centre_offset(built.cols, g.cols);
+      const Tensor t = e->table(g);
+      ASSERT_EQ(t.shape(), Shape({1 + g.count(), 16}));
+      double worst = 0;
+      for (int64_t r = 0; r < g.rows; ++r)
+        for (int64_t c = 0; c < g.cols; ++c) {
+          const bool inside =
+              r - oy >= 0 && r - oy < built.rows && c - ox >= 0 && c - ox < built.cols;
+          if (!inside && !learned) continue;
+          const int64_t br = std::clamp<int64_t>(r - oy, 0, built.rows - 1);
+          const int64_t bc = std::clamp<int64_t>(c - ox, 0, built.cols - 1);
+          for (int64_t d = 0; d < 16; ++d)
+            worst = std::max(worst, static_cast<double>(std::fabs(at(t, 1, g, r, c, d) -
+                                                                  at(t0, 1, built, br, bc, d))));
+        }
+      EXPECT_LT(worst, 1e-6) << spec << " at " << g.str();
+    }
+  }
+  // sincos2d at patch (0, 0) of a 7x8 grid: coordinates (-2, -2), the first channel sin(-2 w_0).
+  auto e = token("sincos2d", built, 0);
+  e->set_extension_policy(ExtensionPolicy::centre);
+  const Grid g{7, 8};
+  const Tensor t = e->table(g);
+  EXPECT_NEAR(at(t, 0, g, 0, 0, 0), std::sin(-2.0), 1e-6);  // mae layout: sin(x w_0), w_0 = 1
+  EXPECT_NEAR(at(t, 0, g, 6, 7, 8), std::sin(4.0), 1e-6);   // channel 2P: sin(y w_0), y = 6 - 2
+  // Extrapolation anchors at the first patch instead: another table.
+  e->set_extension_policy(ExtensionPolicy::extrapolate);
+  EXPECT_GT(max_rel_error(e->table(g), t), 1e-2);
+}
+
+// ntk on a grid s times the built one per axis: frequency k of the n on an axis turns by its
+// coordinate times s^(-k/(n-1)): the highest frequency as extrapolated, the lowest as
+// interpolated, the middle ones between; the rotations themselves follow their terms.
+TEST(ExtensionPolicy, NtkScalesEachFrequencyByItsPart) {
+  const Grid built{3, 4}, used{6, 12};  // s = 2 down the rows, 3 along the columns
+  const int64_t hd = 16, quarter = hd / 4, half = hd / 2;
+  for (const std::string spec : {"rope-axial", "rope-mixed", "rope-axial:indexing=ij"}) {
+    auto e = attention(spec, built, 0, 2, hd);
+    const Tensor f0 = e->terms({built, 0}).rotation_freqs;  // [H, hd/2, 2]
+    e->set_extension_policy(ExtensionPolicy::ntk);
+    const Tensor fn = e->terms({used, 0}).rotation_freqs;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t p = 0; p < half; ++p) {
+        const int64_t k = p % quarter;
+        const double sx = std::pow(3.0, -static_cast<double>(k) / (quarter - 1));
+        const double sy = std::pow(2.0, -static_cast<double>(k) / (quarter - 1));
+        const int64_t i = (h * half + p) * 2;
+        EXPECT_NEAR(fn.at(i), f0.at(i) * sx, 1e-6 * std::fabs(f0.at(i)) + 1e-9) << spec << p;
+        EXPECT_NEAR(fn.at(i + 1), f0.at(i + 1) * sy, 1e-6 * std::fabs(f0.at(i + 1)) + 1e-9)
+            << spec << p;
+      }
+    // The rotation applied on the CPU is the one the terms describe: pair p of head h at patch
+    // (y, x) turns by x f[.., 0] + y f[.., 1].
+    const int64_t N = used.count();
+    Tensor q = random_tensor({1, 2, N, hd}, 41), k = random_tensor({1, 2, N, hd}, 42);
+    Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(k.shape());
+    e->rotate(qo, ko, q, k, {used, 0});
+    double worst = 0;
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t p = 0; p < half; ++p) {
+          const double a = (n % used.cols) * fn.at((h * half + p) * 2) +
+                           (n / used.cols) * fn.at((h * half + p) * 2 + 1);
+          const float* x = q.f32() + (h * N + n) * hd + 2 * p;
+          const float* y = qo.f32() + (h * N + n) * hd + 2 * p;
+          worst = std::max(worst, std::fabs(y[0] - (x[0] * std::cos(a) - x[1] * std::sin(a))));
+          worst = std::max(worst, std::fabs(y[1] - (x[0] * std::sin(a) + x[1] * std::cos(a))));
+        }
+    EXPECT_LT(worst, 1e-4) << spec;
+  }
+  // sincos2d: channel k of the x quarter is sin(x w_k s^(-k/(P-1))), P = D/4.
+  auto e = token("sincos2d", built, 0);
+  e->set_extension_policy(ExtensionPolicy::ntk);
+  const Tensor t = e->table(used);
+  const int64_t P = 4;
+  for (int64_t k = 0; k < P; ++k) {
+    const double w = std::pow(10000.0, -static_cast<double>(k) / P);
+    const double x = 11, y = 5;
+    EXPECT_NEAR(at(t, 0, used, 5, 11, k), std::sin(x * w * std::pow(3.0, -k / 3.0)), 1e-6) << k;
+    EXPECT_NEAR(at(t, 0, used, 5, 11, 2 * P + k), std::sin(y * w * std::pow(2.0, -k / 3.0)), 1e-6)
+        << k;
+  }
+  // Kinds without a frequency ladder keep their own rule: learned1d interpolates.
+  auto l = token("learned1d", built, 1);
+  const Tensor native = l->table(used);
+  l->set_extension_policy(ExtensionPolicy::ntk);
+  EXPECT_EQ(max_rel_error(l->table(used), native), 0.0);
 }
 
 // Interpolated fixed tables: on a grid twice as large (both axes), patch (2r, 2c) has the built
@@ -292,24 +459,24 @@ TEST(ExtensionPolicy, CpbPoliciesScaleOffsets) {
 // Backward through every new path (held edges, clamped offsets, scaled coordinates) against
 // finite differences, at a larger and a smaller grid.
 TEST(ExtensionPolicy, BackwardMatchesFiniteDifferences) {
-  for (const std::string spec : {"learned1d", "separable2d"}) {
-    for (Grid used : {Grid{4, 6}, Grid{2, 3}}) {
-      auto e = token(spec, {3, 4}, 1);
-      e->set_extension_policy(ExtensionPolicy::extrapolate);
-      const int64_t n = 1 + used.count();
-      Tensor w = random_tensor({2, n, 16}, 7);
-      for (Param* p : e->params()) p->grad.zero();
-      e->backward(w, used);
-      auto loss = [&] {
-        Tensor x = Tensor::zeros({2, n, 16});
-        e->forward(x, used);
-        return weighted_sum(x, w);
-      };
-      for (Param* p : e->params())
-        EXPECT_LT(max_rel_error(p->grad, numeric_grad(p->value, loss)), 1e-3)
-            << spec << " " << p->name << " at " << used.str();
-    }
-  }
+  for (const std::string spec : {"learned1d", "separable2d"})
+    for (ExtensionPolicy policy : {ExtensionPolicy::extrapolate, ExtensionPolicy::centre})
+      for (Grid used : {Grid{4, 6}, Grid{2, 3}, Grid{7, 2}}) {
+        auto e = token(spec, {3, 4}, 1);
+        e->set_extension_policy(policy);
+        const int64_t n = 1 + used.count();
+        Tensor w = random_tensor({2, n, 16}, 7);
+        for (Param* p : e->params()) p->grad.zero();
+        e->backward(w, used);
+        auto loss = [&] {
+          Tensor x = Tensor::zeros({2, n, 16});
+          e->forward(x, used);
+          return weighted_sum(x, w);
+        };
+        for (Param* p : e->params())
+          EXPECT_LT(max_rel_error(p->grad, numeric_grad(p->value, loss)), 1e-3)
+              << spec << " " << policy_name(policy) << " " << p->name << " at " << used.str();
+      }
   for (Grid used : {Grid{4, 5}, Grid{1, 2}}) {
     const int64_t H = 2, N = 1 + used.count();
     auto e = attention("relbias", {2, 3}, 1);
@@ -325,12 +492,12 @@ TEST(ExtensionPolicy, BackwardMatchesFiniteDifferences) {
     };
     EXPECT_LT(max_rel_error(p->grad, numeric_grad(p->value, loss)), 1e-3) << used.str();
   }
-  {
+  for (ExtensionPolicy policy : {ExtensionPolicy::interpolate, ExtensionPolicy::ntk}) {
     // rope-mixed's frequency gradient with the scaled coordinates.
     const Grid used{6, 8};
     const int64_t N = used.count();
     auto e = attention("rope-mixed", {3, 4}, 0);
-    e->set_extension_policy(ExtensionPolicy::interpolate);
+    e->set_extension_policy(policy);
     Tensor q = random_tensor({1, 2, N, 8}, 31), k = random_tensor({1, 2, N, 8}, 32);
     Tensor wq = random_tensor(q.shape(), 33), wk = random_tensor(k.shape(), 34);
     Tensor dq = Tensor::zeros(q.shape()), dk = Tensor::zeros(k.shape());
@@ -342,7 +509,8 @@ TEST(ExtensionPolicy, BackwardMatchesFiniteDifferences) {
       e->rotate(qo, ko, q, k, {used, 0});
       return weighted_sum(qo, wq) + weighted_sum(ko, wk);
     };
-    EXPECT_LT(max_rel_error(p->grad, numeric_grad(p->value, loss, 1e-3)), 2e-3);
+    EXPECT_LT(max_rel_error(p->grad, numeric_grad(p->value, loss, 1e-3)), 2e-3)
+        << policy_name(policy);
   }
 }
 
