@@ -1,8 +1,11 @@
-// `vitpe report RESULTS_JSON`: report.html (and results.csv) rendered again from a comparison's
-// results.json, e.g. for results kept without their run folders or written by an earlier
-// version, whose report this version draws with its current charts and statistics. The encoding
-// pictures need the trained models and are left out (the report says the comparison's own
-// report.html has them).
+// `vitpe report RESULTS_JSON...`: report.html (and results.csv) rendered again from one or more
+// comparisons' results.json, e.g. for results kept without their run folders, written by an
+// earlier version (drawn with the current charts and statistics), or split into several
+// resumable invocations (by kind or by regime) that one report should compare. Several files
+// must have the same evaluation columns; their runs are merged, each file's encodings renamed
+// "KIND@TAG" with --tag so that the same kind under two regimes stays two rows. The encoding
+// pictures a results.json lists are linked where their files still lie beside it.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ReportOptions {
-  std::string results, out, csv;
+  std::vector<std::string> results;
+  std::vector<std::string> tags;
+  std::string out, csv, title;
   bool force = false;
 };
 
@@ -43,34 +48,157 @@ void check_free(const std::string& path, bool force) {
     throw ExitError{1, "report: " + path + " exists; --force replaces it, or choose another --out"};
 }
 
-void run_report(const ReportOptions& o) {
-  const std::string text = read_all(o.results);
+CompareResults read_results(const std::string& path) {
+  const std::string text = read_all(path);
   CompareResults r;
   try {
     r = parse_results_json(text);
   } catch (const std::exception& e) {
-    throw ExitError{1, "report: " + o.results +
+    throw ExitError{1, "report: " + path +
                            ": expected the results.json `vitpe compare` writes (title, encodings, "
                            "seeds, sizes, runs, ...), found: " +
                            e.what()};
   }
-  if (r.runs.empty()) throw ExitError{1, "report: " + o.results + " holds no runs"};
+  if (r.runs.empty()) throw ExitError{1, "report: " + path + " holds no runs"};
   for (const RunResult& run : r.runs) {
     if (run.accuracy.size() != r.sizes.size())
-      throw ExitError{1, "report: " + o.results + ": run " + run.encoding + " seed " +
+      throw ExitError{1, "report: " + path + ": run " + run.encoding + " seed " +
                              std::to_string(run.seed) + " has " +
                              std::to_string(run.accuracy.size()) +
-                             " accuracies, expected one per "
-                             "column (" +
+                             " accuracies, expected one per column (" +
                              std::to_string(r.sizes.size()) + ")"};
   }
+  return r;
+}
+
+// The pictures `r` lists that still lie beside its results.json (`from`), linked from the
+// report at `out`; returns how many were missing.
+size_t relink_pictures(CompareResults& r, const fs::path& from, const fs::path& out) {
+  size_t missing = 0;
+  const fs::path base = fs::absolute(from).parent_path();
+  const fs::path page_dir = fs::absolute(out).parent_path();
+  for (auto& [enc, pics] : r.pictures) {
+    std::vector<Picture> kept;
+    for (Picture& p : pics) {
+      std::error_code ec;
+      const fs::path file = (base / p.file).lexically_normal();
+      if (!fs::is_regular_file(file, ec)) {
+        ++missing;
+        continue;
+      }
+      p.file = file.lexically_relative(page_dir.lexically_normal()).generic_string();
+      kept.push_back(std::move(p));
+    }
+    pics = std::move(kept);
+  }
+  std::erase_if(r.pictures, [](const auto& e) { return e.second.empty(); });
+  return missing;
+}
+
+// Adds b's runs, encodings, seeds, pictures and time to a (the columns checked equal); settings
+// and versions that differ keep every file's value, labelled with its tag.
+void merge_into(CompareResults& a, const CompareResults& b, const std::string& a_label,
+                const std::string& b_label, const std::string& b_path) {
+  auto differ = [&](const char* what) {
+    return ExitError{1, "report: " + b_path + " has other " + what +
+                            " than the first results.json; only comparisons with the same "
+                            "evaluation columns (sizes, policies, protocols, training size) merge"};
+  };
+  if (b.sizes != a.sizes) throw differ("sizes");
+  if (b.policies != a.policies) throw differ("policies");
+  if (b.protocols != a.protocols) throw differ("protocols");
+  if (b.train_size != a.train_size) throw differ("training size");
+  for (const RunResult& run : b.runs) {
+    for (const RunResult& have : a.runs)
+      if (have.encoding == run.encoding && have.seed == run.seed)
+        throw ExitError{1, "report: run " + run.encoding + " seed " + std::to_string(run.seed) +
+                               " is in " + b_path +
+                               " and in an earlier results.json: --tag names each file's runs "
+                               "apart (KIND@TAG)"};
+    a.runs.push_back(run);
+  }
+  for (const std::string& e : b.encodings)
+    if (std::find(a.encodings.begin(), a.encodings.end(), e) == a.encodings.end())
+      a.encodings.push_back(e);
+  for (uint64_t s : b.seeds)
+    if (std::find(a.seeds.begin(), a.seeds.end(), s) == a.seeds.end()) a.seeds.push_back(s);
+  for (const auto& p : b.pictures) a.pictures.push_back(p);
+  a.wall_seconds += b.wall_seconds;
+  auto merge_pairs = [&](std::vector<std::pair<std::string, std::string>>& to,
+                         const std::vector<std::pair<std::string, std::string>>& from) {
+    for (const auto& [k, v] : from) {
+      auto it = std::find_if(to.begin(), to.end(), [&](const auto& e) { return e.first == k; });
+      if (it == to.end()) {
+        to.emplace_back(k, b_label + ": " + v);
+      } else if (it->second != v && it->second.find(b_label + ": ") == std::string::npos) {
+        if (it->second.find(a_label + ": ") != 0) it->second = a_label + ": " + it->second;
+        it->second += "; " + b_label + ": " + v;
+      }
+    }
+  };
+  merge_pairs(a.settings, b.settings);
+  merge_pairs(a.versions, b.versions);
+}
+
+// Renames every encoding of r to "KIND@TAG".
+void tag_encodings(CompareResults& r, const std::string& tag) {
+  auto name = [&](const std::string& e) { return e + "@" + tag; };
+  for (std::string& e : r.encodings) e = name(e);
+  for (RunResult& run : r.runs) run.encoding = name(run.encoding);
+  for (auto& p : r.pictures) p.first = name(p.first);
+  if (!r.reference.empty()) r.reference = name(r.reference);
+}
+
+void run_report(const ReportOptions& o) {
+  if (!o.tags.empty() && o.tags.size() != o.results.size())
+    throw ExitError{2, "--tag: give one tag per results.json (" + std::to_string(o.results.size()) +
+                           "), found " + std::to_string(o.tags.size())};
+  for (size_t i = 0; i < o.tags.size(); ++i) {
+    const std::string& t = o.tags[i];
+    if (t.empty() || t.find_first_of("@,/ ") != std::string::npos)
+      throw ExitError{2, "--tag: '" + printable(t) +
+                             "': expected a short word (no '@', ',', '/' or spaces)"};
+    for (size_t k = 0; k < i; ++k)
+      if (o.tags[k] == t) throw ExitError{2, "--tag: '" + printable(t) + "' is given twice"};
+  }
+  if (o.results.size() > 1 && o.out.empty())
+    throw ExitError{2, "report: several results.json merge into one report: give --out FILE"};
   const std::string out =
-      o.out.empty() ? (fs::path(o.results).parent_path() / "report.html").string() : o.out;
+      o.out.empty() ? (fs::path(o.results[0]).parent_path() / "report.html").string() : o.out;
   check_free(out, o.force);
   if (!o.csv.empty()) check_free(o.csv, o.force);
-  r.settings.emplace_back("report", "rendered again by `" + utf8_safe(invocation()) +
-                                        "` from results.json; encoding pictures left out (they "
-                                        "need the trained models)");
+
+  CompareResults r;
+  size_t missing = 0, linked = 0;
+  auto label = [&](size_t i) { return o.tags.empty() ? o.results[i] : o.tags[i]; };
+  for (size_t i = 0; i < o.results.size(); ++i) {
+    CompareResults one = read_results(o.results[i]);
+    missing += relink_pictures(one, o.results[i], out);
+    for (const auto& p : one.pictures) linked += p.second.size();
+    if (!o.tags.empty()) tag_encodings(one, o.tags[i]);
+    if (i == 0) {
+      r = std::move(one);
+    } else {
+      merge_into(r, one, label(0), label(i), o.results[i]);
+    }
+  }
+  if (!o.title.empty()) r.title = o.title;
+  if (o.results.size() > 1) {
+    std::string from;
+    for (size_t i = 0; i < o.results.size(); ++i)
+      from += (i ? "; " : "") + (o.tags.empty() ? "" : o.tags[i] + " = ") + o.results[i];
+    r.settings.emplace_back("merged from", from);
+  }
+  std::string note = "rendered again by `" + utf8_safe(invocation()) + "` from results.json";
+  if (linked > 0) note += "; " + std::to_string(linked) + " encoding pictures linked";
+  if (missing > 0)
+    note += "; " + std::to_string(missing) + " encoding pictures left out (their files are gone)";
+  if (linked == 0 && missing == 0)
+    note += "; no encoding pictures (the results list none: they need the trained models)";
+  r.settings.emplace_back("report", note);
+  if (missing > 0)
+    std::fprintf(stderr, "report: %zu encoding pictures listed in the results are missing\n",
+                 missing);
   write_file_atomic(out, report_html(r));
   if (!o.csv.empty()) write_file_atomic(o.csv, results_csv(r));
   std::printf("%s: %zu runs (%zu encodings x %zu seeds), %zu columns\n", out.c_str(), r.runs.size(),
@@ -81,12 +209,20 @@ void run_report(const ReportOptions& o) {
 void add_report(CLI::App& root) {
   auto* cmd = root.add_subcommand(
       "report",
-      "Render a comparison's report.html again from its results.json (no encoding pictures: "
-      "they need the trained models)");
+      "Render a comparison's report.html again from its results.json, or one report from "
+      "several (the same columns: e.g. a study split by kind or by regime)");
   auto o = std::make_shared<ReportOptions>();
-  cmd->add_option("results", o->results, "results.json written by `vitpe compare`")->required();
-  cmd->add_option("--out", o->out, "HTML file to write (default: report.html beside the results)");
+  cmd->add_option("results", o->results,
+                  "results.json written by `vitpe compare` (several: their runs merged)")
+      ->required();
+  cmd->add_option("--tag", o->tags,
+                  "One word per results.json, comma separated: each file's encodings become "
+                  "KIND@TAG (the same kind from two regimes stays two rows)")
+      ->delimiter(',');
+  cmd->add_option("--out", o->out,
+                  "HTML file to write (default with one results.json: report.html beside it)");
   cmd->add_option("--csv", o->csv, "Also write the per-run table as CSV to this file");
+  cmd->add_option("--title", o->title, "The report's title (default: the first file's)");
   cmd->add_flag("--force", o->force, "Replace --out (and --csv) when they exist");
   cmd->callback([o] { run_report(*o); });
 }

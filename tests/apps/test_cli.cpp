@@ -588,6 +588,69 @@ TEST(Cli, ReportIsRenderedAgainFromResultsJson) {
   r = vitpe("report " + (dir / "missing.json").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.out, "found no file")) << r.out;
+  // A hostile file is refused while it is read, by the bounded reader.
+  std::ofstream(bad, std::ios::trunc) << std::string(40, '[') << std::string(40, ']');
+  r = vitpe("report " + bad + " --out " + (dir / "b.html").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.out, "nests deeper than 8 levels")) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "b.html"));
+  fs::remove_all(dir);
+}
+
+// Several results.json make one report: their runs merged (with --tag the same kinds from two
+// files stay apart as KIND@TAG), only when their columns agree; the pictures a results.json lists
+// are linked from wherever the report goes, and those whose files are gone are said to be.
+TEST(Cli, ReportMergesSeveralResultsAndLinksTheirPictures) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("vitpe_cli_merge_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "a" / "pictures" / "rope-axial");
+  fs::create_directories(dir / "out");
+  std::ifstream in(std::string(VITPE_SOURCE_DIR) + "/docs/results/quadrant/results.json");
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(in);
+  j["pictures"] = {{{"encoding", "rope-axial"}, {"caption", "phase"},
+                    {"file", "pictures/rope-axial/phase.png"}},
+                   {{"encoding", "rope-axial"}, {"caption", "gone"},
+                    {"file", "pictures/rope-axial/gone.png"}}};
+  const std::string a = (dir / "a" / "results.json").string();
+  std::ofstream(a) << j.dump(1);
+  std::ofstream(dir / "a" / "pictures" / "rope-axial" / "phase.png") << "png";
+  const std::string b = (dir / "b.json").string();
+  std::ofstream(b) << j.dump(1);
+
+  const std::string html = (dir / "out" / "r.html").string();
+  CmdResult r = vitpe("report " + a + " " + b + " --tag fixed,scale --out " + html +
+                      " --title 'Two regimes'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "24 runs (12 encodings x 2 seeds)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "listed in the results are missing")) << r.out;
+  std::ifstream f(html);
+  const std::string page((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(contains(page, "Two regimes"));
+  EXPECT_TRUE(contains(page, "rope-axial@fixed"));
+  EXPECT_TRUE(contains(page, "rope-axial@scale"));
+  // Linked from the report's folder to the file beside the first results.json; the missing one
+  // left out, and so is the second file's (it has no pictures folder).
+  EXPECT_TRUE(contains(page, "src=\"../a/pictures/rope-axial/phase.png\"")) << page.size();
+  EXPECT_FALSE(contains(page, "gone.png"));
+  EXPECT_TRUE(contains(page, "merged from"));
+
+  // The same runs twice without tags, several files without --out, columns that differ: refused.
+  r = vitpe("report " + a + " " + b + " --out " + (dir / "x.html").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.out, "--tag names each file's runs apart")) << r.out;
+  r = vitpe("report " + a + " " + b);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.out, "give --out")) << r.out;
+  r = vitpe("report " + a + " " + b + " --tag x --out " + (dir / "x.html").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.out, "one tag per results.json (2), found 1")) << r.out;
+  j["sizes"][1] = j["sizes"][1].get<int64_t>() + 4;
+  std::ofstream(b, std::ios::trunc) << j.dump(1);
+  r = vitpe("report " + a + " " + b + " --tag p,q --out " + (dir / "x.html").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_TRUE(contains(r.out, "has other sizes than the first results.json")) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "x.html"));
   fs::remove_all(dir);
 }
 

@@ -540,6 +540,8 @@ void add_pictures(CompareResults& r, const ModelConfig& base, const std::string&
     } catch (const std::exception& e) {
       std::fprintf(stderr, "pictures of %s: %s (left out of the report)\n", enc.c_str(), e.what());
     }
+    // The report links the files: their paths relative to the results folder.
+    for (Picture& p : pics) p.file = fs::path(p.file).lexically_relative(out).generic_string();
     if (!pics.empty()) r.pictures.emplace_back(enc, std::move(pics));
   }
 }

@@ -40,6 +40,7 @@ std::vector<Picture> read_pictures(const std::vector<std::string>& paths) {
     std::ifstream f(path, std::ios::binary);
     Picture p;
     p.caption = fs::path(path).stem().string();
+    p.file = path;
     p.png.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
     if (!p.png.empty()) out.push_back(std::move(p));
   }

@@ -10,7 +10,8 @@
 
 namespace vitpe {
 
-// Writes pictures of config.encoding into dir/<encoding>/ and returns them. With a trained
+// Writes pictures of config.encoding into dir/<encoding>/ and returns them, each with the path
+// it was written to (Picture::file). With a trained
 // model the learned values are drawn (the token part, and the attention part of every block);
 // without one (nullptr), the encoding as initialised. For each of `other_sizes` (pixels per
 // side, e.g. the evaluation sizes) the parts whose numbers depend on the grid are drawn again

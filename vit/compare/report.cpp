@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "ops/json_limits.h"
 #include "ops/util.h"
 
 namespace vitpe {
@@ -305,6 +306,13 @@ std::string results_json(const CompareResults& r) {
   for (const auto& [k, v] : r.settings) j["settings"][k] = v;
   j["versions"] = json::object();
   for (const auto& [k, v] : r.versions) j["versions"][k] = v;
+  // The pictures the report links (those inlined are not recorded).
+  json pictures = json::array();
+  for (const auto& [enc, pics] : r.pictures)
+    for (const Picture& p : pics)
+      if (!p.file.empty())
+        pictures.push_back({{"encoding", enc}, {"caption", p.caption}, {"file", p.file}});
+  if (!pictures.empty()) j["pictures"] = pictures;
   j["runs"] = json::array();
   for (const RunResult& run : r.runs) {
     json h = json::array();
@@ -357,7 +365,16 @@ std::string results_json(const CompareResults& r) {
 }
 
 CompareResults parse_results_json(const std::string& text) {
-  json j = json::parse(text);
+  // A results.json may come from anywhere (`vitpe report`): read with bounded depth, sizes and
+  // values, duplicate keys refused. The bounds hold thousands of runs of hundreds of columns.
+  JsonLimits limits;
+  limits.max_depth = 8;
+  limits.max_elements = 1 << 20;
+  limits.max_values = int64_t{1} << 23;
+  const nlohmann::json checked = parse_json_limited(text, limits);
+  if (!checked.is_object())
+    throw std::runtime_error("expected a JSON object, found " + std::string(checked.type_name()));
+  json j = json::parse(text);  // again, within those bounds, keeping the members' order
   CompareResults r;
   r.title = j.value("title", r.title);
   r.encodings = j.at("encodings").get<std::vector<std::string>>();
@@ -387,6 +404,17 @@ CompareResults parse_results_json(const std::string& text) {
     run.attention_entropy = jr.value("attention_entropy", std::vector<std::vector<double>>{});
     for (const json& h : jr.at("history")) run.history.push_back(epoch_record_from_json(h));
     r.runs.push_back(std::move(run));
+  }
+  if (j.contains("pictures")) {
+    for (const json& jp : j.at("pictures")) {
+      Picture p;
+      p.caption = jp.at("caption").get<std::string>();
+      p.file = jp.at("file").get<std::string>();
+      const std::string enc = jp.at("encoding").get<std::string>();
+      if (r.pictures.empty() || r.pictures.back().first != enc)
+        r.pictures.push_back({enc, std::vector<Picture>{}});
+      r.pictures.back().second.push_back(std::move(p));
+    }
   }
   return r;
 }
@@ -725,17 +753,50 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
        "over N tokens gives ln N.</p>\n";
 }
 
+// A relative file path as a URL path: every byte but unreserved characters and '/'
+// percent-encoded (encoding specs bring ':', '=', ',' and '+' into the folder names).
+std::string url_path(const std::string& path) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string o;
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+      o += static_cast<char>(c);
+    } else {
+      o += '%';
+      o += hex[c >> 4];
+      o += hex[c & 15];
+    }
+  }
+  return o;
+}
+
 void html_pictures(std::ostream& o, const CompareResults& r) {
   if (r.pictures.empty()) return;
   o << "<h2>The encodings</h2>\n";
+  bool linked = false;
   for (const auto& [enc, pics] : r.pictures) {
     o << "<h3>" << html_escape(enc) << "</h3>\n<div class=\"pics\">\n";
     for (const Picture& p : pics) {
-      o << "<figure><img alt=\"" << html_escape(enc + ": " + p.caption)
-        << "\" src=\"data:image/png;base64," << base64_encode(p.png) << "\"><figcaption>"
-        << html_escape(p.caption) << "</figcaption></figure>\n";
+      const std::string alt = html_escape(enc + ": " + p.caption);
+      if (!p.file.empty()) {
+        // A PNG file beside the report: linked (full size on a click), not inlined.
+        const std::string url = html_escape(url_path(p.file));
+        o << "<figure><a href=\"" << url << "\"><img alt=\"" << alt << "\" src=\"" << url
+          << "\" loading=\"lazy\"></a><figcaption>" << html_escape(p.caption)
+          << "</figcaption></figure>\n";
+        linked = true;
+      } else {
+        o << "<figure><img alt=\"" << alt << "\" src=\"data:image/png;base64,"
+          << base64_encode(p.png) << "\"><figcaption>" << html_escape(p.caption)
+          << "</figcaption></figure>\n";
+      }
     }
     o << "</div>\n";
+  }
+  if (linked) {
+    o << "<p class=\"muted\">The pictures are PNG files in the <code>pictures/</code> folder "
+         "beside this report (one folder per encoding), linked rather than inlined: keep the "
+         "folder with the report.</p>\n";
   }
 }
 

@@ -1,6 +1,7 @@
 // The presentations of an encoding comparison's results (vit/compare/results.h): the terminal
-// table, results.json, results.csv and report.html (self-contained: inline CSS, charts as inline
-// SVG, encoding pictures as base64 PNG data URIs, no scripts, no external requests). They render
+// table, results.json, results.csv and report.html (inline CSS, charts as inline SVG, no
+// scripts, no external requests; encoding pictures linked as the PNG files beside it that
+// Picture::file names, or inlined as base64 data URIs where a picture has no file). They render
 // the statistics of vit/compare/stats.h and compute none of their own.
 #pragma once
 

@@ -38,7 +38,10 @@ struct RunResult {
 
 struct Picture {
   std::string caption;
-  std::vector<uint8_t> png;  // PNG file bytes
+  std::vector<uint8_t> png;  // PNG file bytes (empty when read back from results.json)
+  // The PNG file's path relative to the results folder ("pictures/<encoding>/....png"), which
+  // report.html links and results.json records; empty: the report inlines `png`.
+  std::string file;
 };
 
 struct CompareResults {

@@ -21,6 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Where synthetic_results' linked picture lies, relative to the report.
+const char* const kLinkedPicture = "pictures/rope-mixed:theta=10+x/attention #1.png";
+
 CompareResults synthetic_results() {
   CompareResults r;
   r.title = "Test <comparison> & co";
@@ -58,7 +61,9 @@ CompareResults synthetic_results() {
   cv::Mat img(2, 2, CV_8UC3, cv::Scalar(10, 200, 30));
   std::vector<uint8_t> png;
   cv::imencode(".png", img, png);
-  r.pictures.push_back({"sincos2d", {Picture{"channels 0-3", png}}});
+  r.pictures.push_back({"sincos2d", {Picture{"channels 0-3", png, ""}}});
+  // A picture the report links instead (a file beside it, its folder named after a spec).
+  r.pictures.push_back({"rope-mixed", {Picture{"attention", {}, kLinkedPicture}}});
   return r;
 }
 
@@ -187,6 +192,12 @@ TEST(Report, JsonRoundTripAndCsv) {
   EXPECT_EQ(back.runs[3].accuracy, r.runs[3].accuracy);
   EXPECT_EQ(back.runs[3].history[2].test_acc, r.runs[3].history[2].test_acc);
   EXPECT_EQ(back.settings, r.settings);
+  // The linked pictures are recorded (caption and file), the inlined ones are not.
+  ASSERT_EQ(back.pictures.size(), 1u);
+  EXPECT_EQ(back.pictures[0].first, "rope-mixed");
+  ASSERT_EQ(back.pictures[0].second.size(), 1u);
+  EXPECT_EQ(back.pictures[0].second[0].caption, "attention");
+  EXPECT_EQ(back.pictures[0].second[0].file, kLinkedPicture);
   std::string csv = results_csv(r);
   std::istringstream in(csv);
   std::string line;
@@ -215,6 +226,11 @@ TEST(Report, HtmlIsSelfContainedAndEscaped) {
   for (size_t p = html.find("<svg"); p != std::string::npos; p = html.find("<svg", p + 1)) ++svgs;
   EXPECT_EQ(svgs, 3u) << "accuracy vs resolution, test accuracy and loss curves";
   EXPECT_NE(html.find("data:image/png;base64,iVBORw0KGgo"), std::string::npos);
+  // A linked picture: its path as a URL, the spec's characters percent-encoded.
+  const std::string url = "pictures/rope-mixed%3Atheta%3D10%2Bx/attention%20%231.png";
+  EXPECT_NE(html.find("<a href=\"" + url + "\"><img alt=\"rope-mixed: attention\" src=\"" + url),
+            std::string::npos)
+      << html.substr(html.find("The encodings"));
   EXPECT_NE(html.find("Test &lt;comparison&gt; &amp; co"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"))
@@ -247,6 +263,11 @@ TEST(Report, RendersInHeadlessChromium) {
   fs::create_directories(dir);
   const fs::path page = dir / "report.html", shot = dir / "shot.png";
   write_file_atomic(page.string(), report_html(synthetic_results()));
+  // The linked picture: a magenta square in its file beside the report.
+  fs::create_directories((dir / kLinkedPicture).parent_path());
+  std::vector<uint8_t> square;
+  cv::imencode(".png", cv::Mat(64, 64, CV_8UC3, cv::Scalar(255, 0, 255)), square);
+  write_file_atomic((dir / kLinkedPicture).string(), std::string(square.begin(), square.end()));
   const std::string common = "timeout 120 " + chrome +
                              " --headless --disable-gpu --no-sandbox --no-first-run"
                              " --user-data-dir=" +
@@ -257,7 +278,7 @@ TEST(Report, RendersInHeadlessChromium) {
   EXPECT_NE(dom.find("id=\"summary\""), std::string::npos) << dom.substr(0, 500);
   EXPECT_NE(dom.find("<svg"), std::string::npos);
   EXPECT_NE(dom.find("<polyline"), std::string::npos);
-  run_capture(common + " --screenshot=" + shot.string() + " --window-size=1200,2400 file://" +
+  run_capture(common + " --screenshot=" + shot.string() + " --window-size=1200,6000 file://" +
               page.string() + " 2>" + (dir / "log2.txt").string());
   for (const char* log : {"log1.txt", "log2.txt"}) {
     std::ifstream f(dir / log);
@@ -278,6 +299,21 @@ TEST(Report, RendersInHeadlessChromium) {
   cv::Scalar mean, stddev;
   cv::meanStdDev(img, mean, stddev);
   EXPECT_GT(stddev[0] + stddev[1] + stddev[2], 10.0);
+  // The linked picture is drawn: its 64x64 magenta square is on the page (nothing else is that
+  // colour), and without its file it is not.
+  auto magenta = [](const cv::Mat& m) {
+    cv::Mat mask;
+    cv::inRange(m, cv::Scalar(245, 0, 245), cv::Scalar(255, 10, 255), mask);
+    return cv::countNonZero(mask);
+  };
+  EXPECT_GE(magenta(img), 64 * 64 * 9 / 10) << "the linked picture is not drawn";
+  fs::remove(dir / kLinkedPicture);
+  const fs::path shot2 = dir / "shot2.png";
+  run_capture(common + " --screenshot=" + shot2.string() + " --window-size=1200,6000 file://" +
+              page.string() + " 2>/dev/null");
+  cv::Mat without = cv::imread(shot2.string(), cv::IMREAD_COLOR);
+  ASSERT_FALSE(without.empty());
+  EXPECT_EQ(magenta(without), 0);
   fs::remove_all(dir);
 }
 
