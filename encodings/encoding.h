@@ -207,6 +207,12 @@ class AttentionEncoding : public EncodingPart {
   // pass through unrotated.
   virtual void rotate(Tensor& q_out, Tensor& k_out, const Tensor& q, const Tensor& k,
                       const AttnGeometry& geom) = 0;
+  // Inference: the same rotation of q and k in place, where the qkv projection wrote them
+  // (qkv: [B, N, 3 D] with D = heads * head_dim, q in columns [0, D), k in [D, 2 D), head h at
+  // h * head_dim; v is left alone), so attention reads the heads there as it does for every
+  // other kind, with no copies between layouts. The default copies q and k out, calls rotate()
+  // and writes them back; the rotary kinds turn them in place.
+  virtual void rotate_qkv_rows(Tensor& qkv, int64_t heads, const AttnGeometry& geom);
   // dq_out, dk_out -> dq, dk (accumulated); accumulates the gradients of learned frequencies,
   // which need the unrotated q, k.
   virtual void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,

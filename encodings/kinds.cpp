@@ -8,6 +8,33 @@ namespace vitpe {
 
 void AttentionEncoding::resample(Grid new_window) { enc::check_grid(kind(), new_window); }
 
+void AttentionEncoding::rotate_qkv_rows(Tensor& qkv, int64_t heads, const AttnGeometry& geom) {
+  if (qkv.ndim() != 3 || heads < 1 || qkv.size(2) % (3 * heads) != 0 ||
+      qkv.size(1) != geom.tokens()) {
+    throw ShapeError("rotate_qkv_rows: expected qkv rows [B, " + std::to_string(geom.tokens()) +
+                     ", 3 * heads * head_dim] for " + std::to_string(heads) + " heads, found " +
+                     qkv.shape().str());
+  }
+  const int64_t B = qkv.size(0), N = qkv.size(1), D = qkv.size(2) / 3, hd = D / heads;
+  Tensor q = Tensor::empty({B, heads, N, hd}), k = Tensor::empty({B, heads, N, hd});
+  Tensor qr = Tensor::empty(q.shape()), kr = Tensor::empty(k.shape());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* row = qkv.f32() + (b * N + n) * 3 * D + h * hd;
+        std::memcpy(q.f32() + ((b * heads + h) * N + n) * hd, row, sizeof(float) * hd);
+        std::memcpy(k.f32() + ((b * heads + h) * N + n) * hd, row + D, sizeof(float) * hd);
+      }
+  rotate(qr, kr, q, k, geom);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t h = 0; h < heads; ++h) {
+        float* row = qkv.f32() + (b * N + n) * 3 * D + h * hd;
+        std::memcpy(row, qr.f32() + ((b * heads + h) * N + n) * hd, sizeof(float) * hd);
+        std::memcpy(row + D, kr.f32() + ((b * heads + h) * N + n) * hd, sizeof(float) * hd);
+      }
+}
+
 AttentionTerms AttentionEncoding::terms(const AttnGeometry& geom) {
   AttentionTerms t;
   t.prefix = geom.prefix;
@@ -234,6 +261,41 @@ void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& 
           rotate_rows<true>(oi, xi, c + n * half, s + n * half, half);
         } else {
           rotate_rows<false>(oi, xi, c + n * half, s + n * half, half);
+        }
+      }
+    }
+}
+
+void rope_rotate_qkv_rows(Tensor& qkv, int64_t heads, const Tensor& cos, const Tensor& sin,
+                          int64_t prefix, bool halves) {
+  check_cpu_f32("rope_rotate_qkv_rows", "qkv", qkv);
+  const bool rows = qkv.ndim() == 3 && heads >= 1 && cos.ndim() == 3;
+  const int64_t B = rows ? qkv.size(0) : 0, N = rows ? qkv.size(1) : 0;
+  const int64_t D = rows ? qkv.size(2) / 3 : 0, hd = rows ? D / heads : 0;
+  const int64_t hc = cos.ndim() == 3 ? cos.size(0) : 0, nw = cos.ndim() == 3 ? cos.size(1) : 0;
+  const int64_t half = hd / 2;
+  if (!rows || qkv.size(2) != 3 * heads * hd || hd % 2 != 0 || half != cos.size(2) ||
+      N != prefix + nw || (hc != 1 && hc != heads)) {
+    throw ShapeError("rope_rotate_qkv_rows: qkv " + qkv.shape().str() + " for " +
+                     std::to_string(heads) + " heads does not fit the angles " +
+                     cos.shape().str() + " after " + std::to_string(prefix) + " prefix tokens");
+  }
+  const PairIndex ix{half, halves};
+  float* base = qkv.f32();
+#pragma omp parallel for collapse(2)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < nw; ++n) {
+      float* row = base + (b * N + prefix + n) * 3 * D;
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t hh = hc == 1 ? 0 : h;
+        const float* cn = cos.f32() + (hh * nw + n) * half;
+        const float* sn = sin.f32() + (hh * nw + n) * half;
+        for (float* x : {row + h * hd, row + D + h * hd}) {
+          for (int64_t p = 0; p < half; ++p) {
+            const float a = x[ix.first(p)], bb = x[ix.second(p)];
+            x[ix.first(p)] = a * cn[p] - bb * sn[p];
+            x[ix.second(p)] = bb * cn[p] + a * sn[p];
+          }
         }
       }
     }

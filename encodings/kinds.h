@@ -184,6 +184,10 @@ void planes_to_patch_rows(const Tensor& planes, Tensor& table, int64_t prefix, G
 // are copied.
 void rope_rotate(Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t prefix,
                  bool halves = false);
+// The same rotation in place on q and k inside qkv projection rows [B, prefix + Nw, 3 D]
+// (AttentionEncoding::rotate_qkv_rows), for `heads` heads; prefix tokens and v untouched.
+void rope_rotate_qkv_rows(Tensor& qkv, int64_t heads, const Tensor& cos, const Tensor& sin,
+                          int64_t prefix, bool halves = false);
 // dx += R^T dout. When dangle is defined ([Hc, Nw, hd/2]) it accumulates dL/d(angle), which needs
 // the rotated output, recomputed from x.
 void rope_rotate_backward(Tensor& dx, Tensor& dangle, const Tensor& dout, const Tensor& x,

@@ -42,6 +42,12 @@ class RopeAxial final : public RotationAttentionEncoding {
     rope_rotate(k_out, k, t.cos, t.sin, geom.prefix);
   }
 
+  void rotate_qkv_rows(Tensor& qkv, int64_t heads, const AttnGeometry& geom) override {
+    check_grid("rope-axial", geom.window);
+    const Tables& t = tables(geom.window);
+    rope_rotate_qkv_rows(qkv, heads, t.cos, t.sin, geom.prefix);
+  }
+
   void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
                        const Tensor& q, const Tensor& k, const AttnGeometry& geom) override {
     check_qk("rope-axial", q, k, heads_, hd_, geom);

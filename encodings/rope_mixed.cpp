@@ -60,6 +60,15 @@ class RopeMixed final : public RotationAttentionEncoding {
     rope_rotate(k_out, k, cos_, sin_, geom.prefix);
   }
 
+  void rotate_qkv_rows(Tensor& qkv, int64_t heads, const AttnGeometry& geom) override {
+    check_grid("rope-mixed", geom.window);
+    if (heads != heads_)
+      throw ShapeError("rope-mixed: built for " + std::to_string(heads_) + " heads, asked for " +
+                       std::to_string(heads));
+    compute_tables(geom.window);
+    rope_rotate_qkv_rows(qkv, heads, cos_, sin_, geom.prefix);
+  }
+
   void rotate_backward(Tensor& dq, Tensor& dk, const Tensor& dq_out, const Tensor& dk_out,
                        const Tensor& q, const Tensor& k, const AttnGeometry& geom) override {
     check_qk("rope-mixed", q, k, heads_, hd_, geom);

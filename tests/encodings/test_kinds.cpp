@@ -1,5 +1,7 @@
 // Shared building blocks: the RoPE kernel against complex multiplication, the table <-> planes
 // round trip, and DerivedCache recomputing exactly when its sources change.
+#include <algorithm>
+#include <cmath>
 #include <complex>
 
 #include "encodings/kinds.h"
@@ -27,6 +29,63 @@ TEST(Kinds, RopeRotateIsComplexMultiplication) {
           EXPECT_NEAR(out.at(o), z.real(), 1e-5);
           EXPECT_NEAR(out.at(o + 1), z.imag(), 1e-5);
         }
+}
+
+// The inference rotation in place in qkv rows [B, N, 3D] is the rotation of the split layout:
+// q and k of every head turned as rotate() turns them, v and the prefix rows untouched; for every
+// rotary kind (their own in-place kernels) and the interface's default (copies around rotate()),
+// on the built window and on a larger one under a policy that rescales coordinates.
+TEST(Kinds, RotateInQkvRowsEqualsTheSplitRotation) {
+  const int64_t B = 2, H = 2, hd = 8, D = H * hd, prefix = 1;
+  const Grid built{3, 4};
+  for (const std::string spec : {"rope-axial", "rope-axial:indexing=ij", "rope-mixed",
+                                 "rope-dinov3", "rope-dinov3:normalize=max"}) {
+    Rng rng(5);
+    auto e = make_attention_encoding(parse_encoding(spec), H, hd, built, prefix, rng);
+    for (Grid w : {built, Grid{5, 6}}) {
+      e->set_extension_policy(w == built ? ExtensionPolicy::native : ExtensionPolicy::ntk);
+      const AttnGeometry geom{w, prefix};
+      const int64_t N = geom.tokens();
+      const Tensor qkv = testing::random_tensor({B, N, 3 * D}, 7);
+      Tensor q = Tensor::empty({B, H, N, hd}), k = Tensor::empty({B, H, N, hd});
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t c = 0; c < hd; ++c) {
+              q.at(((b * H + h) * N + n) * hd + c) = qkv.at((b * N + n) * 3 * D + h * hd + c);
+              k.at(((b * H + h) * N + n) * hd + c) = qkv.at((b * N + n) * 3 * D + D + h * hd + c);
+            }
+      Tensor qr = Tensor::empty(q.shape()), kr = Tensor::empty(k.shape());
+      e->rotate(qr, kr, q, k, geom);
+      Tensor own = qkv.clone(), fallback = qkv.clone();
+      e->rotate_qkv_rows(own, H, geom);
+      e->AttentionEncoding::rotate_qkv_rows(fallback, H, geom);
+      double worst = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t c = 0; c < hd; ++c) {
+              const int64_t row = (b * N + n) * 3 * D, split = ((b * H + h) * N + n) * hd + c;
+              for (const Tensor* t : {&own, &fallback}) {
+                worst = std::max(worst, std::fabs(static_cast<double>(t->at(row + h * hd + c)) -
+                                                  qr.at(split)));
+                worst = std::max(worst, std::fabs(static_cast<double>(
+                                                      t->at(row + D + h * hd + c)) -
+                                                  kr.at(split)));
+                EXPECT_EQ(t->at(row + 2 * D + h * hd + c), qkv.at(row + 2 * D + h * hd + c));
+              }
+            }
+      EXPECT_LT(worst, 1e-6) << spec << " on " << w.str();
+      // The prefix row is not turned, and the others are.
+      for (int64_t i = 0; i < 3 * D; ++i) EXPECT_EQ(own.at(i), qkv.at(i)) << spec;
+      EXPECT_GT(testing::max_rel_error(own, qkv), 1e-3) << spec;
+    }
+  }
+  // A shape that does not fit the angles is refused.
+  Rng rng(5);
+  auto e = make_attention_encoding(parse_encoding("rope-axial"), H, hd, built, prefix, rng);
+  Tensor wrong = Tensor::zeros({1, 5, 3 * D});
+  EXPECT_THROW(e->rotate_qkv_rows(wrong, H, {built, prefix}), ShapeError);
 }
 
 TEST(Kinds, PlanesRoundTrip) {

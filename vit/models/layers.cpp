@@ -205,11 +205,15 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
   geom_ = geom;
   qkv_.forward(qkv_out_, x, training);  // [B, N, 3D]
   const bool rotation = encoding_ && encoding_->has_rotation();
-  tokens_layout_ = !rotation && !logit_scale_.value.defined();
+  // Every kind takes the same path at inference, rotary ones included, so that a comparison's
+  // cost column measures the encoding and not a layout; training keeps the unrotated q and k of
+  // the rotary kinds (their backward needs them) in the split layout.
+  tokens_layout_ = !logit_scale_.value.defined() && (!rotation || !training);
   if (tokens_layout_) {
-    // q and k as the projection made them: attention reads the heads straight from qkv's rows
-    // and writes the tokens' rows, with no copies between the layouts (and the backward the
-    // same way back).
+    // q and k as the projection made them (turned in place by a rotary encoding): attention
+    // reads the heads straight from qkv's rows and writes the tokens' rows, with no copies
+    // between the layouts (and the backward the same way back).
+    if (rotation) encoding_->rotate_qkv_rows(qkv_out_, heads_, geom);
     Tensor bias;
     if (encoding_ && encoding_->has_bias()) {
       ensure_shape(bias_, {heads_, N, N});

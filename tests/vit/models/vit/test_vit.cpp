@@ -57,6 +57,20 @@ TEST_P(VitEveryEncoding, ForwardShapeAndFinite) {
   }
 }
 
+// Inference and training take different attention layouts for some kinds (at inference every
+// kind reads q, k and v in the projection's rows, rotary ones turned in place; training keeps the
+// split heads where a backward needs them): the logits agree, at the built grid and another.
+TEST_P(VitEveryEncoding, InferenceAndTrainingForwardsAgree) {
+  ModelConfig c = tiny_vit(GetParam());
+  auto model = make_model(c, 1);
+  for (const Shape& s : {Shape{3, 2, 12, 8}, Shape{2, 2, 16, 12}}) {
+    const Tensor x = random_tensor(s, 4);
+    const Tensor inference = model->forward(x, /*training=*/false).clone();
+    const Tensor training = model->forward(x, /*training=*/true).clone();
+    EXPECT_LT(testing::max_rel_error(inference, training), 1e-5) << GetParam() << " " << s.str();
+  }
+}
+
 // The zoo's structures keep the encoding interchangeable: DeiT-III (no table rows for the class
 // token), DeiT distilled (two prefix tokens), registers without a class token, at two sizes.
 TEST_P(VitEveryEncoding, ZooVariantsRunWithEveryEncoding) {
