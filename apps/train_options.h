@@ -20,6 +20,7 @@ struct TrainCli {
   bool no_flip = false;
   bool no_progress = false;
   std::vector<double> scale, ratio;  // an image folder's random-resized crop (timm's flags)
+  std::string train_sizes;           // "20,28,36": multi-resolution batches
 };
 
 inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
@@ -84,6 +85,11 @@ inline void add_train_options(CLI::App* cmd, TrainOptions& o, TrainCli& c) {
                   "The random-resized crop's range of aspect ratios (width / height), MIN MAX "
                   "(timm's --ratio; default 0.75 1.333)")
       ->expected(2);
+  cmd->add_option("--train-sizes", c.train_sizes,
+                  "Multi-resolution batches, comma separated square sizes (e.g. 20,28,36; each "
+                  "a multiple of the patch): every training batch is resized to one of them, "
+                  "drawn per batch from the seed, as FlexiViT and NaViT train; the test split "
+                  "stays at the training size");
   cmd->add_flag("--no-augment", c.no_augment,
                 "No random crops or flips (an image folder: the evaluation transform)");
   cmd->add_flag("--no-flip", c.no_flip, "Random crops only, no horizontal flips")
@@ -102,6 +108,7 @@ inline void finish_train_options(TrainOptions& o, TrainCli& c) {
   o.augment = !c.no_augment;
   o.flip = !c.no_flip;
   o.progress = !c.no_progress;
+  if (!c.train_sizes.empty()) o.train_sizes = parse_whole_list(c.train_sizes, "--train-sizes", 1, 4096);
   if (!c.scale.empty() || !c.ratio.empty()) {
     RandomResizedCrop crop;
     if (!c.scale.empty()) {

@@ -267,6 +267,8 @@ void take_train_options(py::dict& kw, TrainOptions& o) {
     o.data.random_crop->ratio_min = range.first;
     o.data.random_crop->ratio_max = range.second;
   }
+  // train_sizes=[20, 28, 36]: multi-resolution batches, as --train-sizes.
+  take(kw, "train_sizes", o.train_sizes);
   take(kw, "eval_batch", o.eval_batch);
   take(kw, "log_every", o.log_every);
   take(kw, "resume", o.resume);
@@ -276,8 +278,8 @@ void take_train_options(py::dict& kw, TrainOptions& o) {
 constexpr const char* kTrainKeys =
     "model, encoding, set, init, init_heads, init_preset, layer_decay, freeze, head_lr, dataset, "
     "data_dir, size, subset, test_subset, data_seed, epochs, batch, lr, min_lr, warmup, wd, "
-    "smoothing, clip, seed, augment, flip, scale, ratio, eval_batch, log_every, resume, force, "
-    "progress";
+    "smoothing, clip, seed, augment, flip, scale, ratio, train_sizes, eval_batch, log_every, "
+    "resume, force, progress";
 
 void refuse_leftovers(const py::dict& kw, const char* fn, const std::string& accepted) {
   if (kw.empty()) return;

@@ -187,6 +187,10 @@ def test_fine_tuning_and_crop_keywords_are_the_flags():
         vitpe.train(epochs=1, scale=(0.9, 0.5), **TINY)
     with pytest.raises(ValueError, match="--layer-decay"):
         vitpe.train(epochs=1, layer_decay=2.0, **TINY)
+    # Multi-resolution batches, and a size the patch does not divide.
+    assert vitpe.train(epochs=1, train_sizes=[12, 20], **TINY)["finished"]
+    with pytest.raises(ValueError, match="--train-sizes 18: expected a positive multiple"):
+        vitpe.train(epochs=1, train_sizes=[16, 18], **TINY)
 
 
 def test_an_exception_in_the_callback_and_ctrl_c_stop_the_run():

@@ -168,6 +168,11 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"evaluation at other sizes", probe.other_size_rule()}};
   // Recorded only when on, so results written before the option still match.
   if (t.adaptive_threads) s.push_back({"threads", "adaptive (results do not repeat bitwise)"});
+  if (!t.train_sizes.empty()) {
+    s.push_back({"training regime", "multi-resolution batches: each resized to one of " +
+                                        join(to_strings(t.train_sizes), ",") +
+                                        " px, drawn per batch (bilinear, antialiased)"});
+  }
   // Fine-tuning: every run starts from this checkpoint (its bytes' hash, as each run records it).
   if (!t.init.empty()) {
     s.push_back({"init", utf8_safe(t.init) + " (fnv1a64 " + file_fingerprint(t.init) + ")"});

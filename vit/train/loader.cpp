@@ -7,12 +7,19 @@
 #include <string>
 
 #include "ops/random.h"
+#include "ops/resample.h"
 
 namespace vitpe {
 
 Loader::Loader(const Dataset& data, LoaderOptions options) : data_(data), opt_(options) {
   if (opt_.batch <= 0) throw std::invalid_argument("Loader: batch must be positive");
   if (opt_.prefetch < 1) opt_.prefetch = 1;
+  for (int64_t size : opt_.sizes) {
+    if (size < 1) {
+      throw std::invalid_argument("Loader: multi-resolution sizes must be positive, got " +
+                                  std::to_string(size));
+    }
+  }
   if (opt_.shards < 1 || opt_.shard < 0 || opt_.shard >= opt_.shards) {
     throw std::invalid_argument("Loader: shard " + std::to_string(opt_.shard) + " of " +
                                 std::to_string(opt_.shards) + " (expected 0 <= shard < shards)");
@@ -79,22 +86,42 @@ int32_t Loader::make_sample(int64_t epoch, int64_t j, int64_t index, float* imag
   return flip ? flipped : label;
 }
 
+int64_t Loader::batch_size_px(int64_t epoch, int64_t b) const {
+  if (opt_.sizes.empty()) return 0;
+  Rng rng(mix_seed(opt_.seed, 0x6d726573ull, static_cast<uint64_t>(epoch), static_cast<uint64_t>(b)));
+  return opt_.sizes[rng.below(opt_.sizes.size())];
+}
+
 void Loader::produce(int64_t epoch) {
   try {
     const std::vector<int64_t> idx = order(epoch);
-    const int64_t n = data_.size(), per = data_.image_numel();
+    const int64_t n = data_.size();
+    const int64_t C = data_.channels(), H = data_.rows(), W = data_.cols();
     const int64_t batches = batches_per_epoch();
+    Tensor sample;  // one sample at the dataset's size, before a multi-resolution resize
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t first = b * opt_.batch, len = std::min(n, first + opt_.batch) - first;
       const int64_t begin = first + len * opt_.shard / opt_.shards;
       const int64_t end = first + len * (opt_.shard + 1) / opt_.shards;
       if (begin == end) continue;
+      const int64_t side = batch_size_px(epoch, b);
       Batch batch;
-      batch.images.resize(static_cast<size_t>((end - begin) * per));
+      batch.rows = side > 0 ? side : H;
+      batch.cols = side > 0 ? side : W;
+      const bool resize = batch.rows != H || batch.cols != W;
+      const int64_t out_per = C * batch.rows * batch.cols;
+      batch.images.resize(static_cast<size_t>((end - begin) * out_per));
       batch.labels.resize(static_cast<size_t>(end - begin));
+      if (resize && !sample.defined()) sample = Tensor::empty({C, H, W});
       for (int64_t j = begin; j < end; ++j) {
-        batch.labels[j - begin] =
-            make_sample(epoch, j, idx[j], batch.images.data() + (j - begin) * per);
+        float* out = batch.images.data() + (j - begin) * out_per;
+        if (!resize) {
+          batch.labels[j - begin] = make_sample(epoch, j, idx[j], out);
+          continue;
+        }
+        batch.labels[j - begin] = make_sample(epoch, j, idx[j], sample.f32());
+        const Tensor r = resample(sample, batch.rows, batch.cols, Filter::bilinear, true);
+        std::memcpy(out, r.f32(), sizeof(float) * static_cast<size_t>(out_per));
       }
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return cancel_ || static_cast<int>(queue_.size()) < opt_.prefetch; });
@@ -145,7 +172,7 @@ bool Loader::next(Tensor& images, std::vector<int32_t>& labels) {
     cv_.notify_all();
   }
   const auto B = static_cast<int64_t>(batch.labels.size());
-  const Shape shape{B, data_.channels(), data_.rows(), data_.cols()};
+  const Shape shape{B, data_.channels(), batch.rows, batch.cols};
   if (!images.defined() || images.shape() != shape) images = Tensor::empty(shape);
   std::memcpy(images.f32(), batch.images.data(), batch.images.size() * sizeof(float));
   labels = std::move(batch.labels);

@@ -31,6 +31,12 @@ struct LoaderOptions {
   // resized crop of the rendered sample (timm's box rule, sample_crop_box) resized back to the
   // sample's size bilinearly (resized_crop_planes), in place of the padded crop.
   std::optional<RandomResizedCrop> zoom;
+  // Multi-resolution batches (FlexiViT / NaViT-style training): each training batch is resized
+  // to one of these square sizes, drawn per batch from (seed, epoch, batch) alone, so every
+  // shard of a batch and a resumed run draw the same; every sample is made as without them
+  // (augmented at the dataset's size) and then resampled bilinearly with antialiasing
+  // (ops/resample.h), as timm's transforms resize tensors. Empty: the dataset's size.
+  std::vector<int64_t> sizes;
   uint64_t seed = 0;
   int prefetch = 4;  // batches produced ahead of the consumer
   // Data-parallel ranks: this loader produces part `shard` of `shards` of every batch, the
@@ -52,9 +58,12 @@ class Loader {
   int64_t batches_per_epoch() const;
   // Starts producing the batches of `epoch` (any previous epoch is abandoned).
   void start_epoch(int64_t epoch);
-  // images: [B, C, H, W] (reallocated only when B changes), labels: B entries. Returns false
-  // after the last batch of the epoch. Rethrows an error of the producer thread.
+  // images: [B, C, H, W] (reallocated only when the shape changes: B, or H = W with `sizes`),
+  // labels: B entries. Returns false after the last batch of the epoch. Rethrows an error of the
+  // producer thread.
   bool next(Tensor& images, std::vector<int32_t>& labels);
+  // The side batch b of `epoch` is resized to with `sizes` (0 without: the dataset's size).
+  int64_t batch_size_px(int64_t epoch, int64_t b) const;
 
   // One augmented sample as the loader makes it (for tests and pictures): position j of the
   // epoch's order reads dataset index `index`.
@@ -66,6 +75,7 @@ class Loader {
   struct Batch {
     std::vector<float> images;
     std::vector<int32_t> labels;
+    int64_t rows = 0, cols = 0;
   };
   void produce(int64_t epoch);
   void stop();

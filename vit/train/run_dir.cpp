@@ -50,6 +50,8 @@ json run_fingerprint(const TrainOptions& o, const ModelConfig& c) {
     const RandomResizedCrop& c = *o.data.random_crop;
     j["random_crop"] = {{"scale", {c.scale_min, c.scale_max}}, {"ratio", {c.ratio_min, c.ratio_max}}};
   }
+  // Multi-resolution batches, only when used.
+  if (!o.train_sizes.empty()) j["train_sizes"] = o.train_sizes;
   // The fine-tuning recipe, each only when used (the optimizer's state depends on all three).
   if (o.layer_decay != 1.0) j["layer_decay"] = o.layer_decay;
   if (!o.freeze.empty()) j["freeze"] = o.freeze;

@@ -606,8 +606,10 @@ bool train_step(Model& model, AdamW& opt, Loader& loader, const std::vector<Para
                 const TrainOptions& o, Communicator& comm, double lr, int64_t step, StepBuffers& b,
                 StepStats& stats) {
   if (!loader.next(b.images, b.labels)) return false;
-  // Disabled (the default), this leaves the thread count as it is.
-  AdaptiveThreads::Call call(b.adaptive, static_cast<uint64_t>(b.images.size(0)));
+  // Disabled (the default), this leaves the thread count as it is. Keyed by the batch's shape
+  // (multi-resolution batches change the side too).
+  AdaptiveThreads::Call call(b.adaptive, static_cast<uint64_t>(b.images.size(0)) << 16 |
+                                             static_cast<uint64_t>(b.images.size(2)));
   const AugmentationScope augmentation(model, o.seed, step);
   const Tensor& logits = model.forward(b.images, true);
   if (!b.probs.defined() || b.probs.shape() != logits.shape()) {
@@ -730,6 +732,25 @@ Schedule make_schedule(const TrainOptions& o, int64_t per_epoch) {
   return s;
 }
 
+// Multi-resolution batches: every size a whole number of patches that the model takes (one
+// forward of a blank image each, before anything is written), else an error naming the size.
+void check_train_sizes(Model& model, const TrainOptions& o) {
+  const ModelConfig& c = model.config();
+  for (int64_t s : o.train_sizes) {
+    if (s < c.patch || s % c.patch != 0) {
+      throw std::invalid_argument("train: --train-sizes " + std::to_string(s) +
+                                  ": expected a positive multiple of the patch size " +
+                                  std::to_string(c.patch));
+    }
+    try {
+      model.forward(Tensor::zeros({1, c.channels, s, s}));
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("train: --train-sizes " + std::to_string(s) +
+                                  ": the model cannot take this size: " + e.what());
+    }
+  }
+}
+
 LoaderOptions loader_options(const TrainOptions& o) {
   LoaderOptions lo;
   lo.batch = o.batch;
@@ -738,6 +759,7 @@ LoaderOptions loader_options(const TrainOptions& o) {
   // An image folder crops its decoded photos itself (Dataset::augments_itself); other data is
   // cropped from the rendered sample.
   if (!is_image_folder(o.data)) lo.zoom = o.data.random_crop;
+  lo.sizes = o.train_sizes;
   lo.seed = mix_seed(o.seed, 0x64617461ull);
   return lo;
 }
@@ -907,6 +929,14 @@ TrainResult train(const TrainOptions& options) {
     init.reset();
   }
   result.params = model.num_params();
+  check_train_sizes(model, o);
+  if (o.verbose && !o.train_sizes.empty()) {
+    std::string sizes;
+    for (int64_t side : o.train_sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(side);
+    std::fprintf(stderr, "multi-resolution batches: each at one of %s px (the test split at %lldx%lld)\n",
+                 sizes.c_str(), static_cast<long long>(result.config.img_rows),
+                 static_cast<long long>(result.config.img_cols));
+  }
   AdamW opt = make_optimizer(model, o);
   LoaderOptions lo = loader_options(o);
   lo.shard = comm.rank();

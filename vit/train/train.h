@@ -150,6 +150,11 @@ struct TrainOptions {
   double clip = 1.0;  // max gradient norm (<= 0: no clipping)
   bool augment = true;
   bool flip = true;   // with augment: horizontal flips where the dataset allows them
+  // Multi-resolution batches (FlexiViT / NaViT-style): every training batch resized to one of
+  // these square sizes (each a multiple of the model's patch), drawn per batch from the seed
+  // (LoaderOptions::sizes); the encodings meet each grid under their native rule, and the test
+  // split stays at the training size. Empty: every batch at the training size.
+  std::vector<int64_t> train_sizes;
   uint64_t seed = 0;  // model init and data order
   // Time every step (and evaluation batch) and run it on fewer threads while fewer are faster
   // (ops/adaptive_threads.h): on a busy machine a 2-thread step of a small model can take many

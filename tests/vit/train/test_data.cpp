@@ -16,6 +16,7 @@
 #include <set>
 #include <tuple>
 
+#include "ops/resample.h"
 #include "tests/testing.h"
 #include "vit/train/data.h"
 #include "vit/train/loader.h"
@@ -622,6 +623,56 @@ TEST(Loader, SameSeedSameBatchesAndEveryIndexOncePerEpoch) {
   int64_t total = 0;
   while (c.next(xa, la)) total += xa.size(0);
   EXPECT_EQ(total, 100);
+}
+
+// Multi-resolution batches: each batch at one of the sizes, drawn per (epoch, batch) the same by
+// every loader of the seed and every shard; each image the sample the loader makes at the
+// dataset's size, resampled bilinearly with antialiasing; every size drawn over the epochs.
+TEST(Loader, MultiResolutionBatchesResizeEverySampleToTheBatchsSize) {
+  DatasetOptions o;
+  o.name = "procedural";
+  o.limit = 64;
+  auto d = make_dataset(o);
+  LoaderOptions lo;
+  lo.batch = 8;
+  lo.seed = 5;
+  lo.augment = true;
+  lo.sizes = {20, 28, 36};
+  Loader a(*d, lo);
+  LoaderOptions half = lo;
+  half.shards = 2;
+  half.shard = 1;
+  Loader s1(*d, half);
+  std::set<int64_t> seen;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    const std::vector<int64_t> order = a.order(epoch);
+    a.start_epoch(epoch);
+    s1.start_epoch(epoch);
+    Tensor x, xs;
+    std::vector<int32_t> labels, ls;
+    for (int64_t b = 0; a.next(x, labels); ++b) {
+      ASSERT_TRUE(s1.next(xs, ls));
+      const int64_t side = a.batch_size_px(epoch, b);
+      seen.insert(side);
+      ASSERT_EQ(x.shape(), (Shape{8, 1, side, side})) << "epoch " << epoch << " batch " << b;
+      ASSERT_EQ(xs.shape(), (Shape{4, 1, side, side})) << "the shard draws the same size";
+      for (int64_t i = 0; i < 8; ++i) {
+        Tensor sample = Tensor::empty({1, 28, 28});
+        const int64_t j = b * 8 + i;
+        ASSERT_EQ(labels[i], a.make_sample(epoch, j, order[j], sample.f32()));
+        const Tensor want = resample(sample, side, side, Filter::bilinear, true);
+        ASSERT_EQ(0, std::memcmp(x.f32() + i * side * side, want.f32(), want.nbytes()))
+            << "epoch " << epoch << " batch " << b << " sample " << i;
+        if (i >= 4) {
+          ASSERT_EQ(0, std::memcmp(xs.f32() + (i - 4) * side * side, want.f32(), want.nbytes()));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen, (std::set<int64_t>{20, 28, 36}));
+  // A size of zero is refused.
+  lo.sizes = {28, 0};
+  EXPECT_THROW(Loader(*d, lo), std::invalid_argument);
 }
 
 // The first n samples of the procedural relation dataset without noise pixels, so that

@@ -424,6 +424,55 @@ TEST(Train, RunsRecordedBeforeNewConfigFieldsStillMatch) {
 
 // Numeric settings that once trained and exited 0 (a negative lr, a NaN warmup or clip) are
 // refused before any data is read, naming the flag and the value.
+// Multi-resolution batches: a run with learned tables met at three grids (their backward goes
+// through the resampling) resumes bitwise as the uninterrupted one, a resumption with other sizes
+// is refused naming them, and a size the patch does not divide is refused before anything is
+// written.
+TEST(Train, MultiResolutionBatchesResumeBitwiseAndAreRecorded) {
+  const fs::path a = train_temp_dir("mres_full"), b = train_temp_dir("mres_resumed");
+  TrainOptions o = tiny_options();
+  o.encoding = "learned1d+relbias";
+  o.epochs = 2;
+  o.train_sizes = {12, 16, 20};
+  o.out = a.string();
+  TrainResult full = train(o);
+  ASSERT_TRUE(full.finished);
+  o.out = b.string();
+  o.stop_after_epochs = 1;
+  EXPECT_FALSE(train(o).finished);
+  o.resume = true;
+  o.stop_after_epochs = 0;
+  TrainOptions other = o;
+  other.train_sizes = {16, 20};
+  const std::string m = testing::message_of([&] { train(other); });
+  EXPECT_NE(m.find("train_sizes"), std::string::npos) << m;
+  TrainResult resumed = train(o);
+  ASSERT_TRUE(resumed.finished);
+  auto pa = full.model->params(), pb = resumed.model->params();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    ASSERT_EQ(0, std::memcmp(pa[i]->value.f32(), pb[i]->value.f32(), pa[i]->value.nbytes()))
+        << pa[i]->name << " differs";
+  // The same run at one size trains other weights.
+  TrainOptions fixed = tiny_options();
+  fixed.encoding = o.encoding;
+  fixed.epochs = 2;
+  TrainResult one = train(fixed);
+  EXPECT_GT(testing::max_rel_error(one.model->params()[0]->value, pa[0]->value), 1e-6);
+
+  const fs::path c = train_temp_dir("mres_bad");
+  TrainOptions bad = tiny_options();
+  bad.train_sizes = {16, 18};
+  bad.out = c.string();
+  const std::string mb = testing::message_of([&] { train(bad); });
+  EXPECT_NE(mb.find("--train-sizes 18: expected a positive multiple of the patch size 4"),
+            std::string::npos)
+      << mb;
+  EXPECT_FALSE(fs::exists(c));
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 TEST(Train, NonFiniteOrOutOfRangeSettingsAreRefused) {
   const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases = {
       {[](TrainOptions& o) { o.lr = -1; }, "--lr"},
