@@ -66,6 +66,41 @@ TEST(RopeMixed, BackwardMatchesFiniteDifferences) {
   testing::check_rotate_backward(*e, 2, 8, {2, 3}, 1);
 }
 
+// The angle tables are kept between calls and made again exactly when what they depend on
+// changes: the frequencies (an optimizer step, a load), the window and the policy. Each result
+// equals a fresh encoding's given the same frequencies and policy.
+TEST(RopeMixed, TablesFollowTheFrequenciesWindowAndPolicy) {
+  const Grid built{3, 4}, big{5, 6};
+  auto e = make_rope_mixed(2, 8, built, 1);
+  auto rotated = [](AttentionEncoding& enc, Grid w) {
+    const AttnGeometry g{w, 1};
+    const Tensor q = testing::random_tensor({1, 2, g.tokens(), 8}, 3);
+    Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(q.shape());
+    enc.rotate(qo, ko, q, q, g);
+    return qo;
+  };
+  auto fresh = [&](ExtensionPolicy p) {
+    auto f = make_rope_mixed(2, 8, built, 1);
+    f->params()[0]->value.copy_from(e->params()[0]->value);
+    f->set_extension_policy(p);
+    return f;
+  };
+  const Tensor first = rotated(*e, built);
+  EXPECT_EQ(testing::max_rel_error(rotated(*e, built), first), 0.0);
+  e->params()[0]->value.f32()[3] += 0.25f;  // a step
+  const Tensor stepped = rotated(*e, built);
+  EXPECT_GT(testing::max_rel_error(stepped, first), 1e-4);
+  EXPECT_EQ(testing::max_rel_error(stepped, rotated(*fresh(ExtensionPolicy::native), built)), 0.0);
+  const Tensor on_big = rotated(*e, big);
+  EXPECT_EQ(testing::max_rel_error(on_big, rotated(*fresh(ExtensionPolicy::native), big)), 0.0);
+  e->set_extension_policy(ExtensionPolicy::interpolate);
+  const Tensor interpolated = rotated(*e, big);
+  EXPECT_GT(testing::max_rel_error(interpolated, on_big), 1e-4);
+  EXPECT_EQ(
+      testing::max_rel_error(interpolated, rotated(*fresh(ExtensionPolicy::interpolate), big)),
+      0.0);
+}
+
 TEST(RopeMixed, HeadDimMustBeDivisibleBy4) {
   EXPECT_THROW(make_rope_mixed(2, 10, {2, 2}, 0), std::invalid_argument);
 }
