@@ -379,4 +379,107 @@ Tensor resample_hold_edges_backward(const Tensor& dy, int64_t in_h, int64_t in_w
   return dx;
 }
 
+namespace {
+
+// a: [n, n] symmetric positive definite (row-major, double) -> its Cholesky factor L in place
+// (lower triangle); throws when it is not positive definite.
+void cholesky_in_place(std::vector<double>& a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    double d = a[j * n + j];
+    for (int64_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+    if (!(d > 0)) throw std::runtime_error("pi_resize_kernel: the resize matrix is singular");
+    const double l = std::sqrt(d);
+    a[j * n + j] = l;
+    for (int64_t i = j + 1; i < n; ++i) {
+      double v = a[i * n + j];
+      for (int64_t k = 0; k < j; ++k) v -= a[i * n + k] * a[j * n + k];
+      a[i * n + j] = v / l;
+    }
+  }
+}
+
+// Solves L L^T x = b in place.
+void cholesky_solve(const std::vector<double>& l, int64_t n, double* b) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = b[i];
+    for (int64_t k = 0; k < i; ++k) v -= l[i * n + k] * b[k];
+    b[i] = v / l[i * n + i];
+  }
+  for (int64_t i = n - 1; i >= 0; --i) {
+    double v = b[i];
+    for (int64_t k = i + 1; k < n; ++k) v -= l[k * n + i] * b[k];
+    b[i] = v / l[i * n + i];
+  }
+}
+
+}  // namespace
+
+Tensor pi_resize_kernel(const Tensor& w, int64_t out_h, int64_t out_w) {
+  check_cpu_f32("pi_resize_kernel", "w", w);
+  if (w.ndim() < 2 || out_h < 1 || out_w < 1) {
+    throw ShapeError("pi_resize_kernel: expected kernels [..., h, w] and sizes >= 1, found " +
+                     w.shape().str() + " -> " + std::to_string(out_h) + "x" +
+                     std::to_string(out_w));
+  }
+  const int64_t h = w.size(w.ndim() - 2), wd = w.size(w.ndim() - 1);
+  const int64_t n = h * wd, m = out_h * out_w, kernels = w.numel() / n;
+  Shape out_shape = w.shape();
+  out_shape[out_shape.size() - 2] = out_h;
+  out_shape[out_shape.size() - 1] = out_w;
+  Tensor out = Tensor::empty(out_shape);
+  if (h == out_h && wd == out_w) {
+    out.copy_from(w);
+    return out;
+  }
+  // B [m, n]: column j is the resize of the patch with a 1 at pixel j.
+  Tensor basis = Tensor::zeros({n, h, wd});
+  for (int64_t j = 0; j < n; ++j) basis.f32()[j * n + j] = 1.0f;
+  const Tensor cols = resample(basis, out_h, out_w, Filter::bilinear, /*antialias=*/false);
+  std::vector<double> b(static_cast<size_t>(m * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) b[i * n + j] = cols.f32()[j * m + i];
+  // A = pinv(B^T) [m, n]: B (B^T B)^-1 when growing (m >= n), (B B^T)^-1 B when shrinking.
+  const bool grow = m >= n;
+  const int64_t k = grow ? n : m;
+  std::vector<double> gram(static_cast<size_t>(k * k), 0.0);
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t c = 0; c <= r; ++c) {
+      double v = 0;
+      if (grow) {
+        for (int64_t i = 0; i < m; ++i) v += b[i * n + r] * b[i * n + c];
+      } else {
+        for (int64_t j = 0; j < n; ++j) v += b[r * n + j] * b[c * n + j];
+      }
+      gram[r * k + c] = gram[c * k + r] = v;
+    }
+  cholesky_in_place(gram, k);
+  std::vector<double> a(static_cast<size_t>(m * n));
+  if (grow) {
+    // Row i of A = (Gram^-1 B^T e_i)^T: solve with row i of B.
+    std::vector<double> row(static_cast<size_t>(n));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) row[j] = b[i * n + j];
+      cholesky_solve(gram, n, row.data());
+      for (int64_t j = 0; j < n; ++j) a[i * n + j] = row[j];
+    }
+  } else {
+    // Column j of A = Gram^-1 (column j of B).
+    std::vector<double> col(static_cast<size_t>(m));
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < m; ++i) col[i] = b[i * n + j];
+      cholesky_solve(gram, m, col.data());
+      for (int64_t i = 0; i < m; ++i) a[i * n + j] = col[i];
+    }
+  }
+  const float* src = w.f32();
+  float* dst = out.f32();
+  for (int64_t q = 0; q < kernels; ++q)
+    for (int64_t i = 0; i < m; ++i) {
+      double v = 0;
+      for (int64_t j = 0; j < n; ++j) v += a[i * n + j] * static_cast<double>(src[q * n + j]);
+      dst[q * m + i] = static_cast<float>(v);
+    }
+  return out;
+}
+
 }  // namespace vitpe

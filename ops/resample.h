@@ -84,6 +84,15 @@ Tensor resample_beit(const Tensor& x, int64_t out_h, int64_t out_w);
 // The adjoint (transpose) of resample_beit: dy: [C, out_h, out_w] -> dx: [C, in_h, in_w].
 Tensor resample_beit_backward(const Tensor& dy, int64_t in_h, int64_t in_w);
 
+// FlexiViT's pseudo-inverse resize of convolution kernels (Beyer et al. 2023, "PI-resize"):
+// w: [..., h, w] (e.g. a patch embedding [D, C, p, p]) -> [..., out_h, out_w]. With B the
+// matrix of the bilinear resize of an h x w patch to out_h x out_w (resample with
+// antialias = false, a column per input pixel), every kernel becomes pinv(B^T) w: when the kernel
+// grows (B of full column rank) <resize(x), w'> = <x, w> for every patch x, so a patch and its
+// resized copy give the same token; when it shrinks, the least-squares fit of the same
+// equations. Solved in double (Cholesky of B^T B or B B^T). Same size: a copy.
+Tensor pi_resize_kernel(const Tensor& w, int64_t out_h, int64_t out_w);
+
 // Holding the edges: the extrapolate way to meet another size with a learned table. Output
 // sample i of an axis takes input sample clamp(i - offset, 0, in_size - 1): offset 0 anchors
 // absolute tables at their first row/column (the new rows past the end repeat the last one),

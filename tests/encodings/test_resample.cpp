@@ -2,6 +2,9 @@
 // identity at the same size, weights summing to one, and the backward being the exact adjoint;
 // BEiT's geometric resize against a naive interpolation on unilm's offsets, identity only when
 // both axes stay, and its adjoint.
+#include <cmath>
+#include <vector>
+
 #include "golden.h"
 #include "ops/resample.h"
 #include "tests/testing.h"
@@ -22,6 +25,70 @@ TEST(Resample, MatchesTorchInterpolate) {
     ASSERT_EQ(y.shape(), want.shape()) << n;
     EXPECT_LT(testing::max_rel_error(y, want), 2e-6) << n << " " << m.dump();
   }
+}
+
+// The resize matrix B of an h x w patch to oh x ow, written out from resample (bilinear, no
+// antialias), column j the resize of the patch with a 1 at pixel j: B[i * n + j].
+std::vector<double> resize_matrix(int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  const int64_t n = h * w, m = oh * ow;
+  std::vector<double> b(static_cast<size_t>(m * n));
+  for (int64_t j = 0; j < n; ++j) {
+    Tensor e = Tensor::zeros({h, w});
+    e.f32()[j] = 1;
+    const Tensor r = resample(e, oh, ow, Filter::bilinear, false);
+    for (int64_t i = 0; i < m; ++i) b[i * n + j] = r.f32()[i];
+  }
+  return b;
+}
+
+// PI-resize: growing, every patch and its bilinear resize give the same token with the old and
+// the new kernel; shrinking, the new kernel solves the least-squares equations B (B^T w' - w) = 0;
+// the same size is the identity; and non-square kernels work.
+TEST(PiResize, TokensOfResizedPatchesAreKeptAndShrinkingIsLeastSquares) {
+  const Tensor w = testing::random_tensor({3, 2, 4, 4}, 1);
+  const Tensor up = pi_resize_kernel(w, 8, 8);
+  ASSERT_EQ(up.shape(), Shape({3, 2, 8, 8}));
+  for (uint64_t seed = 2; seed < 6; ++seed) {
+    const Tensor x = testing::random_tensor({2, 4, 4}, seed);  // one patch, two channels
+    const Tensor xr = resample(x, 8, 8, Filter::bilinear, false);
+    for (int64_t d = 0; d < 3; ++d) {
+      double old_token = 0, new_token = 0;
+      for (int64_t i = 0; i < 32; ++i) old_token += double(w.f32()[d * 32 + i]) * x.f32()[i];
+      for (int64_t i = 0; i < 128; ++i) new_token += double(up.f32()[d * 128 + i]) * xr.f32()[i];
+      EXPECT_NEAR(new_token, old_token, 1e-4 * (1 + std::fabs(old_token))) << seed << " " << d;
+    }
+  }
+  // Shrinking 8x6 kernels to 4x3: the normal equations of min ||B^T w' - w||.
+  const Tensor big = testing::random_tensor({2, 8, 6}, 7);
+  const Tensor small = pi_resize_kernel(big, 4, 3);
+  ASSERT_EQ(small.shape(), Shape({2, 4, 3}));
+  const std::vector<double> b = resize_matrix(8, 6, 4, 3);
+  const int64_t n = 48, m = 12;
+  double worst = 0, scale = 0;
+  for (int64_t q = 0; q < 2; ++q) {
+    std::vector<double> resid(n);
+    for (int64_t j = 0; j < n; ++j) {
+      double v = -big.f32()[q * n + j];
+      for (int64_t i = 0; i < m; ++i) v += b[i * n + j] * small.f32()[q * m + i];
+      resid[j] = v;
+      scale = std::max(scale, std::fabs(static_cast<double>(big.f32()[q * n + j])));
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      double g = 0;
+      for (int64_t j = 0; j < n; ++j) g += b[i * n + j] * resid[j];
+      worst = std::max(worst, std::fabs(g));
+    }
+  }
+  EXPECT_LT(worst, 1e-5 * scale);
+  EXPECT_EQ(testing::max_rel_error(pi_resize_kernel(w, 4, 4), w), 0.0);
+  // Growing a non-square kernel keeps tokens too.
+  const Tensor r = testing::random_tensor({1, 2, 3}, 9), rr = pi_resize_kernel(r, 4, 9);
+  const Tensor x = testing::random_tensor({2, 3}, 10), xr = resample(x, 4, 9, Filter::bilinear, false);
+  double a = 0, c = 0;
+  for (int64_t i = 0; i < 6; ++i) a += double(r.f32()[i]) * x.f32()[i];
+  for (int64_t i = 0; i < 36; ++i) c += double(rr.f32()[i]) * xr.f32()[i];
+  EXPECT_NEAR(c, a, 1e-4 * (1 + std::fabs(a)));
+  EXPECT_THROW(pi_resize_kernel(testing::random_tensor({4}, 1), 2, 2), ShapeError);
 }
 
 TEST(Resample, SameSizeIsIdentity) {

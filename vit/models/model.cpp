@@ -1,8 +1,10 @@
 // Model helpers every family shares, and the factory (through the config's family).
 #include "vit/models/model.h"
 
+#include <algorithm>
 #include <stdexcept>
 
+#include "ops/resample.h"
 #include "vit/models/family.h"
 #include "vit/models/layers.h"
 
@@ -158,6 +160,42 @@ int64_t Model::num_encoding_params() { return count(encoding_params()); }
 std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
   config.validate();
   return family_of(config).build(config, seed);
+}
+
+std::unique_ptr<Model> with_patch_size(Model& model, int64_t patch, int64_t rows, int64_t cols) {
+  const ModelConfig& from = model.config();
+  if (from.is_swin()) {
+    throw std::invalid_argument("patch resize: a ViT-family model only (Swin's patch merging and "
+                                "windows are built for its patch size), found " + from.family);
+  }
+  if (patch < 1 || rows % patch != 0 || cols % patch != 0) {
+    throw std::invalid_argument("patch resize: " + std::to_string(rows) + "x" +
+                                std::to_string(cols) + " is not whole patches of " +
+                                std::to_string(patch) + " pixels");
+  }
+  ModelConfig c = from;
+  c.patch = patch;
+  c.img_rows = rows;
+  c.img_cols = cols;
+  std::unique_ptr<Model> out = make_model(c, 0);
+  std::vector<Param*> src = model.params();
+  const std::string kernel = "patch_embed.proj.weight";
+  for (Param* p : out->params()) {
+    auto it = std::find_if(src.begin(), src.end(), [&](Param* q) { return q->name == p->name; });
+    if (it == src.end()) throw std::logic_error("patch resize: no tensor " + p->name + " to copy");
+    const Tensor& v = (*it)->value;
+    if (p->name == kernel) {
+      p->value.copy_from(pi_resize_kernel(v, patch, patch));
+    } else if (v.shape() == p->value.shape()) {
+      p->value.copy_from(v);
+    } else {
+      throw std::logic_error("patch resize: " + p->name + " is " + v.shape().str() +
+                             " in the model and " + p->value.shape().str() + " at patch " +
+                             std::to_string(patch));
+    }
+  }
+  out->set_extension_policy(model.extension_policy());
+  return out;
 }
 
 }  // namespace vitpe

@@ -174,4 +174,13 @@ class Model {
 // Builds a model with freshly initialised parameters (deterministic from seed).
 std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed = 0);
 
+// FlexiViT's patch resize (Beyer et al. 2023): `model` (a ViT-family model) rebuilt for images of
+// rows x cols with patches of `patch` pixels, its patch embedding resized by PI-resize
+// (ops/resample.h: a patch and its bilinear resize give the same token) and every other
+// parameter copied. A larger image with a proportionally larger patch keeps the trained grid, so
+// the encoding meets no other grid: the evaluation separates the patches' content from the
+// encoding's extension. The extension policy is carried over. Throws std::invalid_argument for a
+// Swin-family model or a size that is not whole patches.
+std::unique_ptr<Model> with_patch_size(Model& model, int64_t patch, int64_t rows, int64_t cols);
+
 }  // namespace vitpe

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ops/resample.h"
 #include "tests/testing.h"
 #include "tests/vit/models/every_encoding.h"
 #include "tests/vit/models/model_gradients.h"
@@ -69,6 +70,36 @@ TEST_P(VitEveryEncoding, InferenceAndTrainingForwardsAgree) {
     const Tensor training = model->forward(x, /*training=*/true).clone();
     EXPECT_LT(testing::max_rel_error(inference, training), 1e-5) << GetParam() << " " << s.str();
   }
+}
+
+// FlexiViT's patch resize: the model rebuilt with patches twice as large at twice the size keeps
+// its grid and gives the same logits for an image whose every patch is the bilinear resize of
+// the original's patch (what PI-resize preserves), for every encoding; an image not of whole
+// patches and a Swin model are refused.
+TEST_P(VitEveryEncoding, PatchResizeKeepsTheTokensOfResizedPatches) {
+  ModelConfig c = tiny_vit(GetParam());  // 12 x 8 images of 4-pixel patches
+  auto model = make_model(c, 1);
+  const int64_t P = c.patch, Q = 2 * P, C = c.channels;
+  const Tensor x = random_tensor({2, C, 12, 8}, 6);
+  Tensor big = Tensor::empty({2, C, 24, 16});
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t py = 0; py < 3; ++py)
+        for (int64_t px = 0; px < 2; ++px) {
+          Tensor patch = Tensor::empty({P, P});
+          for (int64_t y = 0; y < P; ++y)
+            for (int64_t xx = 0; xx < P; ++xx)
+              patch.f32()[y * P + xx] = x.at(((b * C + ch) * 12 + py * P + y) * 8 + px * P + xx);
+          const Tensor r = resample(patch, Q, Q, Filter::bilinear, false);
+          for (int64_t y = 0; y < Q; ++y)
+            for (int64_t xx = 0; xx < Q; ++xx)
+              big.f32()[((b * C + ch) * 24 + py * Q + y) * 16 + px * Q + xx] = r.f32()[y * Q + xx];
+        }
+  const Tensor want = model->forward(x).clone();
+  auto resized = with_patch_size(*model, Q, 24, 16);
+  EXPECT_EQ(resized->config().patch_grid(), c.patch_grid());
+  EXPECT_LT(testing::max_rel_error(resized->forward(big), want), 1e-4) << GetParam();
+  EXPECT_THROW(with_patch_size(*model, Q, 24, 18), std::invalid_argument);
 }
 
 // The zoo's structures keep the encoding interchangeable: DeiT-III (no table rows for the class
