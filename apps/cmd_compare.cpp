@@ -98,6 +98,11 @@ void add_compare(CLI::App& root) {
                       kPolicyWords +
                       ". Every policy is evaluated on the same trained models, one column each")
       ->capture_default_str();
+  cmd->add_flag("--patch-resize", o->patch_resize,
+                "Also evaluate each other size with FlexiViT's patch resize: patches of patch x "
+                "size / training size pixels (PI-resized embedding) on the trained grid, so the "
+                "encoding meets no other grid (one more column per size and protocol; ViT "
+                "family; sizes where that patch is not whole are left out)");
   cmd->add_option("--protocol", c->protocols,
                   "How the larger sizes are rendered, comma separated: zoom (the training-size "
                   "image resized), canvas (same-size objects on a larger canvas), dilute (the "

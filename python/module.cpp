@@ -480,12 +480,13 @@ PYBIND11_MODULE(_vitpe, m) {
           for (const std::string& p : policies) o.policies.push_back(parse_policy(p));
         }
         take(kw, "protocol", o.protocols);
+        take(kw, "patch_resize", o.patch_resize);
         take(kw, "reference", o.reference);
         take(kw, "pictures", o.pictures);
         take(kw, "budget", o.budget_minutes);
         refuse_leftovers(kw, "compare",
                          std::string(kTrainKeys) +
-                             ", encodings, seeds, eval_sizes, policy, protocol, reference, "
+                             ", encodings, seeds, eval_sizes, policy, protocol, patch_resize, reference, "
                              "pictures, budget");
         set_progress(o.train, progress);
         o.extra_settings = {{"command", "vitpe.compare (Python)"}};

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <opencv2/core/version.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -109,6 +110,28 @@ std::vector<int64_t> unique_sizes(const std::vector<int64_t>& sizes) {
   return out;
 }
 
+// The patch that keeps the training grid at size s (patch resize), or 0 when it is not whole.
+int64_t resized_patch(int64_t patch, int64_t s, int64_t train_size) {
+  return (patch * s) % train_size == 0 ? patch * s / train_size : 0;
+}
+
+// The patch-resize columns, as the settings table names them: "; patch-resize (FlexiViT's
+// PI-resize, the trained grid kept) at 56 px (patch 8); not at 44 px (not a whole patch)".
+std::string patch_resize_setting(int64_t patch, const CompareResults& r) {
+  std::string with, without;
+  for (int64_t s : unique_sizes(r.sizes)) {
+    if (s == r.train_size) continue;
+    const int64_t q = resized_patch(patch, s, r.train_size);
+    if (q > 0) {
+      with += (with.empty() ? "" : ", ") + std::to_string(s) + " px (patch " + std::to_string(q) + ")";
+    } else {
+      without += (without.empty() ? "" : ", ") + std::to_string(s) + " px";
+    }
+  }
+  return "; patch-resize (FlexiViT's PI-resized patch embedding, the trained grid kept) at " +
+         with + (without.empty() ? "" : "; not at " + without + " (not a whole patch)");
+}
+
 std::string policies_setting(const std::vector<ExtensionPolicy>& policies) {
   std::vector<std::string> names;
   for (ExtensionPolicy p : policies) names.push_back(policy_name(p));
@@ -161,7 +184,9 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"seeds", join(to_strings(r.seeds), ",")},
       {"paired differences against", reference_encoding(r)},
       {"evaluation sizes", join(to_strings(unique_sizes(r.sizes)), ",")},
-      {"extension policies at other sizes", policies_setting(opt.policies)},
+      {"extension policies at other sizes",
+       policies_setting(opt.policies) +
+           (opt.patch_resize ? patch_resize_setting(base.patch, r) : std::string())},
       {"resolution protocols at other sizes", opt.protocols.empty()
                                                   ? "the dataset's own: " + probe.other_size_rule()
                                                   : join(opt.protocols, ",")},
@@ -209,7 +234,7 @@ std::vector<std::shared_ptr<Dataset>> test_sets(const TrainOptions& t, const Com
 // (native, the dataset itself).
 void evaluation_columns(CompareResults& r, const std::vector<int64_t>& sizes,
                         const std::vector<std::string>& protocols,
-                        const std::vector<ExtensionPolicy>& policies) {
+                        const std::vector<ExtensionPolicy>& policies, int64_t patch_resize) {
   r.sizes.clear();
   r.policies.clear();
   r.protocols.clear();
@@ -226,6 +251,11 @@ void evaluation_columns(CompareResults& r, const std::vector<int64_t>& sizes,
       for (ExtensionPolicy p : policies) {
         r.sizes.push_back(s);
         r.policies.push_back(policy_name(p));
+        r.protocols.push_back(proto);
+      }
+      if (patch_resize > 0 && resized_patch(patch_resize, s, r.train_size) > 0) {
+        r.sizes.push_back(s);
+        r.policies.push_back(kPatchResize);
         r.protocols.push_back(proto);
       }
     }
@@ -319,22 +349,38 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
   run.attention_entropy.clear();
   std::string accs;
   for (size_t s = 0; s < r.sizes.size(); ++s) {
-    model.set_extension_policy(parse_policy(column_policy(r, s)));
+    const std::string policy = column_policy(r, s);
+    // Patch resize: the same model with larger patches on the trained grid, its own policy
+    // native (its encoding meets only the grid it was trained on).
+    std::unique_ptr<Model> resized;
+    if (policy == kPatchResize) {
+      model.set_extension_policy(ExtensionPolicy::native);
+      const int64_t patch = resized_patch(model.config().patch, r.sizes[s], r.train_size);
+      resized = with_patch_size(model, patch, r.sizes[s], r.sizes[s]);
+    } else {
+      model.set_extension_policy(parse_policy(policy));
+    }
+    Model& m = resized ? *resized : model;
     const std::string label = column_label(r, s);
-    EvalResult ev = evaluate(model, *tests[s], to.eval_batch, to.progress, "  @" + label,
-                             nullptr, to.adaptive_threads);
+    EvalResult ev = evaluate(m, *tests[s], to.eval_batch, to.progress, "  @" + label, nullptr,
+                             to.adaptive_threads);
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
-    run.extension_rules.push_back(r.sizes[s] == r.train_size ? "-" : model.extension_rules());
+    run.extension_rules.push_back(
+        r.sizes[s] == r.train_size
+            ? "-"
+            : resized ? "patch " + std::to_string(resized->config().patch) + " px (grid " +
+                            resized->config().patch_grid().str() + " as trained)"
+                      : m.extension_rules());
     const AttentionStats stats = [&] {
       const FixedWorkSplit fixed;  // the same numbers on any thread count, as evaluate's
-      return attention_stats(model, *tests[s]);
+      return attention_stats(m, *tests[s]);
     }();
     if (!stats.empty()) {
       run.attention_distance.push_back(stats.distance);
       run.attention_entropy.push_back(stats.entropy);
     }
-    measure_cost(run, model, *tests[s]);
+    measure_cost(run, m, *tests[s]);
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s@%s %.2f%%", s ? ", " : "", label.c_str(), 100 * ev.accuracy);
     accs += buf;
@@ -585,7 +631,24 @@ CompareResults run_compare(const CompareOptions& options) {
   r.train_size = base.img_rows;
   if (opt.policies.empty()) throw std::invalid_argument("compare: at least one policy is required");
   for (const std::string& p : opt.protocols) protocol_description(p);  // checks the names
-  evaluation_columns(r, evaluation_sizes(opt.sizes, base), opt.protocols, opt.policies);
+  const std::vector<int64_t> sizes = evaluation_sizes(opt.sizes, base);
+  if (opt.patch_resize) {
+    if (base.is_swin()) {
+      throw std::invalid_argument("compare: --patch-resize needs a ViT-family model (Swin's "
+                                  "windows and patch merging are built for its patch size)");
+    }
+    bool any = false;
+    for (int64_t s : sizes) any |= s != r.train_size && resized_patch(base.patch, s, r.train_size) > 0;
+    if (!any) {
+      throw std::invalid_argument(
+          "compare: --patch-resize: no evaluation size other than " +
+          std::to_string(r.train_size) + " px makes a whole patch (patch " +
+          std::to_string(base.patch) + " x size / " + std::to_string(r.train_size) +
+          "); choose --eval-sizes that are multiples of " +
+          std::to_string(r.train_size / std::gcd(base.patch, r.train_size)));
+    }
+  }
+  evaluation_columns(r, sizes, opt.protocols, opt.policies, opt.patch_resize ? base.patch : 0);
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
   r.settings = study_settings(opt, base, r, *probe_data);
   r.versions = version_info();

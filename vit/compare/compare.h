@@ -29,6 +29,12 @@ struct CompareOptions {
   // How the encodings meet each size other than the training size: every policy given is
   // evaluated on the same trained model, one column each (the training size once).
   std::vector<ExtensionPolicy> policies = {ExtensionPolicy::native};
+  // FlexiViT's patch resize as one more column per other size and protocol (policy
+  // "patch-resize"): the trained model with patches of patch x size / training size pixels
+  // (with_patch_size: PI-resized patch embedding), so the grid and the encoding stay as trained
+  // and only the patches' content changes. ViT family only; sizes where that patch is not whole
+  // get no such column (the settings say which).
+  bool patch_resize = false;
   // How each size other than the training size is rendered (data.h protocol_names(): zoom,
   // canvas, dilute, translate, spread); every protocol given is evaluated, one column each.
   // Empty: the dataset's own rule.

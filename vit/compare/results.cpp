@@ -33,7 +33,10 @@ std::string column_label(const CompareResults& r, size_t k) {
   if (!compares_policies(r)) return s;
   const std::string p = column_policy(r, k);
   s += ' ';
-  s += p == "interpolate" ? std::string("interp") : p == "extrapolate" ? std::string("extrap") : p;
+  s += p == "interpolate"   ? std::string("interp")
+       : p == "extrapolate"  ? std::string("extrap")
+       : p == kPatchResize   ? std::string("patch")
+                             : p;
   return s;
 }
 

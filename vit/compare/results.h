@@ -67,6 +67,8 @@ struct CompareResults {
   std::string reference;
 };
 
+// The column policy of FlexiViT's patch resize (CompareOptions::patch_resize).
+inline constexpr const char* kPatchResize = "patch-resize";
 // The policy of column k ("native" when none is recorded), and its label in tables: "42", or
 // "42 interp" / "42 extrap" when the study compares policies, with the protocol before the policy
 // when it names protocols ("42 zoom interp"); the training size is "28".

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/testing.h"
 #include "vit/compare/compare.h"
 #include "vit/io/checkpoint.h"
 
@@ -228,6 +229,56 @@ TEST(Compare, EvaluatesEveryPolicyAndProtocolOnTheSameModels) {
   EXPECT_FALSE(compares_policies(plain));
   EXPECT_EQ(column_label(plain, 1), "24");
   fs::remove_all(out);
+}
+
+// --patch-resize: one more column per other size and protocol where the patch scales to a whole
+// number (patch 4 at 20 px: 8 at 40 px, none at 28 px), evaluated on the trained grid with the
+// PI-resized embedding (its accuracy equals a model rebuilt by hand that way), recorded in the
+// settings; a plan where no size allows it is refused before training.
+TEST(Compare, PatchResizeColumnsKeepTheTrainedGrid) {
+  const fs::path out =
+      fs::temp_directory_path() / ("vitpe_compare_patch_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CompareOptions o = tiny_study(out);
+  o.encodings = {"learned1d"};
+  o.train.data.rows = o.train.data.cols = 20;  // a 5x5 grid of 4-pixel patches
+  o.sizes = {20, 28, 40};
+  o.policies = {ExtensionPolicy::interpolate};
+  o.patch_resize = true;
+  const CompareResults r = run_compare(o);
+  ASSERT_EQ(r.sizes, (std::vector<int64_t>{20, 28, 40, 40}));
+  ASSERT_EQ(r.policies,
+            (std::vector<std::string>{"native", "interpolate", "interpolate", "patch-resize"}));
+  EXPECT_EQ(column_label(r, 3), "40 patch");
+  ASSERT_EQ(r.runs.size(), 1u);
+  const RunResult& run = r.runs[0];
+  EXPECT_EQ(run.extension_rules[3], "patch 8 px (grid 5x5 as trained)");
+  EXPECT_NE(run.loss[2], run.loss[3]);
+  // The same number from the trained weights rebuilt by hand.
+  auto trained = load_model((out / "runs" / "learned1d-s1" / "model.safetensors").string()).model;
+  auto resized = with_patch_size(*trained, 8, 40, 40);
+  DatasetOptions d = o.train.data;
+  d.train = false;
+  d.limit = o.train.test_limit;
+  d.rows = d.cols = 40;
+  d.base_rows = d.base_cols = 20;
+  auto test = make_dataset(d);
+  EXPECT_DOUBLE_EQ(evaluate(*resized, *test, 64, false, "").loss, run.loss[3]);
+  bool recorded = false;
+  for (const auto& [k, v] : r.settings)
+    recorded |= k == "extension policies at other sizes" &&
+                v.find("patch-resize (FlexiViT's PI-resized patch embedding, the trained grid "
+                       "kept) at 40 px (patch 8); not at 28 px (not a whole patch)") !=
+                    std::string::npos;
+  EXPECT_TRUE(recorded);
+  fs::remove_all(out);
+
+  o.sizes = {20, 28};
+  const std::string m = testing::message_of([&] { run_compare(o); });
+  EXPECT_NE(m.find("--patch-resize: no evaluation size other than 20 px makes a whole patch"),
+            std::string::npos)
+      << m;
+  EXPECT_FALSE(fs::exists(out / "runs"));
 }
 
 // --budget: the plan is measured before the sweep (one real epoch of the first run, a few steps
