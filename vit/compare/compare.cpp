@@ -193,6 +193,25 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"evaluation at other sizes", probe.other_size_rule()}};
   // Recorded only when on, so results written before the option still match.
   if (t.adaptive_threads) s.push_back({"threads", "adaptive (results do not repeat bitwise)"});
+  // Where each conditional encoding (PEG) sits in the depth: the blocks before it see no position.
+  if (!base.is_swin()) {
+    const int64_t depth = base.vit().depth;
+    std::string where;
+    for (const std::string& enc : r.encodings) {
+      Rng rng(0);
+      const std::unique_ptr<ConditionalEncoding> c =
+          make_conditional_encoding(parse_encoding(enc), 8, {2, 2}, 0, rng);
+      if (!c) continue;
+      const int64_t after = c->after_block();
+      where += (where.empty() ? "" : "; ") + enc + ": after block " + std::to_string(after) +
+               " of " + std::to_string(depth) + " (" +
+               (after == 0 ? std::string("every block sees position")
+                           : std::to_string(after) + " of " + std::to_string(depth) +
+                                 " blocks position-blind") +
+               ")";
+    }
+    if (!where.empty()) s.push_back({"conditional encodings", where});
+  }
   if (!t.train_sizes.empty()) {
     s.push_back({"training regime", "multi-resolution batches: each resized to one of " +
                                         join(to_strings(t.train_sizes), ",") +

@@ -281,6 +281,25 @@ TEST(Compare, PatchResizeColumnsKeepTheTrainedGrid) {
   EXPECT_FALSE(fs::exists(out / "runs"));
 }
 
+// The settings say where a conditional encoding sits in the depth, and so how many blocks see
+// no position.
+TEST(Compare, SettingsSayWherePegSitsInTheDepth) {
+  const fs::path out = fs::temp_directory_path() / ("vitpe_compare_peg_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CompareOptions o = tiny_study(out);
+  o.train.overrides = {"depth=2", "dim=32", "heads=2", "mlp_dim=64"};
+  o.encodings = {"none", "peg", "peg:after=0"};
+  o.sizes = {16};
+  const CompareResults r = run_compare(o);
+  std::string where;
+  for (const auto& [k, v] : r.settings)
+    if (k == "conditional encodings") where = v;
+  EXPECT_EQ(where,
+            "peg: after block 1 of 2 (1 of 2 blocks position-blind); peg:after=0: after block 0 "
+            "of 2 (every block sees position)");
+  fs::remove_all(out);
+}
+
 // --budget: the plan is measured before the sweep (one real epoch of the first run, a few steps
 // of each encoding); over the budget it is refused with what to cut and the probe run is
 // removed (another plan must not resume it); within it the sweep continues the probe run.
