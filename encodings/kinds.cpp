@@ -1,6 +1,7 @@
 // Shared building blocks of the encoding kinds (see kinds.h).
 #include "encodings/kinds.h"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -197,6 +198,43 @@ void planes_to_patch_rows(const Tensor& planes, Tensor& table, int64_t prefix, G
       else
         t[i * d + c] = p[c * n + i];
     }
+}
+
+// ---- Coordinate augmentation ------------------------------------------------------------------
+
+CoordinateDraw CoordinateAugmentation::draw(uint64_t seed) const {
+  Rng rng(seed);
+  CoordinateDraw d;
+  if (shift) {
+    d.shift_y = static_cast<float>(rng.uniform(-*shift, *shift));
+    d.shift_x = static_cast<float>(rng.uniform(-*shift, *shift));
+  }
+  if (jitter) {
+    const double lj = std::log(*jitter);
+    d.jitter_y = static_cast<float>(std::exp(rng.uniform(-lj, lj)));
+    d.jitter_x = static_cast<float>(std::exp(rng.uniform(-lj, lj)));
+  }
+  if (rescale) {
+    const double lr = std::log(*rescale);
+    d.rescale = static_cast<float>(std::exp(rng.uniform(-lr, lr)));
+  }
+  return d;
+}
+
+std::vector<OptionDef> coordinate_augmentation_options(const std::string& units) {
+  return {{"shift", "none", "training: coordinates shifted per axis by U(-s, s)" + units, {},
+           false, false, true},
+          {"jitter", "none",
+           "training: coordinates scaled per axis by a log-uniform factor in [1/J, J]", {}, false,
+           false, true},
+          {"rescale", "none",
+           "training: coordinates scaled by one log-uniform factor in [1/R, R] (DINOv3 trains "
+           "with 2)",
+           {}, false, false, true}};
+}
+
+CoordinateAugmentation coordinate_augmentation(const Options& o) {
+  return {o.number_or_none("shift"), o.number_or_none("jitter"), o.number_or_none("rescale")};
 }
 
 // ---- RoPE kernels ---------------------------------------------------------------------------

@@ -28,6 +28,19 @@ struct OptionDef {
   bool or_none = false;
 };
 
+// DINOv3's training-time coordinate augmentation (timm's shift_coords, jitter_coords,
+// rescale_coords; options shift=S, jitter=J, rescale=R of the rotary kinds), nullopt: off. One
+// training step's draw, in timm's order: a shift per axis uniform in [-S, S], a jitter factor per
+// axis and one rescale factor shared by both, each log-uniform in [1/f, f]; centred coordinates
+// c (DINOv3's [-1, 1]) become ((c + shift) * jitter) * rescale. A pure function of the seed.
+struct CoordinateDraw {
+  float shift_y = 0, shift_x = 0, jitter_y = 1, jitter_x = 1, rescale = 1;
+};
+struct CoordinateAugmentation {
+  std::optional<double> shift, jitter, rescale;
+  bool any() const { return shift || jitter || rescale; }
+  CoordinateDraw draw(uint64_t seed) const;
+};
 // Validated options with every default filled in.
 class Options {
  public:
@@ -44,6 +57,11 @@ class Options {
   std::string kind_;
   std::map<std::string, std::string> values_;
 };
+
+// The three options (shift, jitter, rescale) of CoordinateAugmentation, `units` saying what a
+// shift of 1 moves, and their values.
+std::vector<OptionDef> coordinate_augmentation_options(const std::string& units);
+CoordinateAugmentation coordinate_augmentation(const Options& o);
 
 using Site = EncodingSite;  // the public enum, spelt shorter inside the kinds
 

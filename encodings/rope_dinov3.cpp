@@ -29,16 +29,11 @@ namespace {
 
 enum class Normalize { separate, max, min };
 
-// DINOv3's training-time coordinate augmentation (timm's shift_coords, jitter_coords,
-// rescale_coords); nullopt: off.
-struct Augmentation {
-  std::optional<double> shift, jitter, rescale;
-};
 
 class RopeDinov3 final : public RotationAttentionEncoding {
  public:
   RopeDinov3(int64_t heads, int64_t head_dim, Grid window, double theta, Normalize normalize,
-             bool y_first, const Augmentation& aug)
+             bool y_first, const CoordinateAugmentation& aug)
       : heads_(heads),
         hd_(head_dim),
         theta_(theta),
@@ -94,7 +89,7 @@ class RopeDinov3 final : public RotationAttentionEncoding {
   ExtensionRule extension_rule() const override {
     return resolve_rule(policy_, ExtensionRule::interpolate);
   }
-  bool augments() const override { return aug_.shift || aug_.jitter || aug_.rescale; }
+  bool augments() const override { return aug_.any(); }
 
  protected:
   void policy_changed() override { cache_.clear(); }
@@ -121,47 +116,22 @@ class RopeDinov3 final : public RotationAttentionEncoding {
     return 2.0f * ((static_cast<float>(i) + 0.5f) / denominator) - 1.0f;
   }
 
-  // One training step's draw, in timm's order: a shift per axis uniform in [-s, s], a jitter
-  // factor per axis and one rescale factor shared by both, each log-uniform in [1/f, f]; the
-  // coordinates become ((c + shift) * jitter) * rescale.
-  struct Draw {
-    float shift_y = 0, shift_x = 0, jitter_y = 1, jitter_x = 1, rescale = 1;
-  };
-  Draw draw(uint64_t seed) const {
-    Rng rng(seed);
-    Draw d;
-    if (aug_.shift) {
-      d.shift_y = static_cast<float>(rng.uniform(-*aug_.shift, *aug_.shift));
-      d.shift_x = static_cast<float>(rng.uniform(-*aug_.shift, *aug_.shift));
-    }
-    if (aug_.jitter) {
-      const double lj = std::log(*aug_.jitter);
-      d.jitter_y = static_cast<float>(std::exp(rng.uniform(-lj, lj)));
-      d.jitter_x = static_cast<float>(std::exp(rng.uniform(-lj, lj)));
-    }
-    if (aug_.rescale) {
-      const double lr = std::log(*aug_.rescale);
-      d.rescale = static_cast<float>(std::exp(rng.uniform(-lr, lr)));
-    }
-    return d;
-  }
-
   // The tables of window w: the plain ones (cached per window), or, while a training step has
   // handed over its seed and the options ask for augmentation, that step's (kept for its
   // backward).
   const Tables& tables(Grid w) {
     if (augmentation_ && augments()) {
-      if (!augmented_ || augmented_->window != w) augmented_ = compute(w, draw(*augmentation_));
+      if (!augmented_ || augmented_->window != w) augmented_ = compute(w, aug_.draw(*augmentation_));
       return *augmented_;
     }
     for (const Tables& t : cache_)
       if (t.window == w) return t;
-    cache_.push_back(compute(w, Draw{}));
+    cache_.push_back(compute(w, CoordinateDraw{}));
     return cache_.back();
   }
 
-  // The tables of window w with the coordinates moved by draw d (none: Draw{}).
-  Tables compute(Grid w, const Draw& d) const {
+  // The tables of window w with the coordinates moved by draw d (none: CoordinateDraw{}).
+  Tables compute(Grid w, const CoordinateDraw& d) const {
     const int64_t half = hd_ / 2, quarter = hd_ / 4;
     Tables t{w, Tensor::empty({1, w.count(), half}), Tensor::empty({1, w.count(), half})};
     const auto [dy, dx] = denominators(w);
@@ -190,7 +160,7 @@ class RopeDinov3 final : public RotationAttentionEncoding {
   Normalize normalize_;
   bool y_first_;
   Grid window_;
-  Augmentation aug_;
+  CoordinateAugmentation aug_;
   std::deque<Tables> cache_;         // one entry per window seen; a deque keeps references valid
   std::optional<Tables> augmented_;  // the current training step's
 };
@@ -211,30 +181,8 @@ KindDef rope_dinov3_kind() {
        "separate",
        "coordinates over each axis' own length (separate), or the longer/shorter side's",
        {"separate", "max", "min"}},
-      {"indexing", "ij", "ij: y turns the first half of the pairs (timm's); xy: x", {"ij", "xy"}},
-      {"shift",
-       "none",
-       "training: coordinates shifted per axis by U(-s, s)",
-       {},
-       false,
-       false,
-       true},
-      {"jitter",
-       "none",
-       "training: coordinates scaled per axis by a log-uniform factor in "
-       "[1/J, J]",
-       {},
-       false,
-       false,
-       true},
-      {"rescale",
-       "none",
-       "training: coordinates scaled by one log-uniform factor in [1/R, R] "
-       "(DINOv3 trains with 2)",
-       {},
-       false,
-       false,
-       true}};
+      {"indexing", "ij", "ij: y turns the first half of the pairs (timm's); xy: x", {"ij", "xy"}}};
+  for (OptionDef& d : coordinate_augmentation_options("")) k.options.push_back(std::move(d));
   k.summary =
       "DINOv3's RoPE: coordinates normalised to [-1, 1] per axis, channels rotated in halves; "
       "fixed; hd % 4 == 0";
@@ -246,8 +194,7 @@ KindDef rope_dinov3_kind() {
   k.studied_global = k.studied_windowed = false;
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
-    const Augmentation aug{o.number_or_none("shift"), o.number_or_none("jitter"),
-                           o.number_or_none("rescale")};
+    const CoordinateAugmentation aug = coordinate_augmentation(o);
     return std::make_unique<RopeDinov3>(heads, head_dim, window, o.number("theta"),
                                         parse_normalize(o.str("normalize")),
                                         o.str("indexing") == "ij", aug);
