@@ -221,6 +221,13 @@ CoordinateDraw CoordinateAugmentation::draw(uint64_t seed) const {
   return d;
 }
 
+AxisAffine integer_axis(const CoordinateDraw& d, bool rows, int64_t n) {
+  const double shift = rows ? d.shift_y : d.shift_x;
+  const double a = static_cast<double>(rows ? d.jitter_y : d.jitter_x) * d.rescale;
+  const double centre = static_cast<double>(n - 1) / 2;
+  return {a, (shift * static_cast<double>(n) / 2 - centre) * a + centre};
+}
+
 std::vector<OptionDef> coordinate_augmentation_options(const std::string& units) {
   return {{"shift", "none", "training: coordinates shifted per axis by U(-s, s)" + units, {},
            false, false, true},

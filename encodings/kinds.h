@@ -58,6 +58,14 @@ class Options {
   std::map<std::string, std::string> values_;
 };
 
+// A draw on integer coordinates (the rotary kinds with patch indices): along an axis of `n`
+// cells the index i becomes a * i + b, DINOv3's ((c + shift) jitter) rescale about the axis's
+// centre (n - 1) / 2 with a shift of 1 moving n / 2 cells (DINOv3's [-1, 1] spans the axis).
+struct AxisAffine {
+  double a = 1, b = 0;
+};
+AxisAffine integer_axis(const CoordinateDraw& d, bool rows, int64_t n);
+
 // The three options (shift, jitter, rescale) of CoordinateAugmentation, `units` saying what a
 // shift of 1 moves, and their values.
 std::vector<OptionDef> coordinate_augmentation_options(const std::string& units);

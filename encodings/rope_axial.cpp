@@ -12,7 +12,11 @@
 // coordinates (they run past the trained range on a larger grid: `extrapolate`).
 // head_dim % 4 == 0. Prefix tokens: fixed kind, not rotated (angle zero). No parameters; any
 // window works, so it keeps the interface's resample(), which only checks the window.
+// Training augmentation (DINOv3's, on the patch indices; options shift=S, jitter=J, rescale=R):
+// during a training step the indices are scaled about the window's centre and shifted by that
+// step's draw (kinds.h integer_axis), the same in every block; evaluation uses the plain ones.
 #include <deque>
+#include <optional>
 
 #include "encodings/kinds.h"
 #include "encodings/tables.h"
@@ -23,8 +27,15 @@ namespace {
 
 class RopeAxial final : public RotationAttentionEncoding {
  public:
-  RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta, bool x_first, Grid ref)
-      : heads_(heads), hd_(head_dim), theta_(theta), x_first_(x_first), window_(window), ref_(ref) {
+  RopeAxial(int64_t heads, int64_t head_dim, Grid window, double theta, bool x_first, Grid ref,
+            const CoordinateAugmentation& aug)
+      : heads_(heads),
+        hd_(head_dim),
+        theta_(theta),
+        x_first_(x_first),
+        window_(window),
+        ref_(ref),
+        aug_(aug) {
     require(head_dim % 4 == 0, "rope-axial",
             "head_dim must be divisible by 4 (pairs split between x and y), got " +
                 std::to_string(head_dim));
@@ -73,8 +84,14 @@ class RopeAxial final : public RotationAttentionEncoding {
                         {.frequencies = true});
   }
 
+  bool augments() const override { return aug_.any(); }
+
  protected:
-  void policy_changed() override { cache_.clear(); }
+  void policy_changed() override {
+    cache_.clear();
+    augmented_.reset();
+  }
+  void augmentation_changed() override { augmented_.reset(); }
 
  private:
   struct Tables {
@@ -82,7 +99,24 @@ class RopeAxial final : public RotationAttentionEncoding {
     Tensor cos, sin;  // [1, Mh*Mw, hd/2]
   };
 
+  // The tables of window w: the plain ones (cached per window), or, while a training step has
+  // handed over its seed and the options ask for augmentation, that step's (kept for its
+  // backward): the coordinates moved by the step's draw (integer_axis) before the policy's scale.
   const Tables& tables(Grid w) {
+    if (augmentation_ && augments()) {
+      if (!augmented_ || augmented_->window != w) {
+        const CoordinateDraw d = aug_.draw(*augmentation_);
+        const AxisAffine ax = integer_axis(d, false, w.cols), ay = integer_axis(d, true, w.rows);
+        RopeAxialLayout l = layout(w);
+        l.offset_x = ax.b * l.scale_x;
+        l.offset_y = ay.b * l.scale_y;
+        l.scale_x *= ax.a;
+        l.scale_y *= ay.a;
+        augmented_ = Tables{w, {}, {}};
+        rope_axial_tables(augmented_->cos, augmented_->sin, w, hd_, l);
+      }
+      return *augmented_;
+    }
     for (const Tables& t : cache_)
       if (t.window == w) return t;
     Tables t{w, {}, {}};
@@ -117,7 +151,9 @@ class RopeAxial final : public RotationAttentionEncoding {
   double theta_;
   bool x_first_;
   Grid window_, ref_;
+  CoordinateAugmentation aug_;
   std::deque<Tables> cache_;  // one entry per window seen; a deque keeps references valid
+  std::optional<Tables> augmented_;  // the current training step's
 };
 
 }  // namespace
@@ -133,6 +169,8 @@ KindDef rope_axial_kind() {
        "xy: x turns the first half of the pairs; ij: y (timm's names)",
        {"xy", "ij"}},
       {"ref", "none", "coordinates scaled to this grid (timm's ref_feat_shape)", {}, true}};
+  for (OptionDef& d : coordinate_augmentation_options(" half-windows, about the centre"))
+    k.options.push_back(std::move(d));
   k.summary = "RoPE-ViT axial: half the pairs rotate with x, half with y; fixed; hd % 4 == 0";
   k.extension = ExtensionRule::extrapolate;
   k.extension_note =
@@ -144,7 +182,8 @@ KindDef rope_axial_kind() {
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
     return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"),
-                                       o.str("indexing") == "xy", o.grid("ref"));
+                                       o.str("indexing") == "xy", o.grid("ref"),
+                                       coordinate_augmentation(o));
   };
   return k;
 }

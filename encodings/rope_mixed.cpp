@@ -10,7 +10,8 @@
 // head_dim % 4 == 0. Prefix tokens: not rotated (class token as in RoPE-ViT; the learned part is
 // the frequencies, which have no position of their own). Any window works; it keeps the
 // interface's resample(), which only checks the window. Backward gives dq, dk and the frequency
-// gradients (from q, k and dq_out, dk_out).
+// gradients (from q, k and dq_out, dk_out). Training augmentation as rope-axial's (DINOv3's
+// shift, jitter and rescale of the patch indices, options shift=S, jitter=J, rescale=R).
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -25,8 +26,9 @@ namespace {
 
 class RopeMixed final : public RotationAttentionEncoding {
  public:
-  RopeMixed(int64_t heads, int64_t head_dim, Grid window, double theta, Rng& rng)
-      : heads_(heads), hd_(head_dim), window_(window) {
+  RopeMixed(int64_t heads, int64_t head_dim, Grid window, double theta,
+            const CoordinateAugmentation& aug, Rng& rng)
+      : heads_(heads), hd_(head_dim), window_(window), aug_(aug) {
     require(head_dim % 4 == 0, "rope-mixed",
             "head_dim must be divisible by 4 (two rotated halves of pairs), got " +
                 std::to_string(head_dim));
@@ -82,10 +84,11 @@ class RopeMixed final : public RotationAttentionEncoding {
     float* gx = param_.grad.f32();
     float* gy = gx + heads_ * half;
     const Scales sc = scales(geom.window);
+    const auto [ax, ay] = moved(geom.window);
     for (int64_t h = 0; h < heads_; ++h)
       for (int64_t n = 0; n < nw; ++n) {
-        const double col = static_cast<double>(patch_col(n, geom.window.cols));
-        const double row = static_cast<double>(patch_row(n, geom.window.cols));
+        const double col = ax.a * static_cast<double>(patch_col(n, geom.window.cols)) + ax.b;
+        const double row = ay.a * static_cast<double>(patch_row(n, geom.window.cols)) + ay.b;
         const float* da = dangle.f32() + (h * nw + n) * half;
         for (int64_t p = 0; p < half; ++p) {
           gx[h * half + p] += static_cast<float>(col * sc.x[p]) * da[p];
@@ -114,8 +117,11 @@ class RopeMixed final : public RotationAttentionEncoding {
     return resolve_rule(policy_, ExtensionRule::extrapolate, {.frequencies = true});
   }
 
+  bool augments() const override { return aug_.any(); }
+
  protected:
   void policy_changed() override { tables_valid_ = false; }
+  void augmentation_changed() override { tables_valid_ = false; }
 
  private:
   // Coordinate scales of each pair p on window w, per axis: 1 (extrapolate, integer
@@ -143,6 +149,14 @@ class RopeMixed final : public RotationAttentionEncoding {
     return s;
   }
 
+  // The patch indices' map on window w per axis (column, row): a training step's coordinate
+  // augmentation (kinds.h integer_axis) while its seed is handed over, else the identity.
+  std::pair<AxisAffine, AxisAffine> moved(Grid w) const {
+    if (!augmentation_ || !augments()) return {};
+    const CoordinateDraw d = aug_.draw(*augmentation_);
+    return {integer_axis(d, false, w.cols), integer_axis(d, true, w.rows)};
+  }
+
   // cos_/sin_: [H, Mh*Mw, hd/2] from the current frequencies, computed again only when the
   // window, the policy or the frequencies changed (training changes them every step; inference
   // never, where a ViT-S at 224 px would otherwise spend 2 x 12 x 6 x 196 x 32 sines and cosines
@@ -166,10 +180,11 @@ class RopeMixed final : public RotationAttentionEncoding {
     const float* fx = param_.value.f32();
     const float* fy = fx + heads_ * half;
     const Scales sc = scales(w);
+    const auto [ax, ay] = moved(w);
     for (int64_t h = 0; h < heads_; ++h)
       for (int64_t n = 0; n < w.count(); ++n) {
-        const double col = static_cast<double>(patch_col(n, w.cols));
-        const double row = static_cast<double>(patch_row(n, w.cols));
+        const double col = ax.a * static_cast<double>(patch_col(n, w.cols)) + ax.b;
+        const double row = ay.a * static_cast<double>(patch_row(n, w.cols)) + ay.b;
         for (int64_t p = 0; p < half; ++p) {
           double a = col * sc.x[p] * fx[h * half + p] + row * sc.y[p] * fy[h * half + p];
           cos_.f32()[(h * w.count() + n) * half + p] = static_cast<float>(std::cos(a));
@@ -180,6 +195,7 @@ class RopeMixed final : public RotationAttentionEncoding {
 
   int64_t heads_, hd_;
   Grid window_;  // the built window
+  CoordinateAugmentation aug_;
   Param param_;
   Tensor cos_, sin_;
   // What cos_/sin_ were computed for (compute_tables).
@@ -195,6 +211,8 @@ KindDef rope_mixed_kind() {
   k.name = "rope-mixed";
   k.site = Site::attention;
   k.options = {{"theta", "10", "init base: m_k = theta^(-4k/hd)", {}}};
+  for (OptionDef& d : coordinate_augmentation_options(" half-windows, about the centre"))
+    k.options.push_back(std::move(d));
   k.summary = "RoPE-ViT mixed: learned (fx, fy) per block/head/pair; hd % 4 == 0";
   k.extension = ExtensionRule::extrapolate;
   k.extension_note =
@@ -203,7 +221,8 @@ KindDef rope_mixed_kind() {
       "initial ladder) scales its coordinates by s^(-k/(hd/4-1)) per axis";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng& rng) {
-    return std::make_unique<RopeMixed>(heads, head_dim, window, o.number("theta"), rng);
+    return std::make_unique<RopeMixed>(heads, head_dim, window, o.number("theta"),
+                                       coordinate_augmentation(o), rng);
   };
   return k;
 }

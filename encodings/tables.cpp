@@ -83,8 +83,8 @@ void rope_axial_tables(Tensor& cos, Tensor& sin, Grid grid, int64_t head_dim,
   cos = Tensor::empty({1, grid.count(), half});
   sin = Tensor::empty({1, grid.count(), half});
   for (int64_t n = 0; n < grid.count(); ++n) {
-    const double x = static_cast<double>(n % grid.cols) * layout.scale_x;
-    const double y = static_cast<double>(n / grid.cols) * layout.scale_y;
+    const double x = static_cast<double>(n % grid.cols) * layout.scale_x + layout.offset_x;
+    const double y = static_cast<double>(n / grid.cols) * layout.scale_y + layout.offset_y;
     const double first = layout.x_first ? x : y, second = layout.x_first ? y : x;
     for (int64_t p = 0; p < half; ++p) {
       const int64_t k = p % quarter;

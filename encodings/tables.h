@@ -49,11 +49,14 @@ std::vector<double> alibi2d_slopes(int64_t heads);
 // by r / s).
 // ntk_x, ntk_y: the ntk policy's ratio of the window to the built one per axis (1: off); pair k
 // of an axis then turns by its coordinate times ntk_scale(k, hd/4, ratio) as well.
+// offset_x, offset_y: added to the scaled coordinates (a training step's coordinate
+// augmentation; 0 otherwise): x = column * scale_x + offset_x.
 struct RopeAxialLayout {
   double theta = 100;
   bool x_first = true;
   double scale_x = 1, scale_y = 1;
   double ntk_x = 1, ntk_y = 1;
+  double offset_x = 0, offset_y = 0;
 };
 
 // RoPE-ViT axial angles -> cos, sin: [1, grid.count(), hd/2]. With x first, pair p < hd/4 turns

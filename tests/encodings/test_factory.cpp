@@ -80,7 +80,9 @@ TEST(Factory, KindsListedWithSitesAndDefaults) {
   EXPECT_EQ(by["learned1d"].site, EncodingSite::token);
   EXPECT_EQ(by["relbias"].site, EncodingSite::attention);
   EXPECT_EQ(by["none"].site, EncodingSite::none);
-  EXPECT_EQ(by["rope-axial"].options, "theta=100, indexing=xy (xy|ij), ref=none");
+  EXPECT_EQ(by["rope-axial"].options,
+            "theta=100, indexing=xy (xy|ij), ref=none, shift=none, jitter=none, rescale=none");
+  EXPECT_EQ(by["rope-mixed"].options, "theta=10, shift=none, jitter=none, rescale=none");
   EXPECT_EQ(by["rope-dinov3"].site, EncodingSite::attention);
   EXPECT_EQ(by["rope-dinov3"].options,
             "theta=100, normalize=separate (separate|max|min), indexing=ij (ij|xy), shift=none, "

@@ -5,6 +5,7 @@
 #include <complex>
 
 #include "encodings/kinds.h"
+#include "rope_testing.h"
 #include "tests/testing.h"
 
 namespace vitpe::enc {
@@ -86,6 +87,62 @@ TEST(Kinds, RotateInQkvRowsEqualsTheSplitRotation) {
   auto e = make_attention_encoding(parse_encoding("rope-axial"), H, hd, built, prefix, rng);
   Tensor wrong = Tensor::zeros({1, 5, 3 * D});
   EXPECT_THROW(e->rotate_qkv_rows(wrong, H, {built, prefix}), ShapeError);
+}
+
+// DINOv3's coordinate augmentation on the integer-coordinate rotary kinds: only while a training
+// step's seed is handed over; then patch (row, col) turns as if at (a_y row + b_y, a_x col + b_x),
+// DINOv3's ((c + shift) jitter) rescale about the window's centre with a shift of 1 moving half
+// the window (written out here from the draw's order: shift y, x, jitter y, x, rescale); the
+// same seed the same rotation, another seed another; its backward against finite differences.
+TEST(Kinds, IntegerRotaryKindsAugmentCoordinatesAsDinov3) {
+  const int64_t H = 2, hd = 8, half = hd / 2, P = 1;
+  const Grid w{3, 4};
+  const int64_t N = P + w.count();
+  for (const std::string kind : {"rope-axial", "rope-mixed"}) {
+    Rng r1(5), r2(5);
+    auto plain = make_attention_encoding(parse_encoding(kind), H, hd, w, P, r1);
+    auto e = make_attention_encoding(parse_encoding(kind + ":shift=0.5,jitter=1.5,rescale=2"), H,
+                                     hd, w, P, r2);
+    EXPECT_FALSE(plain->augments());
+    EXPECT_TRUE(e->augments());
+    const Tensor freqs = plain->terms({w, P}).rotation_freqs;  // [H, hd/2, 2], integer coordinates
+    const Tensor q = testing::random_tensor({1, H, N, hd}, 4);
+    auto rotated = [&](AttentionEncoding& part) {
+      Tensor qo = Tensor::empty(q.shape()), ko = Tensor::empty(q.shape());
+      part.rotate(qo, ko, q, q, {w, P});
+      return qo;
+    };
+    const Tensor unmoved = rotated(*plain);
+    EXPECT_EQ(testing::max_abs_diff(rotated(*e), unmoved), 0.0) << kind;
+    e->set_augmentation(7);
+    const Tensor drawn = rotated(*e);
+    EXPECT_GT(testing::max_abs_diff(drawn, unmoved), 1e-3) << kind;
+    Rng rng(7);
+    const double sy = rng.uniform(-0.5, 0.5), sx = rng.uniform(-0.5, 0.5);
+    const double jy = std::exp(rng.uniform(-std::log(1.5), std::log(1.5)));
+    const double jx = std::exp(rng.uniform(-std::log(1.5), std::log(1.5)));
+    const double r = std::exp(rng.uniform(-std::log(2.0), std::log(2.0)));
+    for (int64_t row = 0; row < w.rows; ++row)
+      for (int64_t col = 0; col < w.cols; ++col) {
+        const double y = ((row - 1.0) + sy * 3 / 2) * jy * r + 1.0;  // centre (3 - 1) / 2
+        const double x = ((col - 1.5) + sx * 4 / 2) * jx * r + 1.5;  // centre (4 - 1) / 2
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t p = 0; p < half; ++p) {
+            const double a = x * freqs.at((h * half + p) * 2) + y * freqs.at((h * half + p) * 2 + 1);
+            const int64_t o = (h * N + P + row * w.cols + col) * hd + 2 * p;
+            const double x0 = q.at(o), x1 = q.at(o + 1);
+            EXPECT_NEAR(drawn.at(o), x0 * std::cos(a) - x1 * std::sin(a), 1e-5) << kind;
+            EXPECT_NEAR(drawn.at(o + 1), x1 * std::cos(a) + x0 * std::sin(a), 1e-5) << kind;
+          }
+      }
+    testing::check_rotate_backward(*e, H, hd, w, P);  // the drawn rotation's backward
+    e->set_augmentation(8);
+    EXPECT_GT(testing::max_abs_diff(rotated(*e), drawn), 1e-4) << kind;
+    e->set_augmentation(7);
+    EXPECT_EQ(testing::max_abs_diff(rotated(*e), drawn), 0.0) << kind;
+    e->set_augmentation(std::nullopt);
+    EXPECT_EQ(testing::max_abs_diff(rotated(*e), unmoved), 0.0) << kind;
+  }
 }
 
 TEST(Kinds, PlanesRoundTrip) {
