@@ -75,6 +75,7 @@ struct CompareCli {
   std::string encodings, seeds = "1", sizes, policies = "native", protocols;
   bool quick = false, no_pictures = false;
   std::string study;
+  double success_percent = 0;
 };
 
 void add_compare(CLI::App& root) {
@@ -98,6 +99,15 @@ void add_compare(CLI::App& root) {
                       kPolicyWords +
                       ". Every policy is evaluated on the same trained models, one column each")
       ->capture_default_str();
+  cmd->add_option("--primary", o->primary,
+                  "A pre-declared primary contrast, 'A vs B @ COLUMN' with COLUMN a column's label "
+                  "as the tables print it (e.g. 'rope-axial vs learned1d @ 56 zoom extrap'); "
+                  "repeatable. The report tests them with Holm's adjustment over this list and "
+                  "calls every other difference exploratory")
+      ->delimiter(';');
+  cmd->add_option("--success-threshold", c->success_percent,
+                  "Accuracy in % at or above which a run counts as a success: the report adds "
+                  "success rates k/n and the accuracy given success (for bimodal outcomes)");
   cmd->add_flag("--patch-resize", o->patch_resize,
                 "Also evaluate each other size with FlexiViT's patch resize: patches of patch x "
                 "size / training size pixels (PI-resized embedding) on the trained grid, so the "
@@ -145,6 +155,11 @@ void add_compare(CLI::App& root) {
     }
     o->sizes = parse_whole_list(c->sizes, "--eval-sizes", 1, 16384);
     o->policies = parse_policy_list(c->policies, "--policy");
+    if (!(c->success_percent >= 0 && c->success_percent <= 100)) {
+      throw ExitError{2, "--success-threshold: expected an accuracy in 0..100 %, found " +
+                             std::to_string(c->success_percent)};
+    }
+    o->success_threshold = c->success_percent / 100;
     o->protocols.clear();
     for (const std::string& p : split(c->protocols, ',')) {
       if (!trim(p).empty() &&

@@ -24,6 +24,8 @@ namespace fs = std::filesystem;
 struct ReportOptions {
   std::vector<std::string> results;
   std::vector<std::string> tags;
+  std::vector<std::string> primary;
+  double success_percent = -1;
   std::string out, csv, title;
   bool force = false;
 };
@@ -183,6 +185,26 @@ void run_report(const ReportOptions& o) {
     }
   }
   if (!o.title.empty()) r.title = o.title;
+  // Contrasts declared here (a study split into several invocations is only whole now); the
+  // settings say they were declared with the report, not before the runs.
+  if (!o.primary.empty()) {
+    for (const std::string& c : o.primary) {
+      try {
+        parse_primary(r, c);
+      } catch (const std::invalid_argument& e) {
+        throw ExitError{2, std::string("--primary: ") + e.what()};
+      }
+    }
+    r.primary = o.primary;
+    r.settings.emplace_back("primary contrasts", "declared with the report: " +
+                                                     join(o.primary, "; "));
+  }
+  if (o.success_percent >= 0) {
+    if (o.success_percent > 100)
+      throw ExitError{2, "--success-threshold: expected an accuracy in 0..100 %, found " +
+                             std::to_string(o.success_percent)};
+    r.success_threshold = o.success_percent / 100;
+  }
   if (o.results.size() > 1) {
     std::string from;
     for (size_t i = 0; i < o.results.size(); ++i)
@@ -223,6 +245,12 @@ void add_report(CLI::App& root) {
                   "HTML file to write (default with one results.json: report.html beside it)");
   cmd->add_option("--csv", o->csv, "Also write the per-run table as CSV to this file");
   cmd->add_option("--title", o->title, "The report's title (default: the first file's)");
+  cmd->add_option("--primary", o->primary,
+                  "Primary contrasts 'A vs B @ COLUMN' (as compare's --primary; they replace the "
+                  "results' own), tested with Holm's adjustment over their list")
+      ->delimiter(';');
+  cmd->add_option("--success-threshold", o->success_percent,
+                  "Accuracy in % at or above which a run counts as a success (success rates)");
   cmd->add_flag("--force", o->force, "Replace --out (and --csv) when they exist");
   cmd->callback([o] { run_report(*o); });
 }

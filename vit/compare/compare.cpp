@@ -668,6 +668,19 @@ CompareResults run_compare(const CompareOptions& options) {
     }
   }
   evaluation_columns(r, sizes, opt.protocols, opt.policies, opt.patch_resize ? base.patch : 0);
+  r.primary = opt.primary;
+  for (const std::string& c : r.primary) {
+    try {
+      parse_primary(r, c);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string("compare: --primary: ") + e.what());
+    }
+  }
+  if (!(opt.success_threshold >= 0 && opt.success_threshold <= 1)) {
+    throw std::invalid_argument("compare: --success-threshold must be an accuracy in 0..100 %, got " +
+                                std::to_string(100 * opt.success_threshold));
+  }
+  r.success_threshold = opt.success_threshold;
   r.title = "Positional encodings compared: " + base.name + " on " + probe_data->name();
   r.settings = study_settings(opt, base, r, *probe_data);
   r.versions = version_info();

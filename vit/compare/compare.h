@@ -43,6 +43,11 @@ struct CompareOptions {
   bool pictures = true;  // render each encoding's pictures into the report
   // The encoding paired differences are taken against (one of `encodings`; empty: the first).
   std::string reference;
+  // Pre-declared primary contrasts, "A vs B @ COLUMN" (CompareResults::primary), checked against
+  // the encodings and columns before any training; and the success threshold of bimodal
+  // outcomes (accuracy in [0, 1]; 0: none). Both recorded in the results.
+  std::vector<std::string> primary;
+  double success_threshold = 0;
   // A time budget in minutes (0: none). Before the sweep the comparison measures what the plan
   // costs (one real epoch of its first run, which the sweep then continues, and a few training
   // steps of every encoding) and refuses a plan whose estimate exceeds it, saying what to cut.

@@ -343,6 +343,27 @@ std::string results_json(const CompareResults& r) {
   }
   j["summary"] = summary;
   j["reference"] = reference_encoding(r);
+  if (!r.primary.empty()) {
+    j["primary"] = r.primary;
+    json contrasts = json::array();
+    for (const ContrastResult& c : primary_contrasts(r)) {
+      contrasts.push_back({{"contrast", c.name},
+                           {"pairs", c.n},
+                           {"mean_points", c.mean},
+                           {"holm_low", c.low},
+                           {"holm_high", c.high},
+                           {"holm_level", c.level},
+                           {"simultaneous_low", c.simultaneous_low},
+                           {"simultaneous_high", c.simultaneous_high},
+                           {"p_t", c.p},
+                           {"p_t_holm", c.p_holm},
+                           {"p_signed_rank", c.p_signed_rank},
+                           {"p_signed_rank_holm", c.p_signed_rank_holm},
+                           {"significant", c.significant}});
+    }
+    j["primary_contrasts"] = contrasts;
+  }
+  if (r.success_threshold > 0) j["success_threshold"] = r.success_threshold;
   json paired = json::array();
   for (const PairedRow& row : paired_differences(r)) {
     json per_size = json::array();
@@ -385,6 +406,8 @@ CompareResults parse_results_json(const std::string& text) {
   r.train_size = j.at("train_size");
   r.wall_seconds = j.value("wall_seconds", 0.0);
   r.reference = j.value("reference", std::string());
+  r.primary = j.value("primary", std::vector<std::string>{});
+  r.success_threshold = j.value("success_threshold", 0.0);
   for (const auto& [k, v] : j.at("settings").items()) r.settings.emplace_back(k, v);
   for (const auto& [k, v] : j.at("versions").items()) r.versions.emplace_back(k, v);
   for (const json& jr : j.at("runs")) {
@@ -517,7 +540,7 @@ void html_summary(std::ostream& o, const CompareResults& r, const std::vector<Su
     o << "<th>accuracy @" << html_escape(column_label(r, k))
       << (r.sizes[k] == r.train_size ? " (train size)" : "") << "</th>";
   }
-  o << "<th>params added</th><th>train time</th></tr></thead>\n<tbody>\n";
+  o << "<th>plateau</th><th>params added</th><th>train time</th></tr></thead>\n<tbody>\n";
   std::vector<double> best(r.sizes.size(), -1);
   for (const auto& row : rows)
     for (size_t s = 0; s < row.mean.size(); ++s) best[s] = std::max(best[s], row.mean[s]);
@@ -529,7 +552,12 @@ void html_summary(std::ostream& o, const CompareResults& r, const std::vector<Su
       if (row.runs > 1) o << " &plusmn; " << fmt("%.2f", 100 * row.ci95[s]);
       o << "</td>";
     }
-    o << "<td>" << with_commas(row.params_added) << "</td><td>"
+    const PlateauSummary pl = plateau(r, row.encoding);
+    o << "<td>"
+      << (pl.runs == 0 ? std::string("-")
+                       : std::to_string(pl.plateaued) + "/" + std::to_string(pl.runs) + " (max " +
+                             fmt("%.2f", pl.largest_change) + ")")
+      << "</td><td>" << with_commas(row.params_added) << "</td><td>"
       << Progress::format_duration(row.train_seconds) << "</td></tr>\n";
   }
   o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy in % on the test split, mean over "
@@ -537,8 +565,72 @@ void html_summary(std::ostream& o, const CompareResults& r, const std::vector<Su
     << (r.seeds.size() > 1 ? " &plusmn; the half-width of its t-based 95 % interval "
                              "(t<sub>0.975, n&minus;1</sub> &middot; s / &radic;n)"
                            : " (one seed: no interval)")
-    << ". Params added: the parameters the positional encoding owns. Train time: mean per run "
-       "(training and per-epoch evaluation).</p>\n";
+    << ". Plateau: the runs whose test accuracy changed by at most 0.5 points over their last "
+       "epoch (of the runs with two epochs or more), and the largest change in points. Params "
+       "added: the parameters the positional encoding owns. Train time: mean per run (training "
+       "and per-epoch evaluation).</p>\n";
+}
+
+// The pre-declared primary contrasts, Holm-adjusted over their list (t and Wilcoxon).
+void html_primary(std::ostream& o, const CompareResults& r) {
+  if (r.primary.empty()) return;
+  std::vector<ContrastResult> rows;
+  try {
+    rows = primary_contrasts(r);
+  } catch (const std::exception& e) {
+    o << "<h2>Primary contrasts</h2>\n<p>Not computed: " << html_escape(e.what()) << "</p>\n";
+    return;
+  }
+  o << "<h2>Primary contrasts (declared before the runs, Holm over " << rows.size()
+    << ")</h2>\n<table id=\"primary\">\n<thead><tr><th>contrast</th><th>pairs</th>"
+       "<th>mean (points)</th><th>Holm interval</th><th>simultaneous 95 %</th><th>p (t)</th>"
+       "<th>p Holm (t)</th><th>p (Wilcoxon)</th><th>p Holm (Wilcoxon)</th></tr></thead>\n"
+       "<tbody>\n";
+  for (const ContrastResult& c : rows) {
+    o << "<tr><td>" << html_escape(c.name) << "</td><td>" << c.n << "</td><td"
+      << (c.significant ? " class=\"best\"" : "") << ">" << fmt("%+.2f", c.mean)
+      << (c.significant ? "*" : "") << "</td><td>[" << fmt("%+.2f", c.low) << ", "
+      << fmt("%+.2f", c.high) << "] at " << fmt("%.4g", 100 * (1 - c.level)) << " %</td><td>["
+      << fmt("%+.2f", c.simultaneous_low) << ", " << fmt("%+.2f", c.simultaneous_high)
+      << "]</td><td>" << fmt("%.3g", c.p) << "</td><td>" << fmt("%.3g", c.p_holm) << "</td><td>"
+      << fmt("%.3g", c.p_signed_rank) << "</td><td>" << fmt("%.3g", c.p_signed_rank_holm)
+      << "</td></tr>\n";
+  }
+  o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy points of A minus B trained with the "
+       "same seed. Holm's step-down adjustment over this list keeps the chance of any false "
+       "claim among them at most 5 %; bold and * where Holm's t test rejects (its interval, at "
+       "the level Holm tests the contrast at, then excludes 0). Simultaneous: Bonferroni's "
+       "intervals, which cover every contrast's true mean at once with probability 95 %. "
+       "Wilcoxon's signed-rank test beside t for outcomes far from normal (with 5 seeds its "
+       "smallest p is 0.0625). Every other difference in this report is exploratory.</p>\n";
+}
+
+// Success rates for bimodal outcomes: per encoding and column, k/n runs at or above the
+// threshold, their exact 95 % interval, and the mean accuracy of the successful runs.
+void html_success(std::ostream& o, const CompareResults& r) {
+  if (r.success_threshold <= 0) return;
+  o << "<h2>Success rates (accuracy &ge; " << fmt("%.1f", 100 * r.success_threshold)
+    << " %)</h2>\n<table id=\"success\">\n<thead><tr><th>encoding</th>";
+  for (size_t k = 0; k < r.sizes.size(); ++k) o << "<th>@" << html_escape(column_label(r, k)) << "</th>";
+  o << "</tr></thead>\n<tbody>\n";
+  for (const std::string& enc : r.encodings) {
+    bool any = false;
+    for (const RunResult& run : r.runs) any |= run.encoding == enc;
+    if (!any) continue;
+    o << "<tr><td>" << html_escape(enc) << "</td>";
+    for (size_t k = 0; k < r.sizes.size(); ++k) {
+      const SuccessSummary s = success_summary(accuracies_at(r, enc, k), r.success_threshold);
+      o << "<td>" << s.successes << "/" << s.n << " [" << fmt("%.0f", 100 * s.rate_low) << "-"
+        << fmt("%.0f", 100 * s.rate_high) << " %]";
+      if (s.successes > 0) o << ", " << fmt("%.2f", 100 * s.given_success.mean) << " given success";
+      o << "</td>";
+    }
+    o << "</tr>\n";
+  }
+  o << "</tbody>\n</table>\n<p class=\"muted\">Runs at or above the threshold of n, the exact "
+       "(Clopper-Pearson) 95 % interval of the rate, and the mean accuracy of the successful "
+       "runs: where outcomes are bimodal a mean over seeds and its t-interval describe neither "
+       "mode.</p>\n";
 }
 
 // Paired differences against the reference encoding (several seeds only).
@@ -546,6 +638,7 @@ void html_paired(std::ostream& o, const CompareResults& r) {
   const std::vector<PairedRow> rows = paired_differences(r);
   if (r.seeds.size() < 2 || rows.empty()) return;
   o << "<h2>Paired differences against " << html_escape(reference_encoding(r))
+    << (r.primary.empty() ? "" : " (exploratory, unadjusted)")
     << "</h2>\n<table id=\"paired\">\n<thead><tr><th>encoding</th>";
   for (size_t k = 0; k < r.sizes.size(); ++k)
     o << "<th>@" << html_escape(column_label(r, k))
@@ -817,6 +910,8 @@ std::string report_html(const CompareResults& r) {
   std::ostringstream o;
   html_head(o, r);
   html_summary(o, r, rows);
+  html_primary(o, r);
+  html_success(o, r);
   html_paired(o, r);
   html_cost(o, r, rows);
   html_charts(o, r, rows);

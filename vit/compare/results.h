@@ -65,6 +65,14 @@ struct CompareResults {
   double wall_seconds = 0;
   // The encoding the paired differences are taken against (empty: the first encoding).
   std::string reference;
+  // The pre-declared primary contrasts, "A vs B @ LABEL" (LABEL a column_label): tested with
+  // Holm's adjustment over this list alone; every other difference in the report is
+  // exploratory (unadjusted). Empty: none declared.
+  std::vector<std::string> primary;
+  // Accuracy at or above which a run counts as a success, for studies whose outcomes are bimodal
+  // (a seed that learns the task or stays near chance): the report adds success rates k/n and
+  // the accuracy given success. 0: not asked for.
+  double success_threshold = 0;
 };
 
 // The column policy of FlexiViT's patch resize (CompareOptions::patch_resize).

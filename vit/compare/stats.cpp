@@ -444,6 +444,66 @@ double attention_entropy_mean(const CompareResults& r, const std::string& encodi
   return v.empty() ? std::nan("") : sample_mean(v);
 }
 
+PrimarySpec parse_primary(const CompareResults& r, const std::string& text) {
+  const size_t vs = text.find(" vs "), at = text.find(" @ ");
+  if (vs == std::string::npos || at == std::string::npos || at < vs) {
+    throw std::invalid_argument("primary contrast '" + text +
+                                "': expected 'A vs B @ COLUMN' (e.g. 'rope-axial vs learned1d @ "
+                                "56 zoom extrap')");
+  }
+  auto trim = [](std::string t) {
+    const size_t b = t.find_first_not_of(' '), e = t.find_last_not_of(' ');
+    return b == std::string::npos ? std::string() : t.substr(b, e - b + 1);
+  };
+  PrimarySpec p;
+  p.a = trim(text.substr(0, vs));
+  p.b = trim(text.substr(vs + 4, at - vs - 4));
+  const std::string label = trim(text.substr(at + 3));
+  for (const std::string* e : {&p.a, &p.b}) {
+    if (std::find(r.encodings.begin(), r.encodings.end(), *e) == r.encodings.end()) {
+      std::string known;
+      for (const std::string& k : r.encodings) known += (known.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("primary contrast '" + text + "': '" + *e +
+                                  "' is not an encoding of the study (" + known + ")");
+    }
+  }
+  std::string labels;
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    if (column_label(r, k) == label) {
+      p.column = k;
+      return p;
+    }
+    labels += (labels.empty() ? "'" : ", '") + column_label(r, k) + "'";
+  }
+  throw std::invalid_argument("primary contrast '" + text + "': no column '" + label +
+                              "' (the columns: " + labels + ")");
+}
+
+std::vector<ContrastResult> primary_contrasts(const CompareResults& r, double alpha) {
+  if (r.primary.empty()) return {};
+  std::vector<Contrast> list;
+  for (const std::string& text : r.primary) {
+    const PrimarySpec p = parse_primary(r, text);
+    Contrast c{text, paired_accuracy_differences(r, p.a, p.b, p.column)};
+    for (double& d : c.differences) d *= 100;  // accuracy points
+    list.push_back(std::move(c));
+  }
+  return holm_contrasts(list, alpha);
+}
+
+PlateauSummary plateau(const CompareResults& r, const std::string& encoding, double points) {
+  PlateauSummary s;
+  for (const RunResult& run : r.runs) {
+    if (run.encoding != encoding || run.history.size() < 2) continue;
+    const double change = 100 * (run.history.back().test_acc -
+                                 run.history[run.history.size() - 2].test_acc);
+    ++s.runs;
+    if (std::fabs(change) <= points) ++s.plateaued;
+    s.largest_change = std::max(s.largest_change, std::fabs(change));
+  }
+  return s;
+}
+
 std::vector<SummaryRow> summarize(const CompareResults& r) {
   std::vector<SummaryRow> rows;
   for (const std::string& enc : r.encodings) {

@@ -177,6 +177,26 @@ std::vector<double> attention_distance_by_block(const CompareResults& r,
                                                 const std::string& encoding, size_t k);
 double attention_entropy_mean(const CompareResults& r, const std::string& encoding, size_t k);
 
+// A primary contrast "A vs B @ LABEL" read against the results: the two encodings and the
+// column whose label is LABEL. Throws std::invalid_argument saying what was expected and found
+// (an unknown encoding or label, a missing " vs " or " @ ").
+struct PrimarySpec {
+  std::string a, b;
+  size_t column = 0;
+};
+PrimarySpec parse_primary(const CompareResults& r, const std::string& text);
+// r.primary as Holm-adjusted contrasts of paired accuracy differences (accuracy points, A - B by
+// seed); empty when none is declared.
+std::vector<ContrastResult> primary_contrasts(const CompareResults& r, double alpha = 0.05);
+
+// Whether training levelled off: for each run of the encoding with at least two epochs, the
+// change of test accuracy over its last epoch (points); plateaued counts those within `points`.
+struct PlateauSummary {
+  int64_t runs = 0, plateaued = 0;
+  double largest_change = 0;  // the largest |last - previous| in points
+};
+PlateauSummary plateau(const CompareResults& r, const std::string& encoding, double points = 0.5);
+
 // Per encoding (those with at least one run, in r.encodings' order): its runs, the parameters
 // its encoding adds, the mean training time, and at each column the mean, sample standard
 // deviation and half-width of the t-based 95 % interval (mean_interval) of its accuracies.

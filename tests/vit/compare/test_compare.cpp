@@ -273,6 +273,15 @@ TEST(Compare, PatchResizeColumnsKeepTheTrainedGrid) {
   EXPECT_TRUE(recorded);
   fs::remove_all(out);
 
+  // A primary contrast naming a column the study does not have is refused before training.
+  o.primary = {"learned1d vs learned1d @ 40 zoom"};
+  const std::string mp = testing::message_of([&] { run_compare(o); });
+  EXPECT_NE(mp.find("compare: --primary: primary contrast 'learned1d vs learned1d @ 40 zoom': "
+                    "no column '40 zoom'"),
+            std::string::npos)
+      << mp;
+  EXPECT_FALSE(fs::exists(out / "runs"));
+  o.primary.clear();
   o.sizes = {20, 28};
   const std::string m = testing::message_of([&] { run_compare(o); });
   EXPECT_NE(m.find("--patch-resize: no evaluation size other than 20 px makes a whole patch"),

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "ops/files.h"
+#include "tests/testing.h"
 #include "vit/compare/report.h"
 
 namespace vitpe {
@@ -208,6 +209,62 @@ TEST(Report, JsonRoundTripAndCsv) {
   int n = 0;
   while (std::getline(in, line)) ++n;
   EXPECT_EQ(n, 6);
+}
+
+// Pre-declared primary contrasts: read against the study's encodings and column labels (errors
+// say what was expected and found), tested as Holm's contrasts of the paired differences in
+// points; plateau counts the runs whose last epoch moved at most 0.5 points; the report shows
+// both, success rates under a threshold, and calls the other differences exploratory.
+TEST(Report, PrimaryContrastsSuccessRatesAndPlateau) {
+  CompareResults r = synthetic_results();
+  const PrimarySpec p = parse_primary(r, "rope-mixed vs none @ 36");
+  EXPECT_EQ(p.a, "rope-mixed");
+  EXPECT_EQ(p.b, "none");
+  EXPECT_EQ(p.column, 1u);
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"rope-mixed - none @ 36", "expected 'A vs B @ COLUMN'"},
+           {"rope vs none @ 36", "'rope' is not an encoding of the study (none, sincos2d"},
+           {"rope-mixed vs none @ 99", "no column '99' (the columns: '28', '36', '44')"}}) {
+    const std::string m = testing::message_of([&] { parse_primary(r, bad); });
+    EXPECT_NE(m.find(says), std::string::npos) << m;
+  }
+  r.primary = {"rope-mixed vs none @ 36", "sincos2d vs none @ 44"};
+  const std::vector<ContrastResult> got = primary_contrasts(r);
+  std::vector<Contrast> by_hand = {
+      {"rope-mixed vs none @ 36", paired_accuracy_differences(r, "rope-mixed", "none", 1)},
+      {"sincos2d vs none @ 44", paired_accuracy_differences(r, "sincos2d", "none", 2)}};
+  for (Contrast& c : by_hand)
+    for (double& d : c.differences) d *= 100;
+  const std::vector<ContrastResult> want = holm_contrasts(by_hand);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got[i].name, want[i].name);
+    EXPECT_DOUBLE_EQ(got[i].mean, want[i].mean);
+    EXPECT_DOUBLE_EQ(got[i].p_holm, want[i].p_holm);
+  }
+  EXPECT_NEAR(got[0].mean, 40.0, 1e-9);  // 0.2 per encoding step, twice
+  // The synthetic runs gain 10 points every epoch: none has levelled off.
+  PlateauSummary pl = plateau(r, "none");
+  EXPECT_EQ(pl.runs, 2);
+  EXPECT_EQ(pl.plateaued, 0);
+  EXPECT_NEAR(pl.largest_change, 10.0, 1e-9);
+  r.runs[0].history.back().test_acc = r.runs[0].history[1].test_acc + 0.004;
+  pl = plateau(r, "none");
+  EXPECT_EQ(pl.plateaued, 1);
+  r.success_threshold = 0.5;
+  const CompareResults back = parse_results_json(results_json(r));
+  EXPECT_EQ(back.primary, r.primary);
+  EXPECT_EQ(back.success_threshold, 0.5);
+  const std::string html = report_html(r);
+  EXPECT_NE(html.find("Primary contrasts (declared before the runs, Holm over 2)"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>rope-mixed vs none @ 36</td><td>2</td>"), std::string::npos);
+  EXPECT_NE(html.find("Success rates (accuracy &ge; 50.0 %)"), std::string::npos);
+  EXPECT_NE(html.find("(exploratory, unadjusted)"), std::string::npos);
+  EXPECT_NE(html.find("<td>1/2 (max 10.00)</td>"), std::string::npos);
+  // none at 28 px: 0.31 and 0.32, sincos2d 0.51 and 0.52 against a 50 % threshold.
+  EXPECT_NE(html.find("<tr><td>sincos2d</td><td>2/2"), std::string::npos);
+  EXPECT_NE(html.find("<tr><td>none</td><td>0/2"), std::string::npos);
 }
 
 TEST(Report, Base64KnownVectors) {
