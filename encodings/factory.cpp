@@ -56,7 +56,7 @@ std::string accepted_options(const KindDef& k) {
     } else if (o.count) {
       s += "<whole number >= 0>";
     } else if (o.choices.empty()) {
-      s += o.or_none ? "<number > 0|none>" : "<number > 0>";
+      s += o.or_none ? "<number > 0|none>" : o.or_grid ? "<number > 0|grid>" : "<number > 0>";
     } else {
       for (size_t i = 0; i < o.choices.size(); ++i) s += (i ? "|" : "") + o.choices[i];
     }
@@ -105,6 +105,7 @@ void check_value(const KindDef& k, const enc::OptionDef& o, const std::string& v
     return;
   }
   if (o.or_none && value == "none") return;
+  if (o.or_grid && value == "grid") return;
   size_t used = 0;
   double v = 0;
   try {

@@ -26,6 +26,8 @@ struct OptionDef {
   bool grid = false;
   bool count = false;
   bool or_none = false;
+  // A positive number, or "grid": a base scaled to the built grid (grid_scaled_base).
+  bool or_grid = false;
 };
 
 // DINOv3's training-time coordinate augmentation (timm's shift_coords, jitter_coords,

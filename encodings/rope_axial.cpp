@@ -15,6 +15,7 @@
 // Training augmentation (DINOv3's, on the patch indices; options shift=S, jitter=J, rescale=R):
 // during a training step the indices are scaled about the window's centre and shifted by that
 // step's draw (kinds.h integer_axis), the same in every block; evaluation uses the plain ones.
+#include <algorithm>
 #include <deque>
 #include <optional>
 
@@ -163,7 +164,15 @@ KindDef rope_axial_kind() {
   k.name = "rope-axial";
   k.site = Site::attention;
   k.options = {
-      {"theta", "100", "base: theta_k = theta^(-4k/hd)", {}},
+      {"theta",
+       "100",
+       "base: theta_k = theta^(-4k/hd); grid: scaled to the built window (the slowest turns a "
+       "quarter across its longer side)",
+       {},
+       false,
+       false,
+       false,
+       true},
       {"indexing",
        "xy",
        "xy: x turns the first half of the pairs; ij: y (timm's names)",
@@ -181,7 +190,10 @@ KindDef rope_axial_kind() {
       "s^(-k/(hd/4-1))";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng&) {
-    return std::make_unique<RopeAxial>(heads, head_dim, window, o.number("theta"),
+    const double theta = o.str("theta") == "grid"
+                             ? grid_scaled_base(head_dim / 4, std::max(window.rows, window.cols))
+                             : o.number("theta");
+    return std::make_unique<RopeAxial>(heads, head_dim, window, theta,
                                        o.str("indexing") == "xy", o.grid("ref"),
                                        coordinate_augmentation(o));
   };

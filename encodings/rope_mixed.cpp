@@ -12,6 +12,7 @@
 // interface's resample(), which only checks the window. Backward gives dq, dk and the frequency
 // gradients (from q, k and dq_out, dk_out). Training augmentation as rope-axial's (DINOv3's
 // shift, jitter and rescale of the patch indices, options shift=S, jitter=J, rescale=R).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -210,7 +211,15 @@ KindDef rope_mixed_kind() {
   KindDef k;
   k.name = "rope-mixed";
   k.site = Site::attention;
-  k.options = {{"theta", "10", "init base: m_k = theta^(-4k/hd)", {}}};
+  k.options = {{"theta",
+                "10",
+                "init base: m_k = theta^(-4k/hd); grid: scaled to the built window (the slowest "
+                "turns a quarter across its longer side)",
+                {},
+                false,
+                false,
+                false,
+                true}};
   for (OptionDef& d : coordinate_augmentation_options(" half-windows, about the centre"))
     k.options.push_back(std::move(d));
   k.summary = "RoPE-ViT mixed: learned (fx, fy) per block/head/pair; hd % 4 == 0";
@@ -221,7 +230,10 @@ KindDef rope_mixed_kind() {
       "initial ladder) scales its coordinates by s^(-k/(hd/4-1)) per axis";
   k.make_attention = [](const Options& o, int64_t heads, int64_t head_dim, Grid window, int64_t,
                         Rng& rng) {
-    return std::make_unique<RopeMixed>(heads, head_dim, window, o.number("theta"),
+    const double theta = o.str("theta") == "grid"
+                             ? grid_scaled_base(head_dim / 4, std::max(window.rows, window.cols))
+                             : o.number("theta");
+    return std::make_unique<RopeMixed>(heads, head_dim, window, theta,
                                        coordinate_augmentation(o), rng);
   };
   return k;

@@ -5,6 +5,8 @@
 // MAE's layout is the default because MAE checkpoints and most papers use it.
 // Options T (10000), layout. D % 4 == 0. Angles in double. Prefix tokens: fixed kind, zero (as
 // MAE's class row). No parameters; another grid is recomputed.
+#include <algorithm>
+
 #include "encodings/kinds.h"
 #include "encodings/tables.h"
 
@@ -69,7 +71,15 @@ KindDef sincos2d_kind() {
   KindDef k;
   k.name = "sincos2d";
   k.site = Site::token;
-  k.options = {{"T", "10000", "temperature: w_k = T^(-k/(D/4))", {}},
+  k.options = {{"T",
+                "10000",
+                "temperature: w_k = T^(-k/(D/4)); grid: scaled to the built grid "
+                "(the slowest turns a quarter across its longer side)",
+                {},
+                false,
+                false,
+                false,
+                true},
                {"layout",
                 "mae",
                 "channel layout: mae = [sin x|cos x|sin y|cos y], timm = "
@@ -83,7 +93,9 @@ KindDef sincos2d_kind() {
       "running past it on both sides; ntk: frequency k of D/4 scales its coordinate by "
       "s^(-k/(D/4-1))";
   k.make_token = [](const Options& o, int64_t dim, Grid grid, int64_t prefix, Rng&) {
-    return std::make_unique<Sincos2d>(dim, grid, prefix, o.number("T"), o.str("layout") == "timm");
+    const double t = o.str("T") == "grid" ? grid_scaled_base(dim / 4, std::max(grid.rows, grid.cols))
+                                           : o.number("T");
+    return std::make_unique<Sincos2d>(dim, grid, prefix, t, o.str("layout") == "timm");
   };
   return k;
 }

@@ -13,6 +13,12 @@ void require(bool cond, const char* what, const std::string& found) {
 }
 }  // namespace
 
+double grid_scaled_base(int64_t frequencies, int64_t side) {
+  if (frequencies < 2 || side < 2) return 1.0;
+  const double n = static_cast<double>(frequencies);
+  return std::pow(2.0 * static_cast<double>(side - 1) / 3.14159265358979323846, n / (n - 1));
+}
+
 Tensor sincos2d_table(Grid grid, int64_t dim, int64_t prefix, double temperature,
                       Sincos2dLayout layout, double scale_y, double scale_x) {
   return sincos2d_table(grid, dim, prefix, temperature, layout, AxisCoordinates{scale_y, 0, 1},

@@ -11,6 +11,14 @@
 
 namespace vitpe {
 
+// A frequency ladder's base scaled to a grid (option value "grid" of sincos2d's T and the rotary
+// kinds' theta): with frequencies base^(-k/n), k = 0..n-1 per axis, the base at which the slowest
+// turns a quarter (pi/2) across the grid's longer side of `side` cells, (2 (side - 1) / pi)^(n /
+// (n - 1)); the fastest stays at 1 radian per cell. Long-sequence defaults (10000, 100) leave
+// most of a 7-cell axis's frequencies nearly flat; this spreads them over it. n == 1 or side < 2:
+// 1 (one frequency, or no distance to span).
+double grid_scaled_base(int64_t frequencies, int64_t side);
+
 // 2D sin-cos channel layouts: mae  = [sin(x w) | cos(x w) | sin(y w) | cos(y w)] (MAE's
 // get_2d_sincos_pos_embed, the default); timm = [sin(y w) | sin(x w) | cos(y w) | cos(x w)]
 // (timm's build_sincos2d_pos_embed). x = column, y = row.

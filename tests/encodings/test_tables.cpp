@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <numbers>
+#include <utility>
+#include <vector>
 
 #include "encodings/tables.h"
 #include "golden.h"
@@ -12,6 +15,37 @@
 
 namespace vitpe {
 namespace {
+
+// The grid-scaled base: the slowest of n frequencies base^(-k/n) turns a quarter across the
+// longer side, the fastest one radian per cell; one frequency or one cell: 1. And the option
+// value "grid" builds the same table as that number.
+TEST(Tables, GridScaledBaseSpreadsTheLadderOverTheGrid) {
+  for (const auto& [n, side] : std::vector<std::pair<int64_t, int64_t>>{{4, 7}, {16, 7}, {8, 14}}) {
+    const double base = grid_scaled_base(n, side);
+    const double slowest = std::pow(base, -static_cast<double>(n - 1) / static_cast<double>(n));
+    EXPECT_NEAR(slowest * static_cast<double>(side - 1), std::acos(0.0), 1e-9) << n << " " << side;
+  }
+  EXPECT_NEAR(grid_scaled_base(4, 7), std::pow(12 / 3.141592653589793, 4.0 / 3), 1e-12);
+  EXPECT_EQ(grid_scaled_base(1, 7), 1.0);
+  EXPECT_EQ(grid_scaled_base(4, 1), 1.0);
+  Rng rng(0);
+  const Grid g{7, 5};
+  const double t = grid_scaled_base(16 / 4, 7);
+  auto scaled = make_token_encoding(parse_encoding("sincos2d:T=grid"), 16, g, 1, rng);
+  char spec[64];
+  std::snprintf(spec, sizeof spec, "sincos2d:T=%.17g", t);
+  auto fixed = make_token_encoding(parse_encoding(spec), 16, g, 1, rng);
+  EXPECT_EQ(testing::max_rel_error(scaled->table(g), fixed->table(g)), 0.0);
+  auto rope = make_attention_encoding(parse_encoding("rope-axial:theta=grid"), 2, 16, g, 0, rng);
+  const Tensor f = rope->terms({g, 0}).rotation_freqs;  // pair k < 4: x * theta^(-k/4)
+  EXPECT_NEAR(f.at(3 * 2), std::pow(grid_scaled_base(4, 7), -0.75), 1e-6);
+  try {
+    parse_encoding("sincos2d:T=wide");
+    FAIL() << "accepted T=wide";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("T=<number > 0|grid>"), std::string::npos) << e.what();
+  }
+}
 
 TEST(Tables, Sincos2dMatchesTimmAndMaeGoldens) {
   Tensor timm = sincos2d_table({5, 7}, 16, 0, 10000.0, Sincos2dLayout::timm);

@@ -23,6 +23,7 @@
 #include "vit/compare/compare_pictures.h"
 #include "vit/compare/diagnostics.h"
 #include "vit/io/checkpoint.h"
+#include "encodings/tables.h"
 #include "vit/models/family.h"
 #include "vit/train/run_dir.h"
 #include "vitpe/vitpe_version.h"
@@ -193,6 +194,35 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"evaluation at other sizes", probe.other_size_rule()}};
   // Recorded only when on, so results written before the option still match.
   if (t.adaptive_threads) s.push_back({"threads", "adaptive (results do not repeat bitwise)"});
+  // The numbers behind option values "grid" (grid-scaled bases), for each encoding that asks.
+  {
+    std::string scaled;
+    for (const std::string& enc : r.encodings) {
+      ModelConfig c = base;
+      c.encoding = enc;
+      const std::vector<AttentionSite> sites = family_of(c).attention_sites(c);
+      for (const EncodingSpec::Part& part : parse_encoding(enc).parts) {
+        for (const auto& [key, value] : part.options) {
+          if (value != "grid") continue;
+          double v = 0;
+          std::string over;
+          if (part.kind == "sincos2d") {
+            const Grid g = c.patch_grid();
+            v = grid_scaled_base(c.vit().dim / 4, std::max(g.rows, g.cols));
+            over = g.str() + " grid";
+          } else if (!sites.empty()) {
+            const Grid w = sites[0].geom.window;
+            v = grid_scaled_base(sites[0].head_dim / 4, std::max(w.rows, w.cols));
+            over = w.str() + " window";
+          }
+          char buf[96];
+          std::snprintf(buf, sizeof buf, "%s=%.4g on the %s", key.c_str(), v, over.c_str());
+          scaled += (scaled.empty() ? "" : "; ") + enc + ": " + buf;
+        }
+      }
+    }
+    if (!scaled.empty()) s.push_back({"grid-scaled bases", scaled});
+  }
   // Where each conditional encoding (PEG) sits in the depth: the blocks before it see no position.
   if (!base.is_swin()) {
     const int64_t depth = base.vit().depth;

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "encodings/tables.h"
 #include "tests/testing.h"
 #include "vit/compare/compare.h"
 #include "vit/io/checkpoint.h"
@@ -291,21 +292,31 @@ TEST(Compare, PatchResizeColumnsKeepTheTrainedGrid) {
 }
 
 // The settings say where a conditional encoding sits in the depth, and so how many blocks see
-// no position.
+// no position, and what a grid-scaled base came to.
 TEST(Compare, SettingsSayWherePegSitsInTheDepth) {
   const fs::path out = fs::temp_directory_path() / ("vitpe_compare_peg_" + std::to_string(::getpid()));
   fs::remove_all(out);
   CompareOptions o = tiny_study(out);
   o.train.overrides = {"depth=2", "dim=32", "heads=2", "mlp_dim=64"};
-  o.encodings = {"none", "peg", "peg:after=0"};
+  o.encodings = {"none", "peg", "peg:after=0", "sincos2d:T=grid", "rope-axial:theta=grid"};
   o.sizes = {16};
   const CompareResults r = run_compare(o);
-  std::string where;
-  for (const auto& [k, v] : r.settings)
+  std::string where, scaled;
+  for (const auto& [k, v] : r.settings) {
     if (k == "conditional encodings") where = v;
+    if (k == "grid-scaled bases") scaled = v;
+  }
   EXPECT_EQ(where,
             "peg: after block 1 of 2 (1 of 2 blocks position-blind); peg:after=0: after block 0 "
             "of 2 (every block sees position)");
+  // And the numbers behind grid-scaled bases: D 32 (8 frequencies per axis), head dim 16 (4),
+  // on the 4x4 grid.
+  char want[160];
+  std::snprintf(want, sizeof want,
+                "sincos2d:T=grid: T=%.4g on the 4x4 grid; rope-axial:theta=grid: theta=%.4g on the "
+                "4x4 window",
+                grid_scaled_base(8, 4), grid_scaled_base(4, 4));
+  EXPECT_EQ(scaled, want);
   fs::remove_all(out);
 }
 
