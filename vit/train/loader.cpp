@@ -98,7 +98,6 @@ void Loader::produce(int64_t epoch) {
     const int64_t n = data_.size();
     const int64_t C = data_.channels(), H = data_.rows(), W = data_.cols();
     const int64_t batches = batches_per_epoch();
-    Tensor sample;  // one sample at the dataset's size, before a multi-resolution resize
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t first = b * opt_.batch, len = std::min(n, first + opt_.batch) - first;
       const int64_t begin = first + len * opt_.shard / opt_.shards;
@@ -108,20 +107,19 @@ void Loader::produce(int64_t epoch) {
       Batch batch;
       batch.rows = side > 0 ? side : H;
       batch.cols = side > 0 ? side : W;
-      const bool resize = batch.rows != H || batch.cols != W;
-      const int64_t out_per = C * batch.rows * batch.cols;
-      batch.images.resize(static_cast<size_t>((end - begin) * out_per));
       batch.labels.resize(static_cast<size_t>(end - begin));
-      if (resize && !sample.defined()) sample = Tensor::empty({C, H, W});
-      for (int64_t j = begin; j < end; ++j) {
-        float* out = batch.images.data() + (j - begin) * out_per;
-        if (!resize) {
-          batch.labels[j - begin] = make_sample(epoch, j, idx[j], out);
-          continue;
-        }
-        batch.labels[j - begin] = make_sample(epoch, j, idx[j], sample.f32());
-        const Tensor r = resample(sample, batch.rows, batch.cols, Filter::bilinear, true);
-        std::memcpy(out, r.f32(), sizeof(float) * static_cast<size_t>(out_per));
+      // The samples at the dataset's size; with another side, all of them resized in one pass
+      // (their channels are planes of one resample: the taps are made once per batch).
+      const bool resize = batch.rows != H || batch.cols != W;
+      std::vector<float> made(static_cast<size_t>((end - begin) * C * H * W));
+      for (int64_t j = begin; j < end; ++j)
+        batch.labels[j - begin] = make_sample(epoch, j, idx[j], made.data() + (j - begin) * C * H * W);
+      if (!resize) {
+        batch.images = std::move(made);
+      } else {
+        const Tensor planes = Tensor::wrap(made.data(), {(end - begin) * C, H, W});
+        const Tensor r = resample(planes, batch.rows, batch.cols, Filter::bilinear, true);
+        batch.images.assign(r.f32(), r.f32() + r.numel());
       }
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return cancel_ || static_cast<int>(queue_.size()) < opt_.prefetch; });
