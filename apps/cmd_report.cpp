@@ -125,6 +125,8 @@ void merge_into(CompareResults& a, const CompareResults& b, const std::string& a
   for (uint64_t s : b.seeds)
     if (std::find(a.seeds.begin(), a.seeds.end(), s) == a.seeds.end()) a.seeds.push_back(s);
   for (const auto& p : b.pictures) a.pictures.push_back(p);
+  for (const std::string& c : b.primary)
+    if (std::find(a.primary.begin(), a.primary.end(), c) == a.primary.end()) a.primary.push_back(c);
   a.wall_seconds += b.wall_seconds;
   auto merge_pairs = [&](std::vector<std::pair<std::string, std::string>>& to,
                          const std::vector<std::pair<std::string, std::string>>& from) {
@@ -142,9 +144,13 @@ void merge_into(CompareResults& a, const CompareResults& b, const std::string& a
   merge_pairs(a.versions, b.versions);
 }
 
-// Renames every encoding of r to "KIND@TAG".
+// Renames every encoding of r to "KIND@TAG", in its primary contrasts too.
 void tag_encodings(CompareResults& r, const std::string& tag) {
   auto name = [&](const std::string& e) { return e + "@" + tag; };
+  for (std::string& c : r.primary) {
+    const PrimarySpec p = parse_primary(r, c);
+    c = name(p.a) + " vs " + name(p.b) + " @ " + column_label(r, p.column);
+  }
   for (std::string& e : r.encodings) e = name(e);
   for (RunResult& run : r.runs) run.encoding = name(run.encoding);
   for (auto& p : r.pictures) p.first = name(p.first);

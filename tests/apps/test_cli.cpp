@@ -612,6 +612,7 @@ TEST(Cli, ReportMergesSeveralResultsAndLinksTheirPictures) {
                     {"file", "pictures/rope-axial/phase.png"}},
                    {{"encoding", "rope-axial"}, {"caption", "gone"},
                     {"file", "pictures/rope-axial/gone.png"}}};
+  j["primary"] = {"rope-axial vs none @ 42"};
   const std::string a = (dir / "a" / "results.json").string();
   std::ofstream(a) << j.dump(1);
   std::ofstream(dir / "a" / "pictures" / "rope-axial" / "phase.png") << "png";
@@ -634,6 +635,10 @@ TEST(Cli, ReportMergesSeveralResultsAndLinksTheirPictures) {
   EXPECT_TRUE(contains(page, "src=\"../a/pictures/rope-axial/phase.png\"")) << page.size();
   EXPECT_FALSE(contains(page, "gone.png"));
   EXPECT_TRUE(contains(page, "merged from"));
+  // Each file's declared contrast follows its tag (once each).
+  EXPECT_TRUE(contains(page, "<td>rope-axial@fixed vs none@fixed @ 42</td>")) << page.size();
+  EXPECT_TRUE(contains(page, "<td>rope-axial@scale vs none@scale @ 42</td>")) << page.size();
+  EXPECT_TRUE(contains(page, "Holm over 2")) << page.size();
 
   // The same runs twice without tags, several files without --out, columns that differ: refused.
   r = vitpe("report " + a + " " + b + " --out " + (dir / "x.html").string());
@@ -646,6 +651,7 @@ TEST(Cli, ReportMergesSeveralResultsAndLinksTheirPictures) {
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(contains(r.out, "one tag per results.json (2), found 1")) << r.out;
   j["sizes"][1] = j["sizes"][1].get<int64_t>() + 4;
+  j.erase("primary");  // its column is gone with the size
   std::ofstream(b, std::ios::trunc) << j.dump(1);
   r = vitpe("report " + a + " " + b + " --tag p,q --out " + (dir / "x.html").string());
   EXPECT_EQ(r.code, 1);
