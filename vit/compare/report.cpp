@@ -348,6 +348,7 @@ std::string results_json(const CompareResults& r) {
     json contrasts = json::array();
     for (const ContrastResult& c : primary_contrasts(r)) {
       contrasts.push_back({{"contrast", c.name},
+                           {"testable", c.testable},
                            {"pairs", c.n},
                            {"mean_points", c.mean},
                            {"holm_low", c.low},
@@ -587,6 +588,12 @@ void html_primary(std::ostream& o, const CompareResults& r) {
        "<th>p Holm (t)</th><th>p (Wilcoxon)</th><th>p Holm (Wilcoxon)</th></tr></thead>\n"
        "<tbody>\n";
   for (const ContrastResult& c : rows) {
+    if (!c.testable) {
+      o << "<tr><td>" << html_escape(c.name) << "</td><td>" << c.n
+        << "</td><td colspan=\"7\">not testable yet: fewer than 2 pairs (counted in the others' "
+           "adjustment)</td></tr>\n";
+      continue;
+    }
     o << "<tr><td>" << html_escape(c.name) << "</td><td>" << c.n << "</td><td"
       << (c.significant ? " class=\"best\"" : "") << ">" << fmt("%+.2f", c.mean)
       << (c.significant ? "*" : "") << "</td><td>[" << fmt("%+.2f", c.low) << ", "

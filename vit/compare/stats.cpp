@@ -275,13 +275,17 @@ std::vector<ContrastResult> holm_contrasts(const std::vector<Contrast>& contrast
   std::vector<double> p(m), p_rank(m);
   for (size_t i = 0; i < m; ++i) {
     const Contrast& c = contrasts[i];
-    if (c.differences.size() < 2)
-      throw std::invalid_argument("holm_contrasts: contrast '" + c.name +
-                                  "' needs at least 2 differences, found " +
-                                  std::to_string(c.differences.size()));
-    const TTest t = t_test(c.differences);
     ContrastResult& r = out[i];
     r.name = c.name;
+    if (c.differences.size() < 2) {
+      r.testable = false;
+      r.n = static_cast<int64_t>(c.differences.size());
+      r.mean = c.differences.empty() ? std::nan("") : c.differences[0];
+      r.stddev = std::nan("");
+      p[i] = p_rank[i] = 1;
+      continue;
+    }
+    const TTest t = t_test(c.differences);
     r.n = t.n;
     r.mean = t.mean;
     r.stddev = t.stddev;
@@ -309,7 +313,11 @@ std::vector<ContrastResult> holm_contrasts(const std::vector<Contrast>& contrast
     r.p_holm = p_holm[i];
     r.p_signed_rank_holm = p_rank_holm[i];
     r.level = level[i];
-    r.significant = r.p_holm <= alpha;
+    r.significant = r.testable && r.p_holm <= alpha;
+    if (!r.testable) {
+      r.low = r.high = r.simultaneous_low = r.simultaneous_high = std::nan("");
+      continue;
+    }
     const double df = static_cast<double>(r.n - 1);
     const double se = r.stddev / std::sqrt(static_cast<double>(r.n));
     const double half = student_t_quantile(1 - r.level / 2, df) * se;

@@ -111,10 +111,13 @@ struct Contrast {
 //   all cover their true means at once with probability >= 1 - alpha (Holm's, drawn at levels
 //   >= alpha / m, are no wider, and need not).
 // Both are in the unit of the differences.
-// Results in the input's order. Every contrast needs at least 2 differences (else
-// std::invalid_argument naming it); alpha in (0, 1).
+// Results in the input's order; alpha in (0, 1). A contrast with fewer than 2 differences (a
+// study still running, or a merge that lacks one side's seeds) cannot be tested yet: it stays in
+// the list, so the others are adjusted for the whole declared list, with p = 1, testable false,
+// its mean the one difference or NaN and its intervals NaN.
 struct ContrastResult {
   std::string name;
+  bool testable = true;  // at least 2 differences
   int64_t n = 0;
   double mean = 0, stddev = 0;
   double p = 1, p_holm = 1;                          // t test, raw and Holm-adjusted

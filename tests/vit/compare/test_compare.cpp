@@ -14,6 +14,7 @@
 #include "encodings/tables.h"
 #include "tests/testing.h"
 #include "vit/compare/compare.h"
+#include "vit/compare/report.h"
 #include "vit/io/checkpoint.h"
 
 namespace vitpe {
@@ -289,6 +290,31 @@ TEST(Compare, PatchResizeColumnsKeepTheTrainedGrid) {
             std::string::npos)
       << m;
   EXPECT_FALSE(fs::exists(out / "runs"));
+}
+
+// A sweep with declared primary contrasts writes its report after every run, when the contrasts
+// have fewer than 2 pairs: those say so (not testable yet) instead of stopping the sweep; once
+// every run is in, each is tested over its seeds.
+TEST(Compare, PrimaryContrastsWaitForTheirPairsWhileTheSweepRuns) {
+  const fs::path out =
+      fs::temp_directory_path() / ("vitpe_compare_primary_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CompareOptions o = tiny_study(out);
+  o.seeds = {1, 2};
+  o.primary = {"sincos2d vs none @ 20"};
+  const CompareResults r = run_compare(o);
+  ASSERT_EQ(r.runs.size(), 4u);
+  std::ifstream f(out / "results.json");
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"primary_contrasts\""), std::string::npos);
+  EXPECT_NE(text.find("\"testable\": true"), std::string::npos);
+  EXPECT_NE(text.find("\"pairs\": 2"), std::string::npos);
+  // What the report showed after the first run: one pair of none, none of sincos2d.
+  CompareResults partial = r;
+  partial.runs.resize(1);
+  const std::string html = report_html(partial);
+  EXPECT_NE(html.find("not testable yet"), std::string::npos);
+  fs::remove_all(out);
 }
 
 // The settings say where a conditional encoding sits in the depth, and so how many blocks see

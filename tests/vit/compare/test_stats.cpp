@@ -5,6 +5,7 @@
 // the tests), enumeration of every sign pattern for the signed-rank test, and hand-worked examples.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -393,14 +394,21 @@ TEST(Statistics, BadInputsAreRefused) {
   EXPECT_THROW(holm_adjust({0.5, 1.5}), std::invalid_argument);
   EXPECT_THROW(holm_adjust({std::nan("")}), std::invalid_argument);
   EXPECT_THROW(wilcoxon_signed_rank({0.1, std::nan("")}), std::invalid_argument);
-  try {
-    holm_contrasts({{"ok", {0.1, 0.2}}, {"rope-mixed - learned1d @56", {0.3}}});
-    ADD_FAILURE() << "a contrast of one pair was accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("'rope-mixed - learned1d @56' needs at least 2"),
-              std::string::npos)
-        << e.what();
-  }
+  // A contrast of fewer than 2 pairs is not testable yet (a study still running): it is kept,
+  // untested, and still counts in the others' adjustment.
+  const std::vector<ContrastResult> pending =
+      holm_contrasts({{"ok", {0.1, 0.2, 0.15}}, {"rope-mixed - learned1d @56", {0.3}}, {"none", {}}});
+  ASSERT_EQ(pending.size(), 3u);
+  EXPECT_TRUE(pending[0].testable);
+  EXPECT_NEAR(pending[0].p_holm, std::min(1.0, 3 * pending[0].p), 1e-12);
+  EXPECT_FALSE(pending[1].testable);
+  EXPECT_EQ(pending[1].n, 1);
+  EXPECT_DOUBLE_EQ(pending[1].mean, 0.3);
+  EXPECT_TRUE(std::isnan(pending[1].low) && std::isnan(pending[1].simultaneous_high));
+  EXPECT_FALSE(pending[1].significant);
+  EXPECT_EQ(pending[1].p_holm, 1.0);
+  EXPECT_FALSE(pending[2].testable);
+  EXPECT_TRUE(std::isnan(pending[2].mean));
   EXPECT_THROW(holm_contrasts({{"a", {0.1, 0.2}}}, 0), std::invalid_argument);
   EXPECT_THROW(success_summary({0.5, std::nan("")}, 0.5), std::invalid_argument);
   EXPECT_THROW(success_summary({0.5}, std::nan("")), std::invalid_argument);
