@@ -1,6 +1,7 @@
 // The fixed encodings' numbers (see tables.h).
 #include "encodings/tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -78,6 +79,19 @@ std::vector<double> alibi2d_slopes(int64_t heads) {
   std::vector<double> s(heads);
   for (int64_t h = 0; h < heads; ++h)
     s[h] = std::pow(2.0, -8.0 * static_cast<double>(h + 1) / heads);
+  return s;
+}
+
+std::vector<double> alibi2d_grid_slopes(int64_t heads, Grid window) {
+  require(heads >= 1, "alibi2d: heads must be >= 1", std::to_string(heads));
+  const double dy = static_cast<double>(window.rows - 1), dx = static_cast<double>(window.cols - 1);
+  const double gentlest = 1.0 / std::max(1.0, std::sqrt(dy * dy + dx * dx));
+  if (heads == 1) return {gentlest};
+  const double steepest = std::max(gentlest, std::pow(2.0, -8.0 / static_cast<double>(heads)));
+  std::vector<double> s(heads);
+  for (int64_t h = 0; h < heads; ++h)
+    s[h] = steepest * std::pow(gentlest / steepest,
+                               static_cast<double>(h) / static_cast<double>(heads - 1));
   return s;
 }
 

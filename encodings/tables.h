@@ -50,6 +50,12 @@ Tensor sincos1d_table(const std::vector<double>& positions, int64_t dim, int64_t
 
 // ALiBi's geometric slopes for heads h = 0..H-1: 2^(-8 (h+1) / H).
 std::vector<double> alibi2d_slopes(int64_t heads);
+// ALiBi's slopes scaled to a window (alibi2d's slopes=grid): the gentlest head's penalty across
+// the window's diagonal D = sqrt((R-1)^2 + (C-1)^2) is one logit (1/D per cell; ALiBi's own
+// gentlest, 2^-8, puts 0.03 across a 7x7 window) and the steepest keeps ALiBi's 2^(-8/H) per
+// cell, the heads between on the geometric ladder; a window too small for a ladder (1/D above
+// 2^(-8/H)) gives every head 1/D. One head: 1/D. A 1x1 window counts D as 1.
+std::vector<double> alibi2d_grid_slopes(int64_t heads, Grid window);
 
 // How the axial RoPE angles are laid out: the base, which axis the first half of the pairs
 // follows (x = column first: timm's grid_indexing 'xy'; y first: 'ij'), and the coordinate

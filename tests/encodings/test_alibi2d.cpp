@@ -49,5 +49,33 @@ TEST(Alibi2d, SymmetricZeroDiagonalDecreasingWithDistance) {
   }
 }
 
+// slopes=grid: fixed by the built window, not by the window it meets; the gentlest head puts one
+// logit between opposite corners of the built window, the steepest keeps ALiBi's 2^(-8/H).
+TEST(Alibi2d, GridSlopesPutOneLogitAcrossTheBuiltWindow) {
+  Rng rng(0);
+  const int64_t H = 4;
+  const Grid built{7, 7};
+  auto e = make_attention_encoding(parse_encoding("alibi2d:slopes=grid"), H, 16, built, 0, rng);
+  for (Grid w : {built, Grid{14, 14}}) {
+    const int64_t N = w.count();
+    Tensor b = Tensor::empty({H, N, N});
+    e->bias(b, {w, 0});
+    const double corner = std::hypot(double(w.rows - 1), double(w.cols - 1));
+    const double scale = corner / std::hypot(6.0, 6.0);  // distance in built diagonals
+    EXPECT_NEAR(b.at(((H - 1) * N + 0) * N + N - 1), -1.0 * scale, 1e-5) << w.str();
+    EXPECT_NEAR(b.at((0 * N + 0) * N + N - 1), -0.25 * corner, 1e-5) << w.str();
+    EXPECT_NEAR(b.at((0 * N + 0) * N + 1), -0.25, 1e-6) << w.str();  // one column apart
+  }
+  // A different setting from the default's, and refused values say what is accepted.
+  auto plain = make_attention_encoding(parse_encoding("alibi2d"), H, 16, built, 0, rng);
+  Tensor a = Tensor::empty({H, 49, 49}), g = Tensor::empty({H, 49, 49});
+  plain->bias(a, {built, 0});
+  e->bias(g, {built, 0});
+  EXPECT_NE(a.at((3 * 49 + 0) * 49 + 48), g.at((3 * 49 + 0) * 49 + 48));
+  const std::string m = testing::message_of([] { parse_encoding("alibi2d:slopes=wide"); });
+  EXPECT_NE(m.find("alibi"), std::string::npos) << m;
+  EXPECT_NE(m.find("grid"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace vitpe

@@ -78,6 +78,20 @@ TEST(Tables, AlibiSlopesAreGeometricDownTo2PowMinus8) {
   }
 }
 
+TEST(Tables, AlibiGridSlopesSpanOneLogitAcrossTheDiagonal) {
+  // 7x7: diagonal 6 sqrt(2); four heads from 2^-2 down to 1/(6 sqrt(2)), a geometric ladder.
+  std::vector<double> s = alibi2d_grid_slopes(4, {7, 7});
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_DOUBLE_EQ(s[0], 0.25);
+  EXPECT_NEAR(s[3] * std::hypot(6.0, 6.0), 1.0, 1e-12);
+  for (int h = 1; h < 4; ++h) EXPECT_NEAR(s[h] / s[h - 1], s[1] / s[0], 1e-12);
+  // One head, a 1x1 window, a window too small for a ladder.
+  EXPECT_NEAR(alibi2d_grid_slopes(1, {3, 5})[0], 1 / std::hypot(2.0, 4.0), 1e-12);
+  EXPECT_EQ(alibi2d_grid_slopes(2, {1, 1}), (std::vector<double>{1.0, 1.0}));
+  for (double v : alibi2d_grid_slopes(8, {2, 2})) EXPECT_NEAR(v, 1 / std::sqrt(2.0), 1e-12);
+  EXPECT_NE(testing::message_of([] { alibi2d_grid_slopes(0, {7, 7}); }).find("got 0"), std::string::npos);
+}
+
 TEST(Tables, RopeAxialAnglesAreCoordinateTimesFrequency) {
   const int64_t hd = 8, half = 4, quarter = 2;
   Tensor c, s;

@@ -194,7 +194,8 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"evaluation at other sizes", probe.other_size_rule()}};
   // Recorded only when on, so results written before the option still match.
   if (t.adaptive_threads) s.push_back({"threads", "adaptive (results do not repeat bitwise)"});
-  // The numbers behind option values "grid" (grid-scaled bases), for each encoding that asks.
+  // The numbers behind option values "grid" (grid-scaled bases and ALiBi slopes), for each
+  // encoding that asks.
   {
     std::string scaled;
     for (const std::string& enc : r.encodings) {
@@ -206,6 +207,15 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
           if (value != "grid") continue;
           double v = 0;
           std::string over;
+          if (part.kind == "alibi2d") {  // the ladder's ends: steepest..gentlest per cell
+            if (sites.empty()) continue;
+            const std::vector<double> sl = alibi2d_grid_slopes(sites[0].heads, sites[0].geom.window);
+            char buf[128];
+            std::snprintf(buf, sizeof buf, "%s=%.4g..%.4g per cell on the %s window", key.c_str(),
+                          sl.front(), sl.back(), sites[0].geom.window.str().c_str());
+            scaled += (scaled.empty() ? "" : "; ") + enc + ": " + buf;
+            continue;
+          }
           if (part.kind == "sincos2d") {
             const Grid g = c.patch_grid();
             v = grid_scaled_base(c.vit().dim / 4, std::max(g.rows, g.cols));

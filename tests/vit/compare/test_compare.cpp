@@ -324,7 +324,8 @@ TEST(Compare, SettingsSayWherePegSitsInTheDepth) {
   fs::remove_all(out);
   CompareOptions o = tiny_study(out);
   o.train.overrides = {"depth=2", "dim=32", "heads=2", "mlp_dim=64"};
-  o.encodings = {"none", "peg", "peg:after=0", "sincos2d:T=grid", "rope-axial:theta=grid"};
+  o.encodings = {"none", "peg", "peg:after=0", "sincos2d:T=grid", "rope-axial:theta=grid",
+                 "alibi2d:slopes=grid"};
   o.sizes = {16};
   const CompareResults r = run_compare(o);
   std::string where, scaled;
@@ -336,12 +337,14 @@ TEST(Compare, SettingsSayWherePegSitsInTheDepth) {
             "peg: after block 1 of 2 (1 of 2 blocks position-blind); peg:after=0: after block 0 "
             "of 2 (every block sees position)");
   // And the numbers behind grid-scaled bases: D 32 (8 frequencies per axis), head dim 16 (4),
-  // on the 4x4 grid.
-  char want[160];
+  // on the 4x4 grid; ALiBi's two heads both at one logit across the diagonal (its 2^-4 would be
+  // gentler: the window is too small for a ladder).
+  char want[256];
   std::snprintf(want, sizeof want,
                 "sincos2d:T=grid: T=%.4g on the 4x4 grid; rope-axial:theta=grid: theta=%.4g on the "
-                "4x4 window",
-                grid_scaled_base(8, 4), grid_scaled_base(4, 4));
+                "4x4 window; alibi2d:slopes=grid: slopes=%.4g..%.4g per cell on the 4x4 window",
+                grid_scaled_base(8, 4), grid_scaled_base(4, 4), 1 / std::hypot(3.0, 3.0),
+                1 / std::hypot(3.0, 3.0));
   EXPECT_EQ(scaled, want);
   fs::remove_all(out);
 }
