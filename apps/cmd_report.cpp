@@ -14,6 +14,7 @@
 #include "apps/command.h"
 #include "ops/files.h"
 #include "ops/util.h"
+#include "vit/compare/merge.h"
 #include "vit/compare/report.h"
 
 namespace vitpe::app {
@@ -26,7 +27,7 @@ struct ReportOptions {
   std::vector<std::string> tags;
   std::vector<std::string> primary;
   double success_percent = -1;
-  std::string out, csv, title;
+  std::string out, csv, json, title;
   bool force = false;
 };
 
@@ -97,66 +98,6 @@ size_t relink_pictures(CompareResults& r, const fs::path& from, const fs::path& 
   return missing;
 }
 
-// Adds b's runs, encodings, seeds, pictures and time to a (the columns checked equal); settings
-// and versions that differ keep every file's value, labelled with its tag.
-void merge_into(CompareResults& a, const CompareResults& b, const std::string& a_label,
-                const std::string& b_label, const std::string& b_path) {
-  auto differ = [&](const char* what) {
-    return ExitError{1, "report: " + b_path + " has other " + what +
-                            " than the first results.json; only comparisons with the same "
-                            "evaluation columns (sizes, policies, protocols, training size) merge"};
-  };
-  if (b.sizes != a.sizes) throw differ("sizes");
-  if (b.policies != a.policies) throw differ("policies");
-  if (b.protocols != a.protocols) throw differ("protocols");
-  if (b.train_size != a.train_size) throw differ("training size");
-  for (const RunResult& run : b.runs) {
-    for (const RunResult& have : a.runs)
-      if (have.encoding == run.encoding && have.seed == run.seed)
-        throw ExitError{1, "report: run " + run.encoding + " seed " + std::to_string(run.seed) +
-                               " is in " + b_path +
-                               " and in an earlier results.json: --tag names each file's runs "
-                               "apart (KIND@TAG)"};
-    a.runs.push_back(run);
-  }
-  for (const std::string& e : b.encodings)
-    if (std::find(a.encodings.begin(), a.encodings.end(), e) == a.encodings.end())
-      a.encodings.push_back(e);
-  for (uint64_t s : b.seeds)
-    if (std::find(a.seeds.begin(), a.seeds.end(), s) == a.seeds.end()) a.seeds.push_back(s);
-  for (const auto& p : b.pictures) a.pictures.push_back(p);
-  for (const std::string& c : b.primary)
-    if (std::find(a.primary.begin(), a.primary.end(), c) == a.primary.end()) a.primary.push_back(c);
-  a.wall_seconds += b.wall_seconds;
-  auto merge_pairs = [&](std::vector<std::pair<std::string, std::string>>& to,
-                         const std::vector<std::pair<std::string, std::string>>& from) {
-    for (const auto& [k, v] : from) {
-      auto it = std::find_if(to.begin(), to.end(), [&](const auto& e) { return e.first == k; });
-      if (it == to.end()) {
-        to.emplace_back(k, b_label + ": " + v);
-      } else if (it->second != v && it->second.find(b_label + ": ") == std::string::npos) {
-        if (it->second.find(a_label + ": ") != 0) it->second = a_label + ": " + it->second;
-        it->second += "; " + b_label + ": " + v;
-      }
-    }
-  };
-  merge_pairs(a.settings, b.settings);
-  merge_pairs(a.versions, b.versions);
-}
-
-// Renames every encoding of r to "KIND@TAG", in its primary contrasts too.
-void tag_encodings(CompareResults& r, const std::string& tag) {
-  auto name = [&](const std::string& e) { return e + "@" + tag; };
-  for (std::string& c : r.primary) {
-    const PrimarySpec p = parse_primary(r, c);
-    c = name(p.a) + " vs " + name(p.b) + " @ " + column_label(r, p.column);
-  }
-  for (std::string& e : r.encodings) e = name(e);
-  for (RunResult& run : r.runs) run.encoding = name(run.encoding);
-  for (auto& p : r.pictures) p.first = name(p.first);
-  if (!r.reference.empty()) r.reference = name(r.reference);
-}
-
 void run_report(const ReportOptions& o) {
   if (!o.tags.empty() && o.tags.size() != o.results.size())
     throw ExitError{2, "--tag: give one tag per results.json (" + std::to_string(o.results.size()) +
@@ -175,6 +116,15 @@ void run_report(const ReportOptions& o) {
       o.out.empty() ? (fs::path(o.results[0]).parent_path() / "report.html").string() : o.out;
   check_free(out, o.force);
   if (!o.csv.empty()) check_free(o.csv, o.force);
+  if (!o.json.empty()) {
+    for (const std::string& in : o.results) {
+      std::error_code ec;
+      if (fs::equivalent(in, o.json, ec))
+        throw ExitError{2, "--json: " + o.json + " is one of the results.json read; choose "
+                           "another file"};
+    }
+    check_free(o.json, o.force);
+  }
 
   CompareResults r;
   size_t missing = 0, linked = 0;
@@ -187,7 +137,11 @@ void run_report(const ReportOptions& o) {
     if (i == 0) {
       r = std::move(one);
     } else {
-      merge_into(r, one, label(0), label(i), o.results[i]);
+      try {
+        merge_results(r, one, label(0), label(i), o.results[i]);
+      } catch (const std::runtime_error& e) {
+        throw ExitError{1, std::string("report: ") + e.what()};
+      }
     }
   }
   if (!o.title.empty()) r.title = o.title;
@@ -229,9 +183,11 @@ void run_report(const ReportOptions& o) {
                  missing);
   write_file_atomic(out, report_html(r));
   if (!o.csv.empty()) write_file_atomic(o.csv, results_csv(r));
+  if (!o.json.empty()) write_file_atomic(o.json, results_json(r));
   std::printf("%s: %zu runs (%zu encodings x %zu seeds), %zu columns\n", out.c_str(), r.runs.size(),
               r.encodings.size(), r.seeds.size(), r.sizes.size());
   if (!o.csv.empty()) std::printf("%s\n", o.csv.c_str());
+  if (!o.json.empty()) std::printf("%s\n", o.json.c_str());
 }
 
 void add_report(CLI::App& root) {
@@ -250,6 +206,9 @@ void add_report(CLI::App& root) {
   cmd->add_option("--out", o->out,
                   "HTML file to write (default with one results.json: report.html beside it)");
   cmd->add_option("--csv", o->csv, "Also write the per-run table as CSV to this file");
+  cmd->add_option("--json", o->json,
+                  "Also write the merged results (tagged runs, declared primary contrasts and "
+                  "their Holm intervals) as one results.json to this file");
   cmd->add_option("--title", o->title, "The report's title (default: the first file's)");
   cmd->add_option("--primary", o->primary,
                   "Primary contrasts 'A vs B @ COLUMN' (as compare's --primary; they replace the "
@@ -257,7 +216,7 @@ void add_report(CLI::App& root) {
       ->delimiter(';');
   cmd->add_option("--success-threshold", o->success_percent,
                   "Accuracy in % at or above which a run counts as a success (success rates)");
-  cmd->add_flag("--force", o->force, "Replace --out (and --csv) when they exist");
+  cmd->add_flag("--force", o->force, "Replace --out (and --csv, --json) when they exist");
   cmd->callback([o] { run_report(*o); });
 }
 

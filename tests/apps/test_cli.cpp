@@ -620,9 +620,29 @@ TEST(Cli, ReportMergesSeveralResultsAndLinksTheirPictures) {
   std::ofstream(b) << j.dump(1);
 
   const std::string html = (dir / "out" / "r.html").string();
+  const std::string merged = (dir / "out" / "merged.json").string();
   CmdResult r = vitpe("report " + a + " " + b + " --tag fixed,scale --out " + html +
-                      " --title 'Two regimes'");
+                      " --title 'Two regimes' --json " + merged);
   ASSERT_EQ(r.code, 0) << r.out;
+  // --json: the merged results as one results.json, its contrasts tested over the tagged runs;
+  // read back, it is the same study.
+  {
+    std::ifstream mf(merged);
+    const nlohmann::ordered_json m = nlohmann::ordered_json::parse(mf);
+    EXPECT_EQ(m.at("runs").size(), 24u);
+    ASSERT_EQ(m.at("primary_contrasts").size(), 2u);
+    EXPECT_EQ(m["primary_contrasts"][1]["contrast"], "rope-axial@scale vs none@scale @ 42");
+    EXPECT_EQ(m["primary_contrasts"][1]["pairs"], 2);
+    EXPECT_TRUE(m["primary_contrasts"][1]["testable"].get<bool>());
+  }
+  EXPECT_EQ(vitpe("report " + merged + " --out " + (dir / "again.html").string()).code, 0);
+  // Never over an input, never over an existing file without --force.
+  CmdResult same = vitpe("report " + a + " --out " + (dir / "s.html").string() + " --json " + a);
+  EXPECT_EQ(same.code, 2);
+  EXPECT_TRUE(contains(same.out, "is one of the results.json read")) << same.out;
+  CmdResult exists = vitpe("report " + a + " --out " + (dir / "s.html").string() + " --json " + merged);
+  EXPECT_EQ(exists.code, 1);
+  EXPECT_TRUE(contains(exists.out, "exists; --force replaces it")) << exists.out;
   EXPECT_TRUE(contains(r.out, "24 runs (12 encodings x 2 seeds)")) << r.out;
   EXPECT_TRUE(contains(r.out, "listed in the results are missing")) << r.out;
   std::ifstream f(html);
