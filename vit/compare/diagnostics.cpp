@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "vit/models/family.h"
@@ -48,6 +49,22 @@ void accumulate_attention_stats(const Tensor& probs, int64_t prefix, Grid grid,
         entropy_sum += entropy / static_cast<double>(H);
         if (h == 0) ++queries;
       }
+}
+
+double uniform_attention_distance(Grid grid) {
+  if (grid.count() <= 0) return 0;
+  // Sum over pairs by offset: (R - |dy|) (C - |dx|) pairs lie at each offset (dy, dx).
+  double sum = 0;
+  for (int64_t dy = 1 - grid.rows; dy < grid.rows; ++dy)
+    for (int64_t dx = 1 - grid.cols; dx < grid.cols; ++dx)
+      sum += static_cast<double>((grid.rows - std::abs(dy)) * (grid.cols - std::abs(dx))) *
+             std::sqrt(static_cast<double>(dy * dy + dx * dx));
+  const double n = static_cast<double>(grid.count());
+  return sum / (n * n);
+}
+
+double uniform_attention_entropy(int64_t prefix, Grid grid) {
+  return std::log(static_cast<double>(prefix + grid.count()));
 }
 
 AttentionStats attention_stats(Model& model, const Dataset& data, int64_t images) {

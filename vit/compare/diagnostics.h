@@ -28,6 +28,12 @@ struct AttentionStats {
 // the model's current extension policy. Empty for models without global attention maps.
 AttentionStats attention_stats(Model& model, const Dataset& data, int64_t images = 64);
 
+// Uniform attention's statistics, the baselines a trained model's are read against: on a grid,
+// the mean distance in patches from a patch query to the patch keys (every pair, a query to
+// itself included: 3.61 on 7x7, 7.28 on 14x14), and ln N over prefix + grid.count() tokens.
+double uniform_attention_distance(Grid grid);
+double uniform_attention_entropy(int64_t prefix, Grid grid);
+
 // The same from attention probabilities [B, H, N, N] over `prefix` tokens and a grid (one
 // block), accumulated into distance[h] and entropy sums with `count` queries seen (for tests
 // and for attention_stats).

@@ -40,6 +40,25 @@ TEST(Diagnostics, UniformAndSelfAttentionByHand) {
   EXPECT_THROW(accumulate_attention_stats(wrong, P, g, dist, ent, queries), ShapeError);
 }
 
+// The uniform baselines: every pair counted (a query to itself included), as a uniform map
+// measures it; 3.61 patches on 7x7 and 7.28 on 14x14, twice as far on a grid twice as wide.
+TEST(Diagnostics, UniformBaselinesMatchAUniformMap) {
+  for (Grid g : {Grid{2, 2}, Grid{3, 5}, Grid{7, 7}}) {
+    const int64_t P = 2, N = P + g.count();
+    Tensor uniform = Tensor::full({1, 1, N, N}, 1.0f / static_cast<float>(N));
+    std::vector<double> dist;
+    double ent = 0;
+    int64_t queries = 0;
+    accumulate_attention_stats(uniform, P, g, dist, ent, queries);
+    EXPECT_NEAR(uniform_attention_distance(g), dist[0] / static_cast<double>(queries), 1e-5)
+        << g.str();
+    EXPECT_NEAR(uniform_attention_entropy(P, g), ent / static_cast<double>(queries), 1e-5);
+  }
+  EXPECT_NEAR(uniform_attention_distance({7, 7}), 3.61, 0.005);
+  EXPECT_NEAR(uniform_attention_distance({14, 14}), 7.28, 0.005);
+  EXPECT_EQ(uniform_attention_distance({1, 1}), 0.0);
+}
+
 TEST(Diagnostics, ModelStatisticsPerBlockAndHead) {
   const ModelConfig c = testing::tiny_vit_config("learned1d", 16, 1, 3, 4);
   auto m = make_model(c, 3);
