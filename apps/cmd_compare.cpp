@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
+#include <string>
 
 #include "apps/command.h"
 #include "apps/train_options.h"
@@ -93,7 +95,9 @@ void add_compare(CLI::App& root) {
   cmd->add_option("--reference", o->reference,
                   "Encoding the paired differences are taken against (default: the first)");
   cmd->add_option("--eval-sizes", c->sizes,
-                  "Comma-separated evaluation sizes (default: train size, +8, +16)");
+                  "Comma-separated evaluation sizes, N (N x N) or HxW (e.g. 56x42: 56 rows, 42 "
+                  "columns of pixels; every side a multiple of the patch) (default: train size, "
+                  "+8, +16)");
   cmd->add_option("--policy", c->policies,
                   std::string("How the encodings meet the other sizes, comma separated: ") +
                       kPolicyWords +
@@ -153,7 +157,17 @@ void add_compare(CLI::App& root) {
     for (int64_t s : parse_whole_list(c->seeds, "--seeds", 0, int64_t{1} << 53)) {
       o->seeds.push_back(static_cast<uint64_t>(s));
     }
-    o->sizes = parse_whole_list(c->sizes, "--eval-sizes", 1, 16384);
+    // "56" (square) or "56x42" (rows x cols), comma separated.
+    o->sizes.clear();
+    o->size_cols.clear();
+    std::stringstream items(c->sizes);
+    for (std::string item; std::getline(items, item, ',');) {
+      if (item.empty()) continue;
+      const size_t x = item.find('x');
+      o->sizes.push_back(parse_whole(item.substr(0, x), "--eval-sizes", 1, 16384));
+      o->size_cols.push_back(
+          x == std::string::npos ? 0 : parse_whole(item.substr(x + 1), "--eval-sizes", 1, 16384));
+    }
     o->policies = parse_policy_list(c->policies, "--policy");
     if (!(c->success_percent >= 0 && c->success_percent <= 100)) {
       throw ExitError{2, "--success-threshold: expected an accuracy in 0..100 %, found " +

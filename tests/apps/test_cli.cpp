@@ -552,6 +552,16 @@ TEST(Cli, CompareChecksEvaluationSizesBeforeTraining) {
   EXPECT_TRUE(contains(r.out, "evaluation size 42 is not a positive multiple of the patch size 4"))
       << r.out;
   EXPECT_FALSE(contains(r.out, "epoch 1/")) << r.out;
+  // Non-square sizes are rows x cols, each side checked; a bad item is a usage error.
+  r = vitpe("compare --quick --set depth=1 --eval-sizes 28,44x42 --out " + out.string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.out, "evaluation size 44x42: 42 px is not a positive multiple of the "
+                              "patch size 4"))
+      << r.out;
+  r = vitpe("compare --quick --set depth=1 --eval-sizes 28,44x4q --out " + out.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(contains(r.out, "--eval-sizes")) << r.out;
+  EXPECT_FALSE(contains(r.out, "epoch 1/")) << r.out;
   std::filesystem::remove_all(out);
 }
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -87,28 +88,73 @@ RunResult run_from_json(const json& j) {
   return parse_results_json(wrap.dump()).runs.at(0);
 }
 
-// The evaluation sizes: given, or the training size and two larger ones of at least 8 px more
-// each. Checked before hours of training, not after: every size must hold whole patches.
-std::vector<int64_t> evaluation_sizes(const std::vector<int64_t>& given, const ModelConfig& base) {
+// An evaluation size, rows x cols pixels.
+struct EvalSize {
+  int64_t rows = 0, cols = 0;
+  bool square() const { return rows == cols; }
+  std::string str() const {
+    std::string s = std::to_string(rows);
+    if (!square()) {
+      s += 'x';
+      s += std::to_string(cols);
+    }
+    return s;
+  }
+  bool operator==(const EvalSize&) const = default;
+};
+
+// The evaluation sizes: given (with their widths where not square), or the training size and
+// two larger ones of at least 8 px more each. Checked before hours of training, not after: every
+// side must hold whole patches.
+std::vector<EvalSize> evaluation_sizes(const std::vector<int64_t>& given,
+                                       const std::vector<int64_t>& cols, const ModelConfig& base) {
   const int64_t train = base.img_rows;
   const int64_t step = base.patch * ((8 + base.patch - 1) / base.patch);
   const std::vector<int64_t> fallback = {train, train + step, train + 2 * step};
-  for (int64_t size : given) {
-    if (size <= 0 || size % base.patch != 0) {
-      throw std::invalid_argument(
-          "compare: evaluation size " + std::to_string(size) +
-          " is not a positive multiple of the patch size " + std::to_string(base.patch) +
-          " of this model; for example --eval-sizes " + join(to_strings(fallback), ","));
+  if (cols.size() > given.size())
+    throw std::invalid_argument("compare: " + std::to_string(cols.size()) +
+                                " evaluation widths for " + std::to_string(given.size()) +
+                                " evaluation sizes");
+  std::vector<EvalSize> out;
+  for (size_t i = 0; i < given.size(); ++i) {
+    const EvalSize e{given[i], i < cols.size() && cols[i] > 0 ? cols[i] : given[i]};
+    for (int64_t side : {e.rows, e.cols}) {
+      if (side <= 0 || side % base.patch != 0) {
+        throw std::invalid_argument(
+            "compare: evaluation size " + e.str() + (e.square() ? std::string() : ": " + std::to_string(side) + " px") +
+            " is not a positive multiple of the patch size " + std::to_string(base.patch) +
+            " of this model; for example --eval-sizes " + join(to_strings(fallback), ","));
+      }
     }
+    out.push_back(e);
   }
-  return given.empty() ? fallback : given;
+  if (given.empty())
+    for (int64_t f : fallback) out.push_back({f, f});
+  return out;
 }
 
-std::vector<int64_t> unique_sizes(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> out;
-  for (int64_t s : sizes)
-    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+// Each column's size once, in order.
+std::vector<EvalSize> unique_sizes(const CompareResults& r) {
+  std::vector<EvalSize> out;
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    const EvalSize e{r.sizes[k], column_cols(r, k)};
+    if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  }
   return out;
+}
+
+// Each square column's size once (the sizes the encoding pictures are drawn at).
+std::vector<int64_t> unique_square_sizes(const CompareResults& r) {
+  std::vector<int64_t> out;
+  for (const EvalSize& e : unique_sizes(r))
+    if (e.square()) out.push_back(e.rows);
+  return out;
+}
+
+std::string size_list(const std::vector<EvalSize>& sizes) {
+  std::string s;
+  for (const EvalSize& e : sizes) s += (s.empty() ? "" : ",") + e.str();
+  return s;
 }
 
 // The patch that keeps the training grid at size s (patch resize), or 0 when it is not whole.
@@ -116,21 +162,29 @@ int64_t resized_patch(int64_t patch, int64_t s, int64_t train_size) {
   return (patch * s) % train_size == 0 ? patch * s / train_size : 0;
 }
 
+// The patch that keeps the training grid at an evaluation size: square sizes only (a square
+// patch scales both sides alike), 0 otherwise.
+int64_t resized_patch(int64_t patch, const EvalSize& e, int64_t train_size) {
+  return e.square() ? resized_patch(patch, e.rows, train_size) : 0;
+}
+
 // The patch-resize columns, as the settings table names them: "; patch-resize (FlexiViT's
 // PI-resize, the trained grid kept) at 56 px (patch 8); not at 44 px (not a whole patch)".
 std::string patch_resize_setting(int64_t patch, const CompareResults& r) {
-  std::string with, without;
-  for (int64_t s : unique_sizes(r.sizes)) {
-    if (s == r.train_size) continue;
-    const int64_t q = resized_patch(patch, s, r.train_size);
+  std::string with, fractional, oblong;
+  auto add = [](std::string& to, const std::string& what) { to += (to.empty() ? "" : ", ") + what; };
+  for (const EvalSize& e : unique_sizes(r)) {
+    if (e == EvalSize{r.train_size, r.train_size}) continue;
+    const int64_t q = resized_patch(patch, e, r.train_size);
     if (q > 0) {
-      with += (with.empty() ? "" : ", ") + std::to_string(s) + " px (patch " + std::to_string(q) + ")";
+      add(with, e.str() + " px (patch " + std::to_string(q) + ")");
     } else {
-      without += (without.empty() ? "" : ", ") + std::to_string(s) + " px";
+      add(e.square() ? fractional : oblong, e.str() + " px");
     }
   }
   return "; patch-resize (FlexiViT's PI-resized patch embedding, the trained grid kept) at " +
-         with + (without.empty() ? "" : "; not at " + without + " (not a whole patch)");
+         with + (fractional.empty() ? "" : "; not at " + fractional + " (not a whole patch)") +
+         (oblong.empty() ? "" : "; not at " + oblong + " (not square)");
 }
 
 std::string policies_setting(const std::vector<ExtensionPolicy>& policies) {
@@ -184,7 +238,7 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
       {"data seed (procedural)", std::to_string(t.data.seed)},
       {"seeds", join(to_strings(r.seeds), ",")},
       {"paired differences against", reference_encoding(r)},
-      {"evaluation sizes", join(to_strings(unique_sizes(r.sizes)), ",")},
+      {"evaluation sizes", size_list(unique_sizes(r))},
       {"extension policies at other sizes",
        policies_setting(opt.policies) +
            (opt.patch_resize ? patch_resize_setting(base.patch, r) : std::string())},
@@ -272,14 +326,15 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
 // size; shared by all runs; columns that differ only in policy share one dataset).
 std::vector<std::shared_ptr<Dataset>> test_sets(const TrainOptions& t, const CompareResults& r) {
   std::vector<std::shared_ptr<Dataset>> tests;
-  std::map<std::pair<int64_t, std::string>, std::shared_ptr<Dataset>> made;
+  std::map<std::tuple<int64_t, int64_t, std::string>, std::shared_ptr<Dataset>> made;
   for (size_t k = 0; k < r.sizes.size(); ++k) {
-    std::shared_ptr<Dataset>& d = made[{r.sizes[k], column_protocol(r, k)}];
+    std::shared_ptr<Dataset>& d = made[{r.sizes[k], column_cols(r, k), column_protocol(r, k)}];
     if (!d) {
       DatasetOptions o = t.data;
       o.train = false;
       o.limit = t.test_limit;
-      o.rows = o.cols = r.sizes[k];
+      o.rows = r.sizes[k];
+      o.cols = column_cols(r, k);
       o.protocol = column_protocol(r, k);
       o.base_rows = o.base_cols = r.train_size;
       d = make_dataset(o);
@@ -291,34 +346,34 @@ std::vector<std::shared_ptr<Dataset>> test_sets(const TrainOptions& t, const Com
 
 // The evaluation columns: each size under each protocol and each policy, the training size once
 // (native, the dataset itself).
-void evaluation_columns(CompareResults& r, const std::vector<int64_t>& sizes,
+void evaluation_columns(CompareResults& r, const std::vector<EvalSize>& sizes,
                         const std::vector<std::string>& protocols,
                         const std::vector<ExtensionPolicy>& policies, int64_t patch_resize) {
   r.sizes.clear();
+  r.cols.clear();
   r.policies.clear();
   r.protocols.clear();
   const std::vector<std::string> each =
       protocols.empty() ? std::vector<std::string>{""} : protocols;
-  for (int64_t s : sizes) {
-    if (s == r.train_size) {
-      r.sizes.push_back(s);
-      r.policies.push_back(policy_name(ExtensionPolicy::native));
-      r.protocols.push_back("");
+  auto column = [&](const EvalSize& e, const std::string& policy, const std::string& proto) {
+    r.sizes.push_back(e.rows);
+    r.cols.push_back(e.square() ? 0 : e.cols);
+    r.policies.push_back(policy);
+    r.protocols.push_back(proto);
+  };
+  for (const EvalSize& e : sizes) {
+    if (e == EvalSize{r.train_size, r.train_size}) {
+      column(e, policy_name(ExtensionPolicy::native), "");
       continue;
     }
     for (const std::string& proto : each) {
-      for (ExtensionPolicy p : policies) {
-        r.sizes.push_back(s);
-        r.policies.push_back(policy_name(p));
-        r.protocols.push_back(proto);
-      }
-      if (patch_resize > 0 && resized_patch(patch_resize, s, r.train_size) > 0) {
-        r.sizes.push_back(s);
-        r.policies.push_back(kPatchResize);
-        r.protocols.push_back(proto);
-      }
+      for (ExtensionPolicy p : policies) column(e, policy_name(p), proto);
+      if (patch_resize > 0 && resized_patch(patch_resize, e, r.train_size) > 0)
+        column(e, kPatchResize, proto);
     }
   }
+  // Every column square: results as before.
+  if (std::all_of(r.cols.begin(), r.cols.end(), [](int64_t c) { return c == 0; })) r.cols.clear();
   // Only the native rule everywhere / the dataset's own protocol: results as before.
   if (!compares_policies(r)) r.policies.clear();
   if (!compares_protocols(r)) r.protocols.clear();
@@ -415,7 +470,7 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
     if (policy == kPatchResize) {
       model.set_extension_policy(ExtensionPolicy::native);
       const int64_t patch = resized_patch(model.config().patch, r.sizes[s], r.train_size);
-      resized = with_patch_size(model, patch, r.sizes[s], r.sizes[s]);
+      resized = with_patch_size(model, patch, r.sizes[s], column_cols(r, s));
     } else {
       model.set_extension_policy(parse_policy(policy));
     }
@@ -426,7 +481,7 @@ void evaluate_run(RunResult& run, Model& model, const TrainOptions& to, const Co
     run.accuracy.push_back(ev.accuracy);
     run.loss.push_back(ev.loss);
     run.extension_rules.push_back(
-        r.sizes[s] == r.train_size
+        is_train_column(r, s)
             ? "-"
             : resized ? "patch " + std::to_string(resized->config().patch) + " px (grid " +
                             resized->config().patch_grid().str() + " as trained)"
@@ -571,8 +626,9 @@ PlanEstimate estimate_plan(const CompareOptions& opt, const CompareResults& r,
     }
   }
   double pixels = 0;  // evaluation images' pixel count relative to the training size, summed
-  for (int64_t s : r.sizes) {
-    pixels += static_cast<double>(s) * s / (static_cast<double>(r.train_size) * r.train_size);
+  for (size_t k = 0; k < r.sizes.size(); ++k) {
+    pixels += static_cast<double>(r.sizes[k]) * static_cast<double>(column_cols(r, k)) /
+              (static_cast<double>(r.train_size) * static_cast<double>(r.train_size));
   }
   size_t unfinished = 0;
   for (size_t i = 0; i < all.size(); ++i) {
@@ -646,7 +702,7 @@ void add_pictures(CompareResults& r, const ModelConfig& base, const std::string&
     std::vector<Picture> pics;
     try {
       pics = encoding_pictures(c, trained.get(), (fs::path(out) / "pictures").string(),
-                               unique_sizes(r.sizes));
+                               unique_square_sizes(r));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "pictures of %s: %s (left out of the report)\n", enc.c_str(), e.what());
     }
@@ -690,14 +746,15 @@ CompareResults run_compare(const CompareOptions& options) {
   r.train_size = base.img_rows;
   if (opt.policies.empty()) throw std::invalid_argument("compare: at least one policy is required");
   for (const std::string& p : opt.protocols) protocol_description(p);  // checks the names
-  const std::vector<int64_t> sizes = evaluation_sizes(opt.sizes, base);
+  const std::vector<EvalSize> sizes = evaluation_sizes(opt.sizes, opt.size_cols, base);
   if (opt.patch_resize) {
     if (base.is_swin()) {
       throw std::invalid_argument("compare: --patch-resize needs a ViT-family model (Swin's "
                                   "windows and patch merging are built for its patch size)");
     }
     bool any = false;
-    for (int64_t s : sizes) any |= s != r.train_size && resized_patch(base.patch, s, r.train_size) > 0;
+    for (const EvalSize& e : sizes)
+      any |= e != EvalSize{r.train_size, r.train_size} && resized_patch(base.patch, e, r.train_size) > 0;
     if (!any) {
       throw std::invalid_argument(
           "compare: --patch-resize: no evaluation size other than " +

@@ -26,6 +26,9 @@ struct CompareOptions {
   std::vector<std::string> encodings;  // empty: default_encodings(the model)
   std::vector<uint64_t> seeds = {1};
   std::vector<int64_t> sizes;  // evaluation sizes; empty: train size, +8, +16 px
+  // Per evaluation size, its width where it is not square: sizes[i] rows x size_cols[i] columns
+  // (0 or absent: square). Every side a multiple of the patch.
+  std::vector<int64_t> size_cols;
   // How the encodings meet each size other than the training size: every policy given is
   // evaluated on the same trained model, one column each (the training size once).
   std::vector<ExtensionPolicy> policies = {ExtensionPolicy::native};

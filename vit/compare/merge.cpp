@@ -16,7 +16,7 @@ void merge_results(CompareResults& a, const CompareResults& b, const std::string
                               "evaluation columns (sizes, policies, protocols, training size) "
                               "merge");
   };
-  if (b.sizes != a.sizes) throw differ("sizes");
+  if (b.sizes != a.sizes || b.cols != a.cols) throw differ("sizes");
   if (b.policies != a.policies) throw differ("policies");
   if (b.protocols != a.protocols) throw differ("protocols");
   if (b.train_size != a.train_size) throw differ("training size");

@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "ops/json_limits.h"
+#include "vit/compare/diagnostics.h"
+#include "vit/models/config.h"
 #include "ops/util.h"
 
 namespace vitpe {
@@ -209,7 +212,7 @@ std::vector<std::string> used_protocols(const CompareResults& r) {
   std::vector<std::string> out;
   for (size_t k = 0; k < r.sizes.size(); ++k) {
     const std::string p = column_protocol(r, k);
-    if (!p.empty() && r.sizes[k] != r.train_size &&
+    if (!p.empty() && !is_train_column(r, k) &&
         std::find(out.begin(), out.end(), p) == out.end())
       out.push_back(p);
   }
@@ -226,7 +229,7 @@ std::string terminal_table(const CompareResults& r) {
   std::snprintf(buf, sizeof buf, "%-*s", static_cast<int>(w), "encoding");
   o << buf;
   for (size_t k = 0; k < r.sizes.size(); ++k) {
-    std::string h = "acc@" + column_label(r, k) + (r.sizes[k] == r.train_size ? "*" : "");
+    std::string h = "acc@" + column_label(r, k) + (is_train_column(r, k) ? "*" : "");
     std::snprintf(buf, sizeof buf, "  %15s", h.c_str());
     o << buf;
   }
@@ -288,14 +291,15 @@ std::string results_json(const CompareResults& r) {
   j["encodings"] = r.encodings;
   j["seeds"] = r.seeds;
   j["sizes"] = r.sizes;
+  if (!r.cols.empty()) j["cols"] = r.cols;
   if (!r.policies.empty()) j["policies"] = r.policies;
   if (!r.protocols.empty()) j["protocols"] = r.protocols;
   j["columns"] = json::array();
   for (size_t k = 0; k < r.sizes.size(); ++k) {
     j["columns"].push_back(
         {{"size", r.sizes[k]},
-         {"policy", r.sizes[k] == r.train_size ? "trained size" : column_policy(r, k)},
-         {"protocol", r.sizes[k] == r.train_size      ? "trained size"
+         {"policy", is_train_column(r, k) ? "trained size" : column_policy(r, k)},
+         {"protocol", is_train_column(r, k)           ? "trained size"
                       : column_protocol(r, k).empty() ? "dataset's own"
                                                       : column_protocol(r, k)},
          {"label", column_label(r, k)}});
@@ -402,6 +406,11 @@ CompareResults parse_results_json(const std::string& text) {
   r.encodings = j.at("encodings").get<std::vector<std::string>>();
   r.seeds = j.at("seeds").get<std::vector<uint64_t>>();
   r.sizes = j.at("sizes").get<std::vector<int64_t>>();
+  r.cols = j.value("cols", std::vector<int64_t>{});
+  if (!r.cols.empty() && r.cols.size() != r.sizes.size())
+    throw std::runtime_error("expected one width per size in \"cols\" (" +
+                             std::to_string(r.sizes.size()) + "), found " +
+                             std::to_string(r.cols.size()));
   r.policies = j.value("policies", std::vector<std::string>{});
   r.protocols = j.value("protocols", std::vector<std::string>{});
   r.train_size = j.at("train_size");
@@ -539,7 +548,7 @@ void html_summary(std::ostream& o, const CompareResults& r, const std::vector<Su
   o << "<h2>Summary</h2>\n<table id=\"summary\">\n<thead><tr><th>encoding</th>";
   for (size_t k = 0; k < r.sizes.size(); ++k) {
     o << "<th>accuracy @" << html_escape(column_label(r, k))
-      << (r.sizes[k] == r.train_size ? " (train size)" : "") << "</th>";
+      << (is_train_column(r, k) ? " (train size)" : "") << "</th>";
   }
   o << "<th>plateau</th><th>params added</th><th>train time</th></tr></thead>\n<tbody>\n";
   std::vector<double> best(r.sizes.size(), -1);
@@ -649,7 +658,7 @@ void html_paired(std::ostream& o, const CompareResults& r) {
     << "</h2>\n<table id=\"paired\">\n<thead><tr><th>encoding</th>";
   for (size_t k = 0; k < r.sizes.size(); ++k)
     o << "<th>@" << html_escape(column_label(r, k))
-      << (r.sizes[k] == r.train_size ? " (train size)" : "") << "</th>";
+      << (is_train_column(r, k) ? " (train size)" : "") << "</th>";
   o << "</tr></thead>\n<tbody>\n";
   for (const PairedRow& row : rows) {
     o << "<tr><td>" << html_escape(row.encoding) << "</td>";
@@ -715,7 +724,9 @@ std::vector<std::pair<std::string, std::string>> chart_groups(const CompareResul
   std::vector<std::pair<std::string, std::string>> charts;
   for (size_t k = 0; k < r.sizes.size(); ++k) {
     const std::pair<std::string, std::string> c{column_protocol(r, k), column_policy(r, k)};
-    if (r.sizes[k] != r.train_size && std::find(charts.begin(), charts.end(), c) == charts.end())
+    // Non-square columns have no place on an axis of sides: their tables hold them.
+    if (!is_train_column(r, k) && column_cols(r, k) == r.sizes[k] &&
+        std::find(charts.begin(), charts.end(), c) == charts.end())
       charts.push_back(c);
   }
   if (charts.empty()) charts.emplace_back("", "native");
@@ -731,8 +742,9 @@ void html_charts(std::ostream& o, const CompareResults& r, const std::vector<Sum
     // Named copies: clang 14 cannot capture structured bindings in the lambda below.
     const std::string protocol = group.first, policy = group.second;
     auto in_chart = [&](size_t k) {
-      return r.sizes[k] == r.train_size ||
-             (column_policy(r, k) == policy && column_protocol(r, k) == protocol);
+      return is_train_column(r, k) ||
+             (column_cols(r, k) == r.sizes[k] && column_policy(r, k) == policy &&
+              column_protocol(r, k) == protocol);
     };
     std::string what = protocol;
     if (compares_policies(r)) {
@@ -778,6 +790,22 @@ void html_charts(std::ostream& o, const CompareResults& r, const std::vector<Sum
   o << "</div>\n";
 }
 
+// The patch size and prefix tokens of the study's model, from the model config its settings
+// record (nullopt where they hold none that reads back: the uniform baselines are left out).
+std::optional<std::pair<int64_t, int64_t>> recorded_geometry(const CompareResults& r) {
+  for (const auto& [key, value] : r.settings) {
+    if (key.rfind("model config", 0) != 0) continue;
+    try {
+      const ModelConfig c = ModelConfig::from_json(value);
+      if (c.patch > 0) return std::make_pair(c.patch, c.prefix_tokens());
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+constexpr const char* kUniformColor = "#9e9e9e";
+
 // Attention diagnostics (ViT runs that recorded them): mean attention distance per head against
 // depth at the training size, and attention entropy against the image size under each
 // (protocol, policy).
@@ -787,7 +815,7 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
   if (!any) return;
   size_t k0 = 0;
   for (size_t k = 0; k < r.sizes.size(); ++k)
-    if (r.sizes[k] == r.train_size) k0 = k;
+    if (is_train_column(r, k)) k0 = k;
   o << "<h2>Attention diagnostics</h2>\n<div class=\"charts\">\n";
   std::vector<Series> dist;
   size_t depth = 0;
@@ -810,6 +838,22 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
   }
   std::vector<double> blocks_axis;
   for (size_t b = 1; b <= depth; ++b) blocks_axis.push_back(static_cast<double>(b));
+  // Uniform attention beside them: what a head that ignores position measures.
+  const std::optional<std::pair<int64_t, int64_t>> geometry = recorded_geometry(r);
+  auto grid_at = [&](size_t k) {
+    return Grid{r.sizes[k] / geometry->first, column_cols(r, k) / geometry->first};
+  };
+  std::string uniform_note;
+  if (geometry && depth > 0) {
+    const Grid g = grid_at(k0);
+    const double d = uniform_attention_distance(g);
+    dist.push_back(Series{"uniform attention", kUniformColor, blocks_axis,
+                          std::vector<double>(depth, d), {}});
+    uniform_note = " Grey: uniform attention, " + fmt("%.2f", d) + " patches on the " + g.str() +
+                   " training grid and ln N nats over its N tokens (" +
+                   fmt("%.2f", uniform_attention_entropy(geometry->second, g)) +
+                   " there): a model at these lines attends without regard to position.";
+  }
   o << line_chart("Mean attention distance per head, at the training size", "block",
                   "distance (patches)", dist, blocks_axis);
   // Entropy against size, one chart per (protocol, policy).
@@ -820,8 +864,9 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
     std::vector<Series> ent;
     std::vector<double> xt;
     auto in_chart = [&](size_t k) {
-      return r.sizes[k] == r.train_size ||
-             (column_policy(r, k) == policy && column_protocol(r, k) == protocol);
+      return is_train_column(r, k) ||
+             (column_cols(r, k) == r.sizes[k] && column_policy(r, k) == policy &&
+              column_protocol(r, k) == protocol);
     };
     for (size_t k = 0; k < r.sizes.size(); ++k)
       if (in_chart(k)) xt.push_back(static_cast<double>(r.sizes[k]));
@@ -835,6 +880,15 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
         s.y.push_back(entropy);
       }
       if (!s.x.empty()) ent.push_back(std::move(s));
+    }
+    if (geometry && !ent.empty()) {
+      Series u{"uniform attention", kUniformColor, {}, {}, {}};
+      for (size_t k = 0; k < r.sizes.size(); ++k) {
+        if (!in_chart(k)) continue;
+        u.x.push_back(static_cast<double>(r.sizes[k]));
+        u.y.push_back(uniform_attention_entropy(geometry->second, grid_at(k)));
+      }
+      ent.push_back(std::move(u));
     }
     std::string what = protocol;
     if (compares_policies(r)) {
@@ -850,7 +904,8 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
        "over queries and the first 64 test images; lines: the mean over heads and seeds at each "
        "block, circles: every head of every seed. Entropy: -&sum; p ln p of each query's attention "
        "over all tokens, averaged over blocks, heads, queries, images and seeds; uniform attention "
-       "over N tokens gives ln N.</p>\n";
+       "over N tokens gives ln N."
+    << uniform_note << "</p>\n";
 }
 
 // A relative file path as a URL path: every byte but unreserved characters and '/'

@@ -23,9 +23,27 @@ bool compares_protocols(const CompareResults& r) {
   return false;
 }
 
-std::string column_label(const CompareResults& r, size_t k) {
+int64_t column_cols(const CompareResults& r, size_t k) {
+  return k < r.cols.size() && r.cols[k] > 0 ? r.cols[k] : r.sizes[k];
+}
+
+std::string size_label(const CompareResults& r, size_t k) {
+  const int64_t c = column_cols(r, k);
   std::string s = std::to_string(r.sizes[k]);
-  if (r.sizes[k] == r.train_size) return s;
+  if (c != r.sizes[k]) {
+    s += 'x';
+    s += std::to_string(c);
+  }
+  return s;
+}
+
+bool is_train_column(const CompareResults& r, size_t k) {
+  return r.sizes[k] == r.train_size && column_cols(r, k) == r.train_size;
+}
+
+std::string column_label(const CompareResults& r, size_t k) {
+  std::string s = size_label(r, k);
+  if (is_train_column(r, k)) return s;
   if (compares_protocols(r) && !column_protocol(r, k).empty()) {
     s += ' ';
     s += column_protocol(r, k);

@@ -52,6 +52,10 @@ struct CompareResults {
   // policies[k] ("native", "interpolate", "extrapolate"; empty = "native" for every column, as in
   // results written before). The training size appears once (where no policy applies).
   std::vector<int64_t> sizes;
+  // The width of each column where it is not square: column k is sizes[k] rows x cols[k]
+  // columns of pixels (0: square). Empty: every column square (results written before, or no
+  // non-square size asked for).
+  std::vector<int64_t> cols;
   std::vector<std::string> policies;
   // The resolution protocol of each column (data.h: zoom, canvas, dilute, translate, spread);
   // empty = the dataset's own rule for every column (results written before, or one protocol
@@ -75,11 +79,18 @@ struct CompareResults {
   double success_threshold = 0;
 };
 
+// Column k's width in pixels (its size where it is square), its size as tables print it ("56",
+// or "56x42" rows x cols where it is not square), and whether it is the training size itself.
+int64_t column_cols(const CompareResults& r, size_t k);
+std::string size_label(const CompareResults& r, size_t k);
+bool is_train_column(const CompareResults& r, size_t k);
+
 // The column policy of FlexiViT's patch resize (CompareOptions::patch_resize).
 inline constexpr const char* kPatchResize = "patch-resize";
 // The policy of column k ("native" when none is recorded), and its label in tables: "42", or
 // "42 interp" / "42 extrap" when the study compares policies, with the protocol before the policy
-// when it names protocols ("42 zoom interp"); the training size is "28".
+// when it names protocols ("42 zoom interp"; "56x42 zoom interp" not square); the training size
+// is "28".
 std::string column_policy(const CompareResults& r, size_t k);
 std::string column_label(const CompareResults& r, size_t k);
 // Whether any column has a policy other than native.

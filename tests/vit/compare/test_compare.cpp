@@ -14,6 +14,7 @@
 #include "encodings/tables.h"
 #include "tests/testing.h"
 #include "vit/compare/compare.h"
+#include "vit/compare/diagnostics.h"
 #include "vit/compare/report.h"
 #include "vit/io/checkpoint.h"
 
@@ -224,12 +225,64 @@ TEST(Compare, EvaluatesEveryPolicyAndProtocolOnTheSameModels) {
   EXPECT_NE(html.find("Mean attention distance per head, at the training size"), std::string::npos);
   EXPECT_NE(html.find("Attention entropy against image size, canvas, extrapolate"),
             std::string::npos);
+  // Uniform attention beside the diagnostics, on the 4x4 training grid (patch 4 at 16 px).
+  EXPECT_NE(html.find("Grey: uniform attention, "), std::string::npos);
+  char uniform[64];
+  std::snprintf(uniform, sizeof uniform, "%.2f patches on the 4x4 training grid",
+                uniform_attention_distance({4, 4}));
+  EXPECT_NE(html.find(uniform), std::string::npos) << uniform;
   // Results without policies (written before, or native only) keep plain size labels.
   CompareResults plain = back;
   plain.policies.clear();
   plain.protocols.clear();
   EXPECT_FALSE(compares_policies(plain));
   EXPECT_EQ(column_label(plain, 1), "24");
+  fs::remove_all(out);
+}
+
+// Non-square evaluation sizes (rows x cols) are columns of their own, labelled 24x16, rendered
+// and evaluated at that shape under every policy, recorded in results.json and read back; patch
+// resize skips them (a square patch cannot keep the grid), and charts against the side leave
+// them to the tables.
+TEST(Compare, NonSquareSizesAreColumnsOfTheirOwn) {
+  const fs::path out =
+      fs::temp_directory_path() / ("vitpe_compare_nonsquare_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  CompareOptions o = tiny_study(out);
+  o.encodings = {"learned1d"};
+  o.policies = {ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate};
+  o.sizes = {16, 24, 32};
+  o.size_cols = {0, 16, 0};
+  o.patch_resize = true;
+  const CompareResults r = run_compare(o);
+  std::vector<std::string> labels;
+  for (size_t k = 0; k < r.sizes.size(); ++k) labels.push_back(column_label(r, k));
+  EXPECT_EQ(labels, (std::vector<std::string>{"16", "24x16 interp", "24x16 extrap", "32 interp",
+                                              "32 extrap", "32 patch"}));
+  EXPECT_EQ(r.cols, (std::vector<int64_t>{0, 16, 16, 0, 0, 0}));
+  ASSERT_EQ(r.runs.size(), 1u);
+  const RunResult& run = r.runs[0];
+  ASSERT_EQ(run.accuracy.size(), 6u);
+  EXPECT_NE(run.loss[1], run.loss[2]);  // the learned table resampled vs held at its edges
+  EXPECT_GT(run.gflops[1], run.gflops[0]);
+  EXPECT_LT(run.gflops[1], run.gflops[3]);
+  ASSERT_EQ(run.attention_distance.size(), 6u);
+  std::map<std::string, std::string> settings(r.settings.begin(), r.settings.end());
+  EXPECT_EQ(settings["evaluation sizes"], "16,24x16,32");
+  EXPECT_NE(settings["extension policies at other sizes"].find("not at 24x16 px (not square)"),
+            std::string::npos)
+      << settings["extension policies at other sizes"];
+  const CompareResults back = parse_results_json(results_json(r));
+  EXPECT_EQ(back.cols, r.cols);
+  EXPECT_EQ(column_label(back, 2), "24x16 extrap");
+  EXPECT_NE(results_csv(r).find(",acc_24x16_interp,"), std::string::npos);
+  const std::string html = report_html(r);
+  EXPECT_NE(html.find("accuracy @24x16 extrap"), std::string::npos);
+  EXPECT_EQ(html.find("Test accuracy at each image size, 24x16"), std::string::npos);
+  // A width for a size that is not there is refused.
+  o.size_cols = {0, 16, 0, 8};
+  EXPECT_NE(testing::message_of([&] { run_compare(o); }).find("4 evaluation widths for 3"),
+            std::string::npos);
   fs::remove_all(out);
 }
 
