@@ -1,0 +1,179 @@
+// The published studies' figures, recomputed from the committed results.json files with the
+// library's own statistics: every number README.md and docs/results/resolution-studies.md quote
+// from a second-edition arm is formatted here from its file and must appear in the text as
+// written, and every interval README.md quotes must be one of them. A figure edited by hand, a
+// results.json replaced without its text, or an interval quoted with no check here fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "vit/compare/merge.h"
+#include "vit/compare/report.h"
+#include "vit/compare/stats.h"
+
+namespace vitpe {
+namespace {
+
+const std::string kDocs = std::string(VITPE_SOURCE_DIR) + "/docs/results/";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << "cannot read " << path;
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string format(const char* f, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, f);
+  std::vsnprintf(buf, sizeof buf, f, args);
+  va_end(args);
+  return buf;
+}
+
+// Several arms' results.json (relative to docs/results/) merged as `vitpe report --tag` does.
+CompareResults merged(const std::vector<std::string>& files, const std::vector<std::string>& tags) {
+  CompareResults r;
+  for (size_t i = 0; i < files.size(); ++i) {
+    CompareResults one = parse_results_json(slurp(kDocs + files[i]));
+    tag_encodings(one, tags[i]);
+    if (i == 0) {
+      r = std::move(one);
+    } else {
+      merge_results(r, one, tags[0], tags[i], files[i]);
+    }
+  }
+  return r;
+}
+
+size_t column(const CompareResults& r, const std::string& label) {
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    if (column_label(r, k) == label) return k;
+  ADD_FAILURE() << "no column '" << label << "'";
+  return 0;
+}
+
+// An encoding's mean accuracy in % at a column, over its runs.
+double mean_at(const CompareResults& r, const std::string& encoding, const std::string& label) {
+  const size_t k = column(r, label);
+  double sum = 0;
+  int n = 0;
+  for (const RunResult& run : r.runs) {
+    if (run.encoding != encoding) continue;
+    sum += 100 * run.accuracy.at(k);
+    ++n;
+  }
+  EXPECT_GT(n, 0) << "no runs of " << encoding;
+  return n ? sum / n : std::nan("");
+}
+
+// "+16.1 [+3.8, +28.5]*": a Holm contrast as the tables print it (* where it excludes 0).
+std::string contrast_cell(const ContrastResult& c) {
+  return format("%+.1f [%+.1f, %+.1f]%s", c.mean, c.low, c.high, c.significant ? "*" : "");
+}
+
+struct Quote {
+  std::string doc;   // relative to the source tree
+  std::string text;  // as it must appear there
+};
+
+// The regime pilot: 4 kinds, fixed size against scale augmentation, four contrasts declared
+// with the report.
+std::vector<Quote> regime_pilot() {
+  const std::string dir = "resolution-fmnist-regimes/";
+  CompareResults r = merged({dir + "fixed/results.json", dir + "scale/results.json"}, {"fixed", "scale"});
+  const std::vector<std::string> kinds = {"learned1d", "sincos2d", "rope-axial", "rope-mixed"};
+  for (const std::string& k : kinds)
+    r.primary.push_back(k + "@scale vs " + k + "@fixed @ 56 zoom extrap");
+  const std::vector<ContrastResult> c = primary_contrasts(r);
+  EXPECT_EQ(c.size(), kinds.size());
+  std::vector<Quote> q;
+  const std::string studies = "docs/results/resolution-studies.md";
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const std::string& k = kinds[i];
+    q.push_back({studies, format("| `%s` | %.1f | %.1f | %s | %.1f / %.1f | %.1f / %.1f |",
+                                 k.c_str(), mean_at(r, k + "@fixed", "56 zoom extrap"),
+                                 mean_at(r, k + "@scale", "56 zoom extrap"),
+                                 contrast_cell(c[i]).c_str(),
+                                 mean_at(r, k + "@fixed", "56 zoom interp"),
+                                 mean_at(r, k + "@scale", "56 zoom interp"),
+                                 mean_at(r, k + "@fixed", "28"), mean_at(r, k + "@scale", "28"))});
+    EXPECT_NEAR(c[i].p_signed_rank, 0.0625, 1e-9) << k;  // "Wilcoxon's p is 0.0625 for all four"
+  }
+  // README: the rotary kinds' and learned1d's gains significant, sincos2d's not.
+  EXPECT_TRUE(c[0].significant && c[2].significant && c[3].significant);
+  EXPECT_FALSE(c[1].significant);
+  q.push_back({"README.md", format("scale augmentation adds %.1f points to `rope-mixed` [%+.1f, "
+                                   "%+.1f]",
+                                   c[3].mean, c[3].low, c[3].high)});
+  q.push_back({"README.md", format("and %.1f to `rope-axial` [%+.1f, %+.1f] (%.1f to `learned1d`; "
+                                   "`sincos2d` %+.1f, not significant)",
+                                   c[2].mean, c[2].low, c[2].high, c[0].mean, c[1].mean)});
+  // Extrapolated RoPE with scale augmentation against the same models interpolated.
+  auto range = [&](const std::string& label) {
+    const double a = mean_at(r, "rope-axial@scale", label), b = mean_at(r, "rope-mixed@scale", label);
+    return format("%.0f-%.0f %%", std::min(a, b), std::max(a, b));
+  };
+  const std::string held =
+      "reaches " + range("56 zoom extrap") + ", against " + range("56 zoom interp") + " interpolated";
+  q.push_back({"README.md", held});
+  q.push_back({studies, held});
+  return q;
+}
+
+std::vector<Quote> all_quotes() {
+  std::vector<Quote> q = regime_pilot();
+  return q;
+}
+
+// Runs of white space as one space: a quote may wrap across lines and list indentation.
+std::string squeeze(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    const bool space = c == ' ' || c == '\n' || c == '\t';
+    if (space && (o.empty() || o.back() == ' ')) continue;
+    o += space ? ' ' : c;
+  }
+  return o;
+}
+
+TEST(Published, QuotedFiguresFollowFromTheCommittedResults) {
+  for (const Quote& q : all_quotes()) {
+    const std::string text = squeeze(slurp(std::string(VITPE_SOURCE_DIR) + "/" + q.doc));
+    EXPECT_NE(text.find(q.text), std::string::npos)
+        << q.doc << " does not say, as its results.json computes: " << q.text;
+  }
+}
+
+// Every "[low, high]" interval README.md quotes is part of a checked quote above.
+TEST(Published, EveryIntervalTheReadmeQuotesIsChecked) {
+  const std::string readme = squeeze(slurp(std::string(VITPE_SOURCE_DIR) + "/README.md"));
+  const std::vector<Quote> quotes = all_quotes();
+  // Signed, with decimals: how the studies print differences (not "[49, 49]" shapes in code).
+  const std::regex interval(R"(\[[+-][0-9]+\.[0-9]+, [+-][0-9]+\.[0-9]+\])");
+  int seen = 0;
+  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), interval);
+       it != std::sregex_iterator(); ++it) {
+    ++seen;
+    const std::string found = it->str();
+    const bool checked = std::any_of(quotes.begin(), quotes.end(), [&](const Quote& q) {
+      return q.doc == "README.md" && q.text.find(found) != std::string::npos;
+    });
+    EXPECT_TRUE(checked) << "README.md quotes the interval " << found
+                         << " that no check in this file recomputes";
+  }
+  EXPECT_GT(seen, 0);
+}
+
+}  // namespace
+}  // namespace vitpe
