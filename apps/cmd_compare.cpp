@@ -133,6 +133,13 @@ void add_compare(CLI::App& root) {
         }
         return "";
       });
+  cmd->add_option("--init-runs", o->init_runs,
+                  "Fine-tune each encoding and seed from its own finished run of an earlier "
+                  "comparison in this directory (runs/ENC-sSEED/model.safetensors), e.g. each "
+                  "kind's 28 px models for one epoch at 56 px (--size 56 --epochs 1); every run's "
+                  "file is checked before training; default --encodings: the earlier ones")
+      ->check(CLI::ExistingDirectory)
+      ->excludes("--init");
   cmd->add_option("--out", o->out, "Output directory")->required();
   cmd->add_flag("--quick", c->quick,
                 "Small run for a demo (procedural data, 2-block ViT, a few minutes on 2 cores)");

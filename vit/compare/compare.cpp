@@ -23,6 +23,7 @@
 #include "ops/util.h"
 #include "vit/compare/compare_pictures.h"
 #include "vit/compare/diagnostics.h"
+#include "vit/compare/report.h"
 #include "vit/io/checkpoint.h"
 #include "encodings/tables.h"
 #include "vit/models/family.h"
@@ -311,8 +312,13 @@ std::vector<std::pair<std::string, std::string>> study_settings(const CompareOpt
                                         join(to_strings(t.train_sizes), ",") +
                                         " px, drawn per batch (bilinear, antialiased)"});
   }
-  // Fine-tuning: every run starts from this checkpoint (its bytes' hash, as each run records it).
-  if (!t.init.empty()) {
+  // Fine-tuning: every run starts from this checkpoint (its bytes' hash, as each run records it),
+  // or each from its own earlier run (each run records its file's hash).
+  if (!opt.init_runs.empty()) {
+    s.push_back({"init runs", utf8_safe(opt.init_runs) +
+                                  ": each run starts from the final weights of its own encoding "
+                                  "and seed there (runs/ENC-sSEED/model.safetensors)"});
+  } else if (!t.init.empty()) {
     s.push_back({"init", utf8_safe(t.init) + " (fnv1a64 " + file_fingerprint(t.init) + ")"});
   }
   if (t.layer_decay != 1.0) s.push_back({"layer decay", std::to_string(t.layer_decay)});
@@ -418,15 +424,60 @@ std::vector<std::pair<size_t, RunResult>> gather_runs(
   return all;
 }
 
-// The training options of one (encoding, seed) run in its own directory.
+// The final weights of an earlier comparison's (encoding, seed) run (CompareOptions::init_runs).
+fs::path init_run_file(const std::string& dir, const std::string& enc, uint64_t seed) {
+  return fs::path(dir) / "runs" / (enc + "-s" + std::to_string(seed)) / "model.safetensors";
+}
+
+// The training options of one (encoding, seed) run in its own directory (started from its own
+// earlier run's weights with init_runs).
 TrainOptions run_options(const TrainOptions& train, const std::string& enc, uint64_t seed,
-                         const fs::path& dir) {
+                         const fs::path& dir, const std::string& init_runs) {
   TrainOptions to = train;
   to.encoding = enc;
   to.seed = seed;
   to.out = dir.string();
   to.resume = true;
+  if (!init_runs.empty()) to.init = init_run_file(init_runs, enc, seed).string();
   return to;
+}
+
+// With init_runs: the encodings (the earlier comparison's when none are given), every run's
+// starting file checked, and train.init set to the first one (the geometry every run shares).
+void check_init_runs(CompareOptions& opt) {
+  if (opt.init_runs.empty()) return;
+  if (!opt.train.init.empty()) {
+    throw std::invalid_argument("compare: --init-runs starts each run from its own earlier run; "
+                                "--init (one checkpoint for every run) cannot be given with it");
+  }
+  if (opt.encodings.empty()) {
+    const fs::path earlier = fs::path(opt.init_runs) / "results.json";
+    std::ifstream f(earlier);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    try {
+      opt.encodings = parse_results_json(ss.str()).encodings;
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("compare: --init-runs " + opt.init_runs + ": no --encodings given "
+                                  "and " + earlier.string() + " does not list them (" + e.what() +
+                                  "); give --encodings");
+    }
+  }
+  std::vector<std::string> missing;
+  for (const std::string& enc : opt.encodings)
+    for (uint64_t seed : opt.seeds)
+      if (!fs::is_regular_file(init_run_file(opt.init_runs, enc, seed)))
+        missing.push_back(enc + " seed " + std::to_string(seed));
+  if (!missing.empty()) {
+    const size_t shown = std::min<size_t>(missing.size(), 5);
+    throw std::invalid_argument(
+        "compare: --init-runs " + opt.init_runs + ": " + std::to_string(missing.size()) +
+        " of the runs have no finished run to start from (" +
+        join(std::vector<std::string>(missing.begin(), missing.begin() + shown), ", ") +
+        (missing.size() > shown ? ", ..." : "") +
+        "); expected runs/ENC-sSEED/model.safetensors there, as compare writes them");
+  }
+  opt.train.init = init_run_file(opt.init_runs, opt.encodings[0], opt.seeds[0]).string();
 }
 
 // What one image costs the model at the dataset's size: GFLOPs (the estimate of a model of that
@@ -607,7 +658,7 @@ PlanEstimate estimate_plan(const CompareOptions& opt, const CompareResults& r,
     for (size_t i = 0; i < all.size(); ++i) {
       if (fs::exists(run_dir(i) / "result.json") || fs::exists(run_dir(i) / "last.safetensors"))
         continue;
-      TrainOptions to = run_options(t, all[i].first, all[i].second, run_dir(i));
+      TrainOptions to = run_options(t, all[i].first, all[i].second, run_dir(i), opt.init_runs);
       to.stop_after_epochs = 1;
       std::fprintf(stderr,
                    "estimating the plan: one epoch of %s seed %llu (kept: the run goes on "
@@ -717,9 +768,10 @@ void add_pictures(CompareResults& r, const ModelConfig& base, const std::string&
 CompareResults run_compare(const CompareOptions& options) {
   // An image folder renders with the model's own transforms in every run and column.
   CompareOptions opt = options;
-  use_model_transform(opt.train);
   if (opt.out.empty()) throw std::invalid_argument("compare: an output directory is required");
   if (opt.seeds.empty()) throw std::invalid_argument("compare: at least one seed is required");
+  check_init_runs(opt);
+  use_model_transform(opt.train);
   const double wall0 = monotonic_seconds();
 
   // Geometry and the model family come from the training set and the preset (or the --init
@@ -838,7 +890,7 @@ CompareResults run_compare(const CompareOptions& options) {
                                          "), checking its settings and evaluating it again")
                                             .c_str()
                                       : "");
-    const TrainOptions to = run_options(train, enc, seed, dir);
+    const TrainOptions to = run_options(train, enc, seed, dir, opt.init_runs);
     done.emplace_back(i, fs::exists(finished) ? reuse_finished(to, *probe_data, r, tests)
                                               : train_and_evaluate(to, enc, seed, r, tests));
     // Partial results after every run: a long comparison can be looked at while it runs (with

@@ -42,6 +42,11 @@ struct CompareOptions {
   // canvas, dilute, translate, spread); every protocol given is evaluated, one column each.
   // Empty: the dataset's own rule.
   std::vector<std::string> protocols;
+  // Fine-tune every (encoding, seed) from the matching finished run of an earlier comparison in
+  // this directory (runs/ENC-sSEED/model.safetensors, its final weights), e.g. each kind's 28 px
+  // models one epoch at 56 px; checked for every run before any training. Empty encodings: the
+  // earlier comparison's. Excludes train.init.
+  std::string init_runs;
   std::string out;       // directory for the results (required)
   bool pictures = true;  // render each encoding's pictures into the report
   // The encoding paired differences are taken against (one of `encodings`; empty: the first).

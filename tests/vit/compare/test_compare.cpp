@@ -345,6 +345,48 @@ TEST(Compare, PatchResizeColumnsKeepTheTrainedGrid) {
   EXPECT_FALSE(fs::exists(out / "runs"));
 }
 
+// --init-runs: each (encoding, seed) starts from its own earlier run's final weights (with a
+// learning rate too small to move a float, it evaluates as that run did), the settings say so,
+// and a run with nothing to start from is refused before any training.
+TEST(Compare, InitRunsStartEachRunFromItsOwnEarlierRun) {
+  const fs::path base = fs::temp_directory_path() / ("vitpe_compare_initruns_" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  CompareOptions o = tiny_study(base / "first");
+  o.encodings = {"learned1d", "rope-axial"};
+  const CompareResults first = run_compare(o);
+
+  CompareOptions ft = tiny_study(base / "tuned");
+  ft.encodings.clear();  // the earlier comparison's
+  ft.init_runs = (base / "first").string();
+  ft.train.lr = 1e-30;
+  ft.train.min_lr = 0;
+  ft.train.weight_decay = 0;
+  ft.train.model = "a preset name that init replaces";
+  const CompareResults tuned = run_compare(ft);
+  ASSERT_EQ(tuned.encodings, first.encodings);
+  ASSERT_EQ(tuned.runs.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(tuned.runs[i].accuracy, first.runs[i].accuracy) << tuned.runs[i].encoding;
+    EXPECT_NEAR(tuned.runs[i].loss[0], first.runs[i].loss[0], 1e-5) << tuned.runs[i].encoding;
+  }
+  std::map<std::string, std::string> settings(tuned.settings.begin(), tuned.settings.end());
+  EXPECT_NE(settings["init runs"].find("each run starts from the final weights of its own"),
+            std::string::npos);
+  EXPECT_EQ(settings.count("init"), 0u);
+
+  CompareOptions missing = tiny_study(base / "none");
+  missing.init_runs = (base / "first").string();
+  missing.encodings = {"learned1d", "sincos2d"};
+  missing.seeds = {1, 2};
+  const std::string m = testing::message_of([&] { run_compare(missing); });
+  EXPECT_NE(m.find("3 of the runs have no finished run to start from (learned1d seed 2, sincos2d "
+                   "seed 1, sincos2d seed 2)"),
+            std::string::npos)
+      << m;
+  EXPECT_FALSE(fs::exists(base / "none" / "runs"));
+  fs::remove_all(base);
+}
+
 // A sweep with declared primary contrasts writes its report after every run, when the contrasts
 // have fewer than 2 pairs: those say so (not testable yet) instead of stopping the sweep; once
 // every run is in, each is tested over its seeds.
