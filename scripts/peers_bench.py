@@ -8,7 +8,10 @@ mode, a fixed random input (seed 0); ONNX Runtime and OpenVINO run the model exp
 torch.onnx.export (opset 17, the TorchScript exporter: dynamo=False) at each batch's static
 shape; ONNX Runtime with intra_op threads = THREADS and one inter-op thread; OpenVINO's
 compile_model with INFERENCE_NUM_THREADS = THREADS, PERFORMANCE_HINT LATENCY and
-INFERENCE_PRECISION_HINT f32 (no bf16 on CPUs that have it: vitpe's figures are f32). With
+INFERENCE_PRECISION_HINT f32 (no bf16 on CPUs that have it: vitpe's figures are f32); above
+batch 1 also openvino-tput, OpenVINO's THROUGHPUT hint (its own streams) with an async queue of
+its optimal number of single-image requests, a batch of B being B requests (what its
+benchmark_app runs, and what a user maximising images/s runs). With
 --with-int8 (vitpe's int8 runs) one more: onnxruntime-int8, ONNX Runtime on the model that
 onnxruntime.quantization.quantize_dynamic makes of that export (per-channel s8 weights with
 reduce_range, i.e. 7 bits as vitpe's, u8 activations quantised at run time). Each
@@ -37,7 +40,7 @@ import tempfile
 import time
 import warnings
 
-RUNTIMES = ("torch-eager", "torch-compile", "onnxruntime", "openvino-f32")
+RUNTIMES = ("torch-eager", "torch-compile", "onnxruntime", "openvino-f32", "openvino-tput")
 INT8_RUNTIMES = ("onnxruntime-int8",)  # added by --with-int8
 
 
@@ -175,8 +178,26 @@ def openvino_f32(torch, model, x, a, tmp):
     return lambda: req.infer({0: xn})
 
 
+def openvino_throughput(torch, model, x, a, tmp):
+    import openvino as ov
+    compiled = ov.Core().compile_model(export_onnx(torch, model, x[:1], tmp), "CPU", {
+        "INFERENCE_NUM_THREADS": a.threads, "PERFORMANCE_HINT": "THROUGHPUT",
+        "INFERENCE_PRECISION_HINT": "f32"})
+    requests = compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")
+    log(f"  openvino-tput: {requests} requests in flight")
+    queue = ov.AsyncInferQueue(compiled, requests)
+    x1 = x[:1].numpy()
+
+    def run():
+        for _ in range(x.shape[0]):
+            queue.start_async({0: x1})
+        queue.wait_all()
+    return run
+
+
 RUNNERS = {"torch-eager": torch_eager, "torch-compile": torch_compile,
            "onnxruntime": onnxruntime, "openvino-f32": openvino_f32,
+           "openvino-tput": openvino_throughput,
            "onnxruntime-int8": onnxruntime_int8}
 
 
@@ -214,6 +235,8 @@ def main():
         for b, reps in zip(a.batches, a.reps):
             x = torch.randn(b, 3, *a.img_size)
             for runtime in a.runtimes:
+                if runtime == "openvino-tput" and b == 1:
+                    continue  # one request: the latency mode's measurement
                 log(f"{a.model} batch {b}: {runtime}")
                 t0 = time.perf_counter()
                 try:

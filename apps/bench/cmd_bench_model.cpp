@@ -242,7 +242,8 @@ void compare_with_peers(nlohmann::json& peers, const std::map<int, BatchTiming>&
         best = name;
         best_ms = ms;
       }
-      if (!o.json) std::printf(" %14s", ok ? fmt::format("{:.1f}", ms).c_str() : "failed");
+      // No row: a runtime that does not run at this batch (openvino-tput at batch 1).
+      if (!o.json) std::printf(" %14s", ok ? fmt::format("{:.1f}", ms).c_str() : r ? "failed" : "-");
     }
     if (best.empty()) {
       if (!o.json) std::printf("  %-14s\n", "none ran");

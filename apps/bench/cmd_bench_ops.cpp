@@ -20,6 +20,7 @@
 #include "apps/bench/measure.h"
 #include "apps/command.h"
 #include "ops/cpu/dnnl_cache.h"
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 
@@ -65,7 +66,23 @@ struct OpRow {
   std::string op, shape;
   int batch;
   double ms, gflops, cpu_use;
+  std::string kernels;  // what ran: oneDNN's implementations, its sgemm, our own kernels' ISA
 };
+
+// The ISA of vitpe's own kernels (softmax, GELU, layernorm, attention's row work, int8
+// quantisation): AVX2 + FMA where the CPU has it, else the x86-64-v2 baseline (SSE4.2).
+std::string own_isa() { return cpu::cpu_has_avx2_fma() ? "own:avx2" : "own:sse4.2"; }
+
+// The oneDNN implementations a call of f runs (recorded over one call), joined by '+', with
+// `extra` after them.
+std::string kernels_of(const std::function<void()>& f, const std::string& extra = "") {
+  cpu::start_kernel_record();
+  f();
+  std::string s;
+  for (const std::string& k : cpu::recorded_kernels()) s += (s.empty() ? "" : "+") + k;
+  if (!extra.empty()) s += (s.empty() ? "" : "+") + extra;
+  return s;
+}
 
 void run_bench_ops(const BenchOpsOptions& o) {
   const int reps = std::max(1, o.reps);
@@ -114,39 +131,47 @@ void run_bench_ops(const BenchOpsOptions& o) {
       const std::string shape =
           std::to_string(m) + "x" + std::to_string(l.k) + " -> " + std::to_string(l.n);
       const double flops = 2.0 * m * l.k * l.n;
-      OpTiming t = time_calls([&] { linear_forward(y, x, w, b, l.act, r); }, reps);
-      rows.push_back({l.name, shape, batch, t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
+      const auto f32 = [&] { linear_forward(y, x, w, b, l.act, r); };
+      OpTiming t = time_calls(f32, reps);
+      rows.push_back({l.name, shape, batch, t.median * 1e3, flops / t.median / 1e9, t.cpu_use,
+                      kernels_of(f32)});
       // The same layer in int8 (quantising x, the u8 x s8 product, the epilogue): its GFLOP/s
       // count the same multiply-adds, so the column compares the two directly.
       const Int8Weights q = quantize_weights_int8(w);
-      t = time_calls([&] { linear_int8_forward(y, x, q, b, l.act, r); }, reps);
+      const auto int8 = [&] { linear_int8_forward(y, x, q, b, l.act, r); };
+      t = time_calls(int8, reps);
       rows.push_back({std::string(l.name) + " int8", shape, batch, t.median * 1e3,
-                      flops / t.median / 1e9, t.cpu_use});
+                      flops / t.median / 1e9, t.cpu_use, kernels_of(int8, own_isa())});
     }
     // attention: softmax(q k^T / sqrt(hd)) v on B*6 heads; FLOPs of the two matmuls.
     Tensor q = random(Shape{batch, heads, n, hd}, 7), k = random(Shape{batch, heads, n, hd}, 8);
     Tensor v = random(Shape{batch, heads, n, hd}, 9), out = Tensor::empty(q.shape()), probs;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    OpTiming t = time_calls([&] { attention_forward(out, probs, q, k, v, scale); }, reps);
+    const auto attend = [&] { attention_forward(out, probs, q, k, v, scale); };
+    OpTiming t = time_calls(attend, reps);
     const double flops = 4.0 * batch * heads * n * n * hd;
     rows.push_back(
         {"attention",
          std::to_string(batch * heads) + "x" + std::to_string(n) + "x" + std::to_string(hd), batch,
-         t.median * 1e3, flops / t.median / 1e9, t.cpu_use});
+         t.median * 1e3, flops / t.median / 1e9, t.cpu_use,
+         kernels_of(attend, std::string("sgemm:") + cpu_isa_name() + "+" + own_isa())});
   }
 
-  std::printf("%-17s %5s  %-20s %10s %10s %8s %8s %8s\n", "op", "batch", "shape", "ms", "GFLOP/s",
-              "of peak", "of FMA", "cpu use");
-  std::printf("%s\n", std::string(93, '-').c_str());
+  std::printf("%-17s %5s  %-20s %10s %10s %8s %8s %8s  %s\n", "op", "batch", "shape", "ms",
+              "GFLOP/s", "of peak", "of FMA", "cpu use", "kernels");
+  std::printf("%s\n", std::string(120, '-').c_str());
   double min_use = peak_t.cpu_use;
   for (const OpRow& r : rows) {
     const std::string of_fma =
         fma > 0 ? fmt::format("{:.0f}%", 100.0 * r.gflops / fma) : std::string("-");
-    std::printf("%-17s %5d  %-20s %10.3f %10.1f %7.0f%% %8s %7.0f%%\n", r.op.c_str(), r.batch,
+    std::printf("%-17s %5d  %-20s %10.3f %10.1f %7.0f%% %8s %7.0f%%  %s\n", r.op.c_str(), r.batch,
                 r.shape.c_str(), r.ms, r.gflops, 100.0 * r.gflops / peak, of_fma.c_str(),
-                100.0 * r.cpu_use);
+                100.0 * r.cpu_use, r.kernels.c_str());
     min_use = std::min(min_use, r.cpu_use);
   }
+  std::printf("\nkernels: oneDNN's implementation of each primitive (its impl_info_str: family and "
+              "ISA), sgemm: oneDNN's sgemm on the ISA it dispatches to, own: vitpe's kernels "
+              "(AVX2 + FMA, or the SSE4.2 baseline)\n");
   std::printf("\ncpu use: process CPU time / (wall time x %d threads); the peak run had %.0f%%.\n",
               num_threads(), 100.0 * peak_t.cpu_use);
   if (min_use < 0.85) {

@@ -4,6 +4,9 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace vitpe::cpu {
 
@@ -74,6 +78,12 @@ size_t PrimitiveKey::hash() const {
 
 void CachedPrimitive::init(dnnl::primitive prim, const dnnl::memory::desc& scratchpad_desc) {
   prim_ = std::move(prim);
+  const char* info = nullptr;
+  if (dnnl_primitive_desc_query(prim_.get_primitive_desc(), dnnl_query_impl_info_str, 0, &info) ==
+          dnnl_success &&
+      info) {
+    impl_ = info;
+  }
   if (scratchpad_desc.get_size() > 0) {
     // The library allocates and owns this buffer once; every run reuses it.
     scratchpad_ = dnnl::memory(scratchpad_desc, dnnl_engine());
@@ -90,7 +100,30 @@ void CachedPrimitive::bind(int arg, const dnnl::memory::desc& md) {
   ++nargs_;
 }
 
+namespace {
+std::atomic<bool> g_recording{false};
+std::mutex g_record_mu;
+std::vector<std::string> g_recorded;  // guarded by g_record_mu
+}  // namespace
+
+void start_kernel_record() {
+  std::lock_guard<std::mutex> lock(g_record_mu);
+  g_recorded.clear();
+  g_recording.store(true);
+}
+
+std::vector<std::string> recorded_kernels() {
+  std::lock_guard<std::mutex> lock(g_record_mu);
+  g_recording.store(false);
+  return g_recorded;
+}
+
 void CachedPrimitive::run(std::initializer_list<const void*> ptrs) {
+  if (g_recording.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(g_record_mu);
+    if (std::find(g_recorded.begin(), g_recorded.end(), impl_) == g_recorded.end())
+      g_recorded.push_back(impl_);
+  }
   if (static_cast<int>(ptrs.size()) != nargs_) {
     throw std::logic_error("CachedPrimitive::run: expected " + std::to_string(nargs_) +
                            " pointers, found " + std::to_string(ptrs.size()));

@@ -28,7 +28,9 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace vitpe::cpu {
 
@@ -135,15 +137,24 @@ class CachedPrimitive {
   // Sets the data pointers (in bind order; nullptr for an argument is not allowed) and
   // executes on the global stream. Thread-safe: concurrent runs of one entry serialise.
   void run(std::initializer_list<const void*> ptrs);
+  // The implementation oneDNN chose (its impl_info_str, e.g. "brg:avx512_core").
+  const std::string& impl() const { return impl_; }
 
  private:
   std::mutex mu_;
   dnnl::primitive prim_;
+  std::string impl_;
   dnnl::memory scratchpad_;
   dnnl::memory mems_[kMaxArgs];
   dnnl_exec_arg_t args_[kMaxArgs + 1] = {};
   int nargs_ = 0;
 };
+
+// Which oneDNN implementations run, for `vitpe bench ops`: from start_kernel_record() on, every
+// CachedPrimitive run adds its impl() (once each); recorded_kernels() returns them in first-run
+// order and stops recording. Off, a run pays one relaxed atomic load.
+void start_kernel_record();
+std::vector<std::string> recorded_kernels();
 
 // Looks up `key`; returns nullptr when absent. Does not allocate.
 CachedPrimitive* find_primitive(const PrimitiveKey& key);

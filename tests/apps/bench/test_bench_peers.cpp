@@ -99,7 +99,8 @@ TEST(BenchPeers, ModelWithoutTimmNameIsRefused) {
 
 // A stand-in peer script's result: at batch 1 onnxruntime is the fastest peer and vitpe is
 // slower than it, at batch 2 torch-eager is the only one that ran and vitpe is faster; openvino
-// failed at batch 1 and is missing at batch 2.
+// failed at batch 1 and is missing at batch 2; openvino-tput (OpenVINO's throughput streams) runs
+// at batch 2 only.
 constexpr const char* kFakeResult = R"({"model": "vit_tiny_patch16_224",
 "versions": {"torch": "2.99-fake", "openvino": null},
 "results": [
@@ -107,7 +108,8 @@ constexpr const char* kFakeResult = R"({"model": "vit_tiny_patch16_224",
  {"runtime": "onnxruntime", "batch": 1, "median_ms": 0.001, "min_ms": 0.001, "max_ms": 0.001},
  {"runtime": "openvino-f32", "batch": 1, "error": "ImportError: no module named openvino"},
  {"runtime": "torch-eager", "batch": 2, "median_ms": 2e6, "min_ms": 2e6, "max_ms": 2e6},
- {"runtime": "onnxruntime", "batch": 2, "error": "RuntimeError: fake"}]})";
+ {"runtime": "onnxruntime", "batch": 2, "error": "RuntimeError: fake"},
+ {"runtime": "openvino-tput", "batch": 2, "median_ms": 3e6, "min_ms": 3e6, "max_ms": 3e6}]})";
 
 TEST(BenchPeers, ComparesEachBatchWithItsFastestPeer) {
   // The stand-in records its arguments and prints the result on one line, after a log line; the
@@ -149,7 +151,7 @@ TEST(BenchPeers, ComparesEachBatchWithItsFastestPeer) {
   EXPECT_LT(cmp[0]["ratio"].get<double>(), 1.0);
   EXPECT_GT(cmp[1]["ratio"].get<double>(), 1.0);
   EXPECT_EQ(j["peers"]["python"], python);
-  EXPECT_EQ(j["peers"]["results"].size(), 5u);
+  EXPECT_EQ(j["peers"]["results"].size(), 6u);
 
   CmdResult text = vitpe(run);
   ASSERT_EQ(text.code, 0) << text.out;
@@ -157,8 +159,11 @@ TEST(BenchPeers, ComparesEachBatchWithItsFastestPeer) {
                            "fastest peer", "x slower", "x the img/s",
                            "openvino-f32 failed at batch 1: ImportError: no module named openvino",
                            "onnxruntime failed at batch 2: RuntimeError: fake",
-                           "peers' versions: ", "torch 2.99-fake", "openvino missing"})
+                           "peers' versions: ", "torch 2.99-fake", "openvino missing",
+                           "openvino-tput", "3000000.0"})
     EXPECT_TRUE(contains(text.out, part)) << part << "\n" << text.out;
+  // A runtime with no row at a batch (openvino-tput at batch 1) is no failure.
+  EXPECT_FALSE(contains(text.out, "openvino-tput failed")) << text.out;
   std::filesystem::remove(args);
   std::filesystem::remove(python);
 }

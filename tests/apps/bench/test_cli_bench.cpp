@@ -85,6 +85,12 @@ TEST(Cli, BenchOpsPrintsTheFmaPeakAndEveryOpAgainstIt) {
   EXPECT_TRUE(contains(r.out, "of the AVX")) << r.out;
   EXPECT_TRUE(contains(r.out, "of FMA")) << r.out;
   EXPECT_TRUE(contains(r.out, "fc2+residual int8")) << r.out;
+  // Which kernels each row ran: oneDNN's implementation names (family:ISA), its sgemm and the
+  // ISA of vitpe's own kernels.
+  EXPECT_TRUE(contains(r.out, "kernels")) << r.out;
+  EXPECT_TRUE(contains(r.out, ":avx")) << r.out;
+  EXPECT_TRUE(contains(r.out, "  sgemm:")) << r.out;
+  EXPECT_TRUE(contains(r.out, "own:avx2") || contains(r.out, "own:sse4.2")) << r.out;
 }
 
 // --profile splits the forward's time by class of op: vit-fmnist (depth 6, mean pooling) makes
