@@ -183,7 +183,17 @@ void run_report(const ReportOptions& o) {
                  missing);
   write_file_atomic(out, report_html(r));
   if (!o.csv.empty()) write_file_atomic(o.csv, results_csv(r));
-  if (!o.json.empty()) write_file_atomic(o.json, results_json(r));
+  if (!o.json.empty()) {
+    // The pictures' paths relative to the results file, as compare writes them (the report's
+    // are relative to the report).
+    CompareResults j = r;
+    const fs::path page_dir = fs::absolute(out).parent_path(),
+                   json_dir = fs::absolute(o.json).parent_path();
+    for (auto& [enc, pics] : j.pictures)
+      for (Picture& p : pics)
+        p.file = (page_dir / p.file).lexically_normal().lexically_relative(json_dir).generic_string();
+    write_file_atomic(o.json, results_json(j));
+  }
   std::printf("%s: %zu runs (%zu encodings x %zu seeds), %zu columns\n", out.c_str(), r.runs.size(),
               r.encodings.size(), r.seeds.size(), r.sizes.size());
   if (!o.csv.empty()) std::printf("%s\n", o.csv.c_str());
