@@ -53,6 +53,11 @@ bool adaptive_threads_default();
 bool cpu_has_bf16();
 // Name of the ISA oneDNN dispatches to ("avx2", "avx512_core", ...).
 const char* cpu_isa_name();
+// The calling thread's compute stream (0 unless set): forwards that run at the same time on
+// several threads (vit/models/streams.h) each set their own, so that each runs oneDNN primitives
+// of its own (a cached primitive runs one call at a time) instead of waiting for the others'.
+void set_compute_stream(int stream);
+int compute_stream();
 
 // ---- linear ---------------------------------------------------------------------------------
 // The activation a linear layer applies before its residual: none, GELU (erf, exact), or

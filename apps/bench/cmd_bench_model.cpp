@@ -31,6 +31,7 @@
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "ops/adaptive_threads.h"
+#include "vit/models/streams.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "ops/random.h"
@@ -53,6 +54,7 @@ struct BenchOptions {
   bool fixed_threads = false;
   bool vs_f32 = false;
   bool profile = false;
+  int streams = 1;
 };
 
 // --profile: the forward's time by class of op (ops/op_profile.h) over `reps` more calls, with the
@@ -288,7 +290,12 @@ void run_bench(const BenchOptions& o) {
     run_model_bench_cuda({o.model, o.batches, o.reps, o.precision, o.json});
     return;
   }
-  const bool adapt = !o.fixed_threads && adaptive_threads_default();
+  if (o.streams > 1 && (o.vs_f32 || o.profile || o.vs_torch)) {
+    throw ExitError{2, "bench --streams: times concurrent forwards of one model; --vs-f32, "
+                       "--vs-torch and --profile time one forward at a time"};
+  }
+  // Streams run fixed shares of the threads, as a Classifier with streams does.
+  const bool adapt = !o.fixed_threads && adaptive_threads_default() && o.streams == 1;
   LoadedModel loaded = load_model(o.model);
   Model& model = *loaded.model;
   const ModelConfig& c = model.config();
@@ -339,6 +346,19 @@ void run_bench(const BenchOptions& o) {
     std::printf("%6s %12s %10s %10s %14s  %s\n", "batch", "median ms", "img/s", "GFLOP/s",
                 "peak RSS MiB", adapt ? "threads used (calls)" : "");
   }
+  // --streams N: N replicas sharing the weights, threads / N threads each (vit/models/streams.h).
+  std::unique_ptr<ModelStreams> streams;
+  if (o.streams > 1) {
+    model.set_precision(precision);
+    streams = std::make_unique<ModelStreams>(model, o.streams, std::max(1, threads / o.streams));
+    out["streams"] = o.streams;
+    out["threads_per_stream"] = streams->threads_per_stream();
+    if (!o.json) {
+      std::printf("streams: %d concurrent forwards of %d thread%s each, the batch split over them\n",
+                  o.streams, streams->threads_per_stream(),
+                  streams->threads_per_stream() == 1 ? "" : "s");
+    }
+  }
   std::fflush(stdout);  // before fork: the children must not inherit unwritten output
   const BackgroundLoad load(o.background_load, "bench");
   out["background_pids"] = load.pids();  // gone when the command returns (a test checks)
@@ -367,7 +387,11 @@ void run_bench(const BenchOptions& o) {
     const auto timed_forward = [&](Model& m, AdaptiveThreads& a) {
       AdaptiveThreads::Call call(a, static_cast<uint64_t>(B));
       auto t0 = std::chrono::steady_clock::now();
-      m.forward(x);
+      if (streams && &m == &model) {
+        streams->run(B, [&](Model& r, int64_t begin, int64_t end) { r.forward(x.slice(begin, end)); });
+      } else {
+        m.forward(x);
+      }
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
           .count();
     };
@@ -513,6 +537,11 @@ void add_bench_model(CLI::App& root) {
                   "After the timed calls, as many more with the time split by class of op "
                   "(linear, attention, layernorm, softmax, GELU, copies, ...) and the linears' and "
                   "attention's GFLOP/s against the FMA peak (a register-only loop)");
+  bench->add_option("--streams", o->streams,
+                    "Throughput streams: N concurrent forwards of threads / N threads each, the "
+                    "batch split over them (ClassifierOptions::streams; OpenVINO's THROUGHPUT "
+                    "hint); fixed thread counts")
+      ->check(CLI::Range(1, 64));
   bench->add_flag("--fixed-threads", o->fixed_threads,
                   "Run every call on all the threads; by default a call runs on fewer when that "
                   "is faster on a busy machine, as a Classifier does (VITPE_ADAPTIVE_THREADS=0 "

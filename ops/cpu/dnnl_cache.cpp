@@ -34,6 +34,10 @@ dnnl::stream& dnnl_stream() {
 
 // ---- keys -------------------------------------------------------------------------------------
 
+namespace {
+thread_local int t_compute_stream = 0;
+}  // namespace
+
 int64_t primitive_threads() { return omp_get_max_threads(); }
 int64_t primitive_thread_slot() { return omp_in_parallel() ? omp_get_thread_num() : -1; }
 
@@ -353,4 +357,9 @@ const char* cpu_isa_name() {
   }
 }
 
+}  // namespace vitpe
+
+namespace vitpe {
+void set_compute_stream(int stream) { cpu::t_compute_stream = stream; }
+int compute_stream() { return cpu::t_compute_stream; }
 }  // namespace vitpe

@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include "ops/ops.h"  // compute_stream
+
 namespace vitpe::cpu {
 
 // ---- engine and stream ------------------------------------------------------------------------
@@ -174,8 +176,10 @@ CachedPrimitive& cached_primitive(PrimitiveKey key, Create&& create) {
   // oneDNN's OpenMP primitives divide their work for the thread count they are created with; a
   // call under another count (set_num_threads, a Classifier with its own) gets its own entry.
   key.add(primitive_threads());
-  // Inside a parallel region each thread runs its own entry (an entry runs one call at a time).
+  // Inside a parallel region each thread runs its own entry (an entry runs one call at a time),
+  // and so does each compute stream.
   key.add(primitive_thread_slot());
+  key.add(compute_stream());
   if (CachedPrimitive* p = find_primitive(key)) return *p;
   auto fresh = std::make_unique<CachedPrimitive>();
   std::forward<Create>(create)(*fresh);

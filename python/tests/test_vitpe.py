@@ -97,6 +97,17 @@ def test_embed_gives_the_pooled_features_and_unit_rows():
     np.testing.assert_allclose(np.linalg.norm(u, axis=1), 1.0, rtol=1e-5)
 
 
+def test_streams_give_the_same_answers():
+    one = vitpe.Classifier(BUNDLED, threads=2)
+    two = vitpe.Classifier(BUNDLED, threads=2, streams=2)
+    assert (one.streams, two.streams) == (1, 2)
+    a, b = one.classify(IMAGES, k=1), two.classify(IMAGES, k=1)
+    assert [p[0]["label"] for p in a] == [p[0]["label"] for p in b]
+    np.testing.assert_allclose(two.embed(IMAGES), one.embed(IMAGES), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="streams"):
+        vitpe.Classifier(BUNDLED, streams=0)
+
+
 def test_arrays_in_rgb_order_equal_the_files():
     clf = vitpe.Classifier("vit-fmnist")
     rgb = np.zeros((30, 20, 3), dtype=np.uint8)

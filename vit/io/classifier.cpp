@@ -9,6 +9,7 @@
 #include "ops/adaptive_threads.h"
 #include "ops/ops.h"
 #include "vit/models/cuda_model.h"
+#include "vit/models/streams.h"
 
 namespace vitpe {
 
@@ -54,12 +55,27 @@ Classifier::Classifier(const std::string& checkpoint_or_preset, const Classifier
         "found " +
         std::to_string(options.threads));
   }
+  if (options.streams < 1 || options.streams > 64) {
+    throw std::invalid_argument("Classifier: streams must be 1 to 64 concurrent forwards, found " +
+                                std::to_string(options.streams));
+  }
   if (options.device == Device::cuda) {
+    if (options.streams != 1) {
+      throw std::invalid_argument("Classifier: streams are CPU forwards; Device::cuda takes 1, "
+                                  "found " + std::to_string(options.streams));
+    }
     gpu_ = std::make_unique<CudaModel>(*loaded_.model, cuda_dtype(options.precision, "Classifier"));
     return;
   }
   loaded_.model->set_precision(options.precision);
+  if (options.streams > 1) {
+    const int total = threads_ > 0 ? threads_ : num_threads();
+    streams_ = std::make_unique<ModelStreams>(*loaded_.model, options.streams,
+                                              std::max(1, total / options.streams));
+  }
 }
+
+int Classifier::streams() const { return streams_ ? streams_->streams() : 1; }
 
 Classifier::~Classifier() = default;
 
@@ -95,6 +111,22 @@ std::vector<std::vector<Prediction>> Classifier::run(const Tensor& images, int k
     throw std::invalid_argument(
         "Classifier::classify: the model has no classifier head (classes 0: an image encoder, "
         "such as DINOv2's or SigLIP's): use embed() for its features");
+  }
+  if (streams_) {
+    // Each slice's rows of logits become its rows of predictions, on the slice's own thread.
+    std::vector<std::vector<Prediction>> out(static_cast<size_t>(images.size(0)));
+    streams_->run(images.size(0), [&](Model& m, int64_t begin, int64_t end) {
+      const Tensor& logits = m.forward(images.slice(begin, end));
+      for (int64_t i = begin; i < end; ++i) {
+        try {
+          out[static_cast<size_t>(i)] =
+              top_k(logits.f32() + (i - begin) * c.classes, c.classes, k, c.labels);
+        } catch (const std::runtime_error& e) {
+          throw std::runtime_error("image " + std::to_string(i) + " of the batch: " + e.what());
+        }
+      }
+    });
+    return out;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadScope scope(threads_);
@@ -132,6 +164,29 @@ std::vector<float> Classifier::embed(const cv::Mat& image, bool normalize) {
   return embed(std::vector<cv::Mat>{image}, normalize).front();
 }
 
+namespace {
+// One image's features from row `row` of pooled [B, D], checked finite and, with `normalize`,
+// scaled to unit L2 norm; `image` names it in errors.
+std::vector<float> feature_row(const Tensor& pooled, int64_t row, int64_t image, bool normalize) {
+  const int64_t D = pooled.size(1);
+  const float* p = pooled.f32() + row * D;
+  std::vector<float> v(p, p + D);
+  if (!std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); })) {
+    throw std::runtime_error("Classifier::embed: image " + std::to_string(image) +
+                             " of the batch: the features are not finite (the weights?)");
+  }
+  if (normalize) {
+    double sq = 0;
+    for (float x : v) sq += static_cast<double>(x) * x;
+    const double norm = std::sqrt(sq);
+    if (norm > 0) {
+      for (float& x : v) x = static_cast<float>(x / norm);
+    }
+  }
+  return v;
+}
+}  // namespace
+
 std::vector<std::vector<float>> Classifier::embed(const std::vector<cv::Mat>& images,
                                                   bool normalize) {
   if (images.empty()) return {};
@@ -141,30 +196,21 @@ std::vector<std::vector<float>> Classifier::embed(const std::vector<cv::Mat>& im
         "Classifier with Device::cpu");
   }
   const Tensor batch = batch_of(images, "Classifier::embed");
+  std::vector<std::vector<float>> out(static_cast<size_t>(batch.size(0)));
+  if (streams_) {
+    streams_->run(batch.size(0), [&](Model& m, int64_t begin, int64_t end) {
+      const Model::Features f = m.forward_features(batch.slice(begin, end));
+      for (int64_t i = begin; i < end; ++i)
+        out[static_cast<size_t>(i)] = feature_row(*f.pooled, i - begin, i, normalize);
+    });
+    return out;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   ThreadScope scope(threads_);
   AdaptiveThreads::Call call(*adaptive_, workload_key(batch));
   const Model::Features f = loaded_.model->forward_features(batch);
-  const Tensor& pooled = *f.pooled;  // [B, D]
-  const int64_t D = pooled.size(1);
-  std::vector<std::vector<float>> out;
-  for (int64_t i = 0; i < batch.size(0); ++i) {
-    const float* row = pooled.f32() + i * D;
-    std::vector<float> v(row, row + D);
-    if (!std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); })) {
-      throw std::runtime_error("Classifier::embed: image " + std::to_string(i) +
-                               " of the batch: the features are not finite (the weights?)");
-    }
-    if (normalize) {
-      double sq = 0;
-      for (float x : v) sq += static_cast<double>(x) * x;
-      const double norm = std::sqrt(sq);
-      if (norm > 0) {
-        for (float& x : v) x = static_cast<float>(x / norm);
-      }
-    }
-    out.push_back(std::move(v));
-  }
+  for (int64_t i = 0; i < batch.size(0); ++i)
+    out[static_cast<size_t>(i)] = feature_row(*f.pooled, i, i, normalize);
   return out;
 }
 

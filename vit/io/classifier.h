@@ -10,11 +10,14 @@
 // preprocessing and top-k stay on the CPU. Without a GPU, or in a build without CUDA, the
 // constructor throws std::runtime_error saying so.
 //
-// Threads: every method may be called from several threads on one instance. Calls on one
-// instance run one at a time, because the model keeps its activations in per-instance buffers
-// (so a steady-state call allocates nothing); each call uses the instance's thread count for its
-// matmuls and loops, or fewer when the machine is busy and fewer are faster (adaptive_threads
-// below). To classify in parallel, give each thread its own Classifier.
+// Threads: every method may be called from several threads on one instance. With one stream (the
+// default) calls on one instance run one at a time, because the model keeps its activations in
+// per-instance buffers (so a steady-state call allocates nothing); each call uses the instance's
+// thread count for its matmuls and loops, or fewer when the machine is busy and fewer are
+// faster (adaptive_threads below). With ClassifierOptions::streams = N (throughput streams,
+// vit/models/streams.h) the instance holds N replicas of the model sharing its weights, each
+// with threads / N compute threads: a batch is split over the replicas free at the time and
+// their slices run at once, and up to N calls from several threads run at the same time.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +35,7 @@ namespace vitpe {
 
 class AdaptiveThreads;
 class CudaModel;
+class ModelStreams;
 
 struct Prediction {
   int64_t index = 0;
@@ -55,6 +59,12 @@ struct ClassifierOptions {
   // environment sets VITPE_ADAPTIVE_THREADS=0.
   bool adaptive_threads = adaptive_threads_default();
   Device device = Device::cpu;  // where the model runs (Device::cuda: f32 or bf16 precision)
+  // Throughput streams (CPU): N >= 1 concurrent forwards of threads / N threads each (at least
+  // one), as OpenVINO's THROUGHPUT hint runs them; more images per second at batch > 1 or from
+  // several calling threads, and a longer batch-1 latency than one stream's. With N > 1 the
+  // thread counts are fixed (adaptive_threads does not apply) and bf16 / int8 weights are
+  // converted once per replica.
+  int streams = 1;
 };
 
 class Classifier {
@@ -93,6 +103,7 @@ class Classifier {
   // How the config was obtained (vit/io/checkpoint.h LoadedModel::notes).
   const std::vector<std::string>& notes() const { return loaded_.notes; }
   int threads() const { return threads_; }
+  int streams() const;
   Device device() const { return gpu_ ? Device::cuda : Device::cpu; }
 
  private:
@@ -105,6 +116,7 @@ class Classifier {
   Preprocess preprocess_;
   int threads_ = 0;
   std::unique_ptr<AdaptiveThreads> adaptive_;  // the thread count per batch shape (CPU)
+  std::unique_ptr<ModelStreams> streams_;      // ClassifierOptions::streams > 1 (CPU)
   std::mutex mutex_;  // one forward at a time: the model's buffers are this instance's
 };
 

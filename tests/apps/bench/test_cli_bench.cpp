@@ -129,6 +129,24 @@ TEST(Cli, BenchProfileSplitsTheForwardByOpClass) {
 
 // --vs-f32: an f32 copy of the model timed in turn with the int8 one; the speed-up is the median
 // of the pairs' ratios and lies within their range; f32 against itself is a usage error.
+// --streams N times a batch split over N concurrent forwards with their share of the threads,
+// and says so; flags that time one forward at a time are refused with it.
+TEST(Cli, BenchStreamsSplitTheBatchOverConcurrentForwards) {
+  const auto j = json_of("bench --json --model vit-fmnist --batch 4 --reps 2 --streams 2");
+  EXPECT_EQ(j["streams"], 2);
+  EXPECT_EQ(j["threads_per_stream"], std::max(1, j["threads"].get<int>() / 2));
+  EXPECT_EQ(j["adaptive_threads"], false);
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_GT(j["results"][0]["median_ms"].get<double>(), 0);
+  CmdResult text = vitpe("bench --model vit-fmnist --batch 2 --reps 1 --streams 2");
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_TRUE(contains(text.out, "streams: 2 concurrent forwards")) << text.out;
+  CmdResult bad = vitpe("bench --model vit-fmnist --batch 2 --streams 2 --profile");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_TRUE(contains(bad.out, "--streams")) << bad.out;
+  EXPECT_EQ(vitpe("bench --model vit-fmnist --streams 0").code, 2);
+}
+
 TEST(Cli, BenchTimesInt8AgainstF32InTurn) {
   const auto j = json_of(
       "bench --json --model vit-fmnist --batch 1,2 --reps 3 --precision int8 "

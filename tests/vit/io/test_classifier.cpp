@@ -173,6 +173,57 @@ TEST(Classifier, OneInstanceIsSafeFromSeveralThreads) {
   EXPECT_EQ(num_threads(), before);
 }
 
+// Throughput streams: a batch split over 2 replicas gives the one-stream answers (to float
+// rounding), the features too, and several threads' calls on one instance run on the replicas
+// at once with the right answers; counts out of range are refused.
+TEST(Classifier, StreamsGiveTheSameAnswersAndServeSeveralThreads) {
+  ClassifierOptions one;
+  one.threads = 2;
+  one.adaptive_threads = false;
+  Classifier single(kModel, one);
+  ClassifierOptions two = one;
+  two.streams = 2;
+  Classifier streamed(kModel, two);
+  EXPECT_EQ(streamed.streams(), 2);
+  EXPECT_EQ(single.streams(), 1);
+  std::vector<cv::Mat> images;
+  for (int i = 0; i < 5; ++i) images.push_back(pattern(3 + 2 * i));
+  const auto want = single.classify(images, 3);
+  const auto got = streamed.classify(images, 3);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i][0].index, want[i][0].index) << i;
+    EXPECT_NEAR(got[i][0].probability, want[i][0].probability, 1e-5) << i;
+  }
+  const auto f1 = single.embed(images, true), f2 = streamed.embed(images, true);
+  ASSERT_EQ(f2.size(), f1.size());
+  for (size_t i = 0; i < f1.size(); ++i)
+    for (size_t d = 0; d < f1[i].size(); ++d) EXPECT_NEAR(f2[i][d], f1[i][d], 1e-5);
+
+  const int before = num_threads();
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        const auto p = streamed.classify(images[static_cast<size_t>(t)], 3);
+        mismatches[t] += p[0].index != want[static_cast<size_t>(t)][0].index ||
+                         std::abs(p[0].probability - want[static_cast<size_t>(t)][0].probability) >
+                             1e-5f;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+  EXPECT_EQ(num_threads(), before);
+
+  ClassifierOptions bad = one;
+  bad.streams = 0;
+  EXPECT_THROW(Classifier(kModel, bad), std::invalid_argument);
+  bad.streams = 65;
+  EXPECT_THROW(Classifier(kModel, bad), std::invalid_argument);
+}
+
 // Adaptive threads (the default) may run some calls on 1 thread instead of 2 (its probes, by
 // the 4th call): the answers are the fixed-thread ones to float rounding, and the caller's
 // thread count is untouched.
