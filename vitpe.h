@@ -13,4 +13,5 @@
 #include "vitpe/vit/io/data_files.h"
 #include "vitpe/vit/io/preprocess.h"
 #include "vitpe/vit/models/model.h"
+#include "vitpe/vit/models/streams.h"
 #include "vitpe/vitpe_version.h"
