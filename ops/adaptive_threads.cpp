@@ -19,6 +19,10 @@ namespace {
 constexpr double kWinFewer = 0.97;
 constexpr double kWinMore = 0.9;
 constexpr double kSlower = 1.3;     // a current count this much slower than usual probes down
+// A probe whose first timed call is this much slower than the current count's mean has lost
+// without a second call: on a quiet machine a probe of fewer threads costs one slow call, not
+// two (a 2-core ViT forward on 1 thread takes about 1.8x).
+constexpr double kEarlyLoss = 1.25;
 constexpr double kTypicalWeight = 0.1;  // of a new call in a count's typical time
 constexpr int64_t kFirstInterval = 4;
 constexpr int64_t kMaxInterval = 128;
@@ -71,11 +75,12 @@ void AdaptiveThreads::record(State& s, int level, double seconds) {
 
   const int levels = static_cast<int>(s.levels.size());
   if (s.probing == level) {
-    if (l.timed < 2) return;
     Level& cur = s.levels[static_cast<size_t>(s.current)];
+    const bool lost_early = l.timed == 1 && seconds > kEarlyLoss * mean_of_last(cur);
+    if (l.timed < 2 && !lost_early) return;
     s.probing = -1;
     const double win = level > s.current ? kWinFewer : kWinMore;
-    if (mean_of_last(l) < win * mean_of_last(cur)) {
+    if (!lost_early && mean_of_last(l) < win * mean_of_last(cur)) {
       cur.interval = kFirstInterval;  // the count left behind is tried again soon
       cur.next_probe = s.calls + cur.interval;
       s.current = level;

@@ -14,12 +14,13 @@
 //   oneDNN primitives). It moves when the probe's mean time is below 0.97x (fewer threads) or
 //   0.9x (more threads) the mean of the current count's last two calls, so counts within noise
 //   of each other settle on the fewer, which also leaves cores to the machine's other work; a
-//   probe that loses is retried after twice as many calls (4, 8, ... up to 128), one that wins
-//   resets the interval of the count it left.
+//   probe whose first timed call takes over 1.25x that mean has lost at once (a quiet machine
+//   pays one slow call per probe, not two); a probe that loses is retried after twice as many
+//   calls (4, 8, ... up to 128), one that wins resets the interval of the count it left.
 // - A current count whose last two calls both took over 1.3x its typical time (a slow average)
 //   probes the next count down at once (at most every 4 calls): load that starts mid-run is
 //   answered within a few calls, while noise of +-20 % does not set it off.
-// On a quiet machine the cost is one probe every 128 calls once settled (about 1 %).
+// On a quiet machine the cost is one slow call every 128 calls once settled (under 1 %).
 //
 // Numbers: oneDNN's matmuls may split sums differently at another thread count, so results can
 // differ in the last bits from call to call. Inference tolerates that; training that must
