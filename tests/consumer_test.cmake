@@ -74,7 +74,8 @@ function(vitpe_check_layout prefix libdir)
   set(expected vitpe/encodings/encoding.h vitpe/ops/attention_terms.h vitpe/ops/ops.h
     vitpe/ops/random.h vitpe/ops/tensor.h vitpe/vit/io/checkpoint.h vitpe/vit/io/classifier.h
     vitpe/vit/io/data_files.h vitpe/vit/io/preprocess.h vitpe/vit/models/config.h
-    vitpe/vit/models/model.h vitpe/vit/models/swin/arch.h vitpe/vit/models/vit/arch.h
+    vitpe/vit/models/model.h vitpe/vit/models/streams.h vitpe/vit/models/swin/arch.h
+    vitpe/vit/models/vit/arch.h
     vitpe/vitpe.h vitpe/vitpe_version.h)
   if(NOT headers STREQUAL expected)
     message(FATAL_ERROR "installed headers under ${prefix}/include: expected the public ones "
