@@ -204,9 +204,46 @@ std::vector<Quote> decisive_arm() {
   return q;
 }
 
+// The fine-tuned-at-size arm: each kind's fixed-size 28 px models fine-tuned one epoch at 56 px
+// (compare --init-runs), against the same models zero-shot at 56 px zoomed; the difference per
+// kind paired by seed across the two files, the seven Holm-adjusted together.
+std::vector<Quote> fine_tuned_arm() {
+  const std::string dir = "resolution-fmnist-decisive/", studies = "docs/results/resolution-studies.md";
+  const CompareResults ft = parse_results_json(slurp(kDocs + dir + "fine-tuned/results.json"));
+  const CompareResults zs = parse_results_json(slurp(kDocs + dir + "fixed/results.json"));
+  const size_t tuned = column(ft, "56"), interp = column(zs, "56 zoom interp");
+  auto accuracy = [](const CompareResults& r, const std::string& k, uint64_t seed, size_t col) {
+    for (const RunResult& run : r.runs)
+      if (run.encoding == k && run.seed == seed) return 100 * run.accuracy.at(col);
+    ADD_FAILURE() << "no run " << k << " seed " << seed;
+    return std::nan("");
+  };
+  std::vector<Contrast> list;
+  for (const std::string& k : ft.encodings) {
+    Contrast c{k, {}};
+    for (uint64_t seed : ft.seeds)
+      c.differences.push_back(accuracy(ft, k, seed, tuned) - accuracy(zs, k, seed, interp));
+    list.push_back(std::move(c));
+  }
+  const std::vector<ContrastResult> c = holm_contrasts(list);
+  std::vector<Quote> q;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string& k = ft.encodings[i];
+    q.push_back({studies, format("| `%s` | %.1f | %.1f | %.1f | %s |", k.c_str(),
+                                 mean_at(zs, k, "56 zoom interp"), mean_at(zs, k, "56 zoom extrap"),
+                                 mean_at(ft, k, "56"), contrast_cell(c[i]).c_str())});
+  }
+  EXPECT_FALSE(c[2].significant) << "sincos2d";
+  const double a = mean_at(ft, "rope-axial", "56"), m = mean_at(ft, "rope-mixed", "56");
+  q.push_back({"README.md", format("puts `learned1d` (%.1f %%) above the rotary kinds (%.1f-%.1f %%)",
+                                   mean_at(ft, "learned1d", "56"), std::min(a, m), std::max(a, m))});
+  return q;
+}
+
 std::vector<Quote> all_quotes() {
   std::vector<Quote> q = regime_pilot();
   for (Quote& d : decisive_arm()) q.push_back(std::move(d));
+  for (Quote& d : fine_tuned_arm()) q.push_back(std::move(d));
   return q;
 }
 
