@@ -10,7 +10,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
-#include <regex>
+#include <cctype>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -266,24 +266,47 @@ TEST(Published, QuotedFiguresFollowFromTheCommittedResults) {
   }
 }
 
+// The signed intervals a text quotes, "[+1.7, +7.0]": how the studies print differences (not the
+// "[49, 49]" shapes of code). Scanned by hand: <regex> draws a false uninitialised-use warning
+// from g++ 12 in the sanitizer build.
+std::vector<std::string> signed_intervals(const std::string& text) {
+  auto number = [&](size_t& i) {  // [+-]digits.digits at i; advances past it
+    if (i >= text.size() || (text[i] != '+' && text[i] != '-')) return false;
+    size_t j = i + 1, digits = 0;
+    while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j, ++digits;
+    if (digits == 0 || j >= text.size() || text[j] != '.') return false;
+    size_t k = j + 1;
+    while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) ++k;
+    if (k == j + 1) return false;
+    i = k;
+    return true;
+  };
+  std::vector<std::string> out;
+  for (size_t b = text.find('['); b != std::string::npos; b = text.find('[', b + 1)) {
+    size_t i = b + 1;
+    if (!number(i) || text.compare(i, 2, ", ") != 0) continue;
+    i += 2;
+    if (!number(i) || i >= text.size() || text[i] != ']') continue;
+    out.push_back(text.substr(b, i + 1 - b));
+  }
+  return out;
+}
+
 // Every "[low, high]" interval README.md quotes is part of a checked quote above.
 TEST(Published, EveryIntervalTheReadmeQuotesIsChecked) {
   const std::string readme = squeeze(slurp(std::string(VITPE_SOURCE_DIR) + "/README.md"));
   const std::vector<Quote> quotes = all_quotes();
-  // Signed, with decimals: how the studies print differences (not "[49, 49]" shapes in code).
-  const std::regex interval(R"(\[[+-][0-9]+\.[0-9]+, [+-][0-9]+\.[0-9]+\])");
-  int seen = 0;
-  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), interval);
-       it != std::sregex_iterator(); ++it) {
-    ++seen;
-    const std::string found = it->str();
+  EXPECT_EQ(signed_intervals("a [+1.7, -7.0] b [49, 49] c [-0.1, +16.75]."),
+            (std::vector<std::string>{"[+1.7, -7.0]", "[-0.1, +16.75]"}));
+  const std::vector<std::string> found = signed_intervals(readme);
+  for (const std::string& interval : found) {
     const bool checked = std::any_of(quotes.begin(), quotes.end(), [&](const Quote& q) {
-      return q.doc == "README.md" && q.text.find(found) != std::string::npos;
+      return q.doc == "README.md" && q.text.find(interval) != std::string::npos;
     });
-    EXPECT_TRUE(checked) << "README.md quotes the interval " << found
+    EXPECT_TRUE(checked) << "README.md quotes the interval " << interval
                          << " that no check in this file recomputes";
   }
-  EXPECT_GT(seen, 0);
+  EXPECT_GT(found.size(), 0u);
 }
 
 }  // namespace
