@@ -65,16 +65,11 @@ size_t column(const CompareResults& r, const std::string& label) {
 
 // An encoding's mean accuracy in % at a column, over its runs.
 double mean_at(const CompareResults& r, const std::string& encoding, const std::string& label) {
-  const size_t k = column(r, label);
+  const std::vector<double> a = accuracies_at(r, encoding, column(r, label));
+  EXPECT_FALSE(a.empty()) << "no runs of " << encoding;
   double sum = 0;
-  int n = 0;
-  for (const RunResult& run : r.runs) {
-    if (run.encoding != encoding) continue;
-    sum += 100 * run.accuracy.at(k);
-    ++n;
-  }
-  EXPECT_GT(n, 0) << "no runs of " << encoding;
-  return n ? sum / n : std::nan("");
+  for (double v : a) sum += v;
+  return a.empty() ? std::nan("") : 100 * sum / static_cast<double>(a.size());
 }
 
 // "+16.1 [+3.8, +28.5]*": a Holm contrast as the tables print it (* where it excludes 0).
@@ -123,12 +118,12 @@ std::vector<Quote> regime_pilot() {
   return q;
 }
 
-// The decisive arm: 7 kinds x 5 seeds per regime (fixed size, scale augmentation), every policy
-// and FlexiViT's patch resize at 56 px, two contrasts declared in each arm's command and two
-// across the arms.
+// The decisive arm: 7 kinds x 5 seeds per regime (fixed size, scale augmentation,
+// multi-resolution batches), every policy and FlexiViT's patch resize at 56 px, two contrasts
+// declared in each arm's command and six across the arms (declared together, Holm over six).
 std::vector<Quote> decisive_arm() {
   const std::string dir = "resolution-fmnist-decisive/", studies = "docs/results/resolution-studies.md";
-  const std::vector<std::string> arms = {"fixed", "scale"};
+  const std::vector<std::string> arms = {"fixed", "scale", "multires"};
   std::vector<std::string> files;
   for (const std::string& a : arms) files.push_back(dir + a + "/results.json");
   CompareResults r = merged(files, arms);
@@ -139,25 +134,37 @@ std::vector<Quote> decisive_arm() {
                                             "56 zoom ntk",  "56 zoom centre", "56 zoom patch",
                                             "56 canvas interp"};
   for (const std::string& k : kinds) {
-    std::string row = "| `" + k + "` |";
-    for (const std::string& c : columns)
+    // The fixed and scale regimes side by side, then the multi-resolution regime's own table.
+    std::string row = "| `" + k + "` |", multi = row;
+    for (const std::string& c : columns) {
       row += format(" %.1f / %.1f |", mean_at(r, k + "@fixed", c), mean_at(r, k + "@scale", c));
-    const PlateauSummary f = plateau(r, k + "@fixed"), s = plateau(r, k + "@scale");
+      multi += format(" %.1f |", mean_at(r, k + "@multires", c));
+    }
+    const PlateauSummary f = plateau(r, k + "@fixed"), s = plateau(r, k + "@scale"),
+                         m = plateau(r, k + "@multires");
     row += format(" %lld/%lld, %lld/%lld |", static_cast<long long>(f.plateaued),
                   static_cast<long long>(f.runs), static_cast<long long>(s.plateaued),
                   static_cast<long long>(s.runs));
+    multi += format(" %lld/%lld |", static_cast<long long>(m.plateaued), static_cast<long long>(m.runs));
     q.push_back({studies, row});
+    q.push_back({studies, multi});
   }
   // Each arm's own declared contrasts (Holm over the two in its file), as one row per contrast.
   std::vector<std::vector<ContrastResult>> own;
   for (const std::string& f : files) own.push_back(primary_contrasts(parse_results_json(slurp(kDocs + f))));
   for (size_t i = 0; i < own[0].size(); ++i) {
-    q.push_back({studies, format("| %s | %s | %s |", own[0][i].name.c_str(),
-                                 contrast_cell(own[0][i]).c_str(), contrast_cell(own[1][i]).c_str())});
+    q.push_back({studies, format("| %s | %s | %s | %s |", own[0][i].name.c_str(),
+                                 contrast_cell(own[0][i]).c_str(), contrast_cell(own[1][i]).c_str(),
+                                 contrast_cell(own[2][i]).c_str())});
   }
-  // Across the arms: scale against fixed for the two rotary kinds, extrapolated at 2x.
+  // Across the arms, as declared while the fixed arm ran: scale against fixed for the two rotary
+  // kinds, multi-resolution against fixed for four kinds, extrapolated at 2x, Holm over the six.
   r.primary = {"rope-axial@scale vs rope-axial@fixed @ 56 zoom extrap",
-               "rope-mixed@scale vs rope-mixed@fixed @ 56 zoom extrap"};
+               "rope-mixed@scale vs rope-mixed@fixed @ 56 zoom extrap",
+               "rope-axial@multires vs rope-axial@fixed @ 56 zoom extrap",
+               "rope-mixed@multires vs rope-mixed@fixed @ 56 zoom extrap",
+               "learned1d@multires vs learned1d@fixed @ 56 zoom extrap",
+               "sincos2d@multires vs sincos2d@fixed @ 56 zoom extrap"};
   const std::vector<ContrastResult> across = primary_contrasts(r);
   for (const ContrastResult& c : across) {
     q.push_back({studies, format("| %s | %s | %.3g |", c.name.c_str(), contrast_cell(c).c_str(),
@@ -171,14 +178,55 @@ std::vector<Quote> decisive_arm() {
                               "`rope-axial` [%+.1f, %+.1f]",
                               across[1].mean, across[1].low, across[1].high, across[0].mean,
                               across[0].low, across[0].high)});
-  auto range = [&](const std::string& label) {
-    const double a = mean_at(r, "rope-axial@scale", label), b = mean_at(r, "rope-mixed@scale", label);
-    return format("%.0f-%.0f %%", std::min(a, b), std::max(a, b));
+  // The two rotary kinds' range in an arm, "41-44 %" (one number when both round alike).
+  auto range = [&](const std::string& arm, const std::string& label) {
+    const double a = mean_at(r, "rope-axial@" + arm, label), b = mean_at(r, "rope-mixed@" + arm, label);
+    const std::string lo = format("%.0f", std::min(a, b)), hi = format("%.0f", std::max(a, b));
+    return (lo == hi ? lo : lo + "-" + hi) + " %";
   };
-  const std::string held = "reaches " + range("56 zoom extrap") + ", against " +
-                           range("56 zoom interp") + " interpolated";
-  q.push_back({readme, held});
-  q.push_back({studies, held});
+  {
+    double lo = 100, hi = 0;
+    for (const char* arm : {"scale", "multires"}) {
+      for (const char* k : {"rope-axial", "rope-mixed"}) {
+        lo = std::min(lo, mean_at(r, std::string(k) + "@" + arm, "56 zoom interp"));
+        hi = std::max(hi, mean_at(r, std::string(k) + "@" + arm, "56 zoom interp"));
+      }
+    }
+    q.push_back({readme, range("scale", "56 zoom extrap") + " and " +
+                             range("multires", "56 zoom extrap") +
+                             format(", against %.0f-%.0f %% interpolated", lo, hi)});
+  }
+  q.push_back({readme, format("`--train-sizes 20,28,36` adds %.1f [%+.1f, %+.1f] and %.1f [%+.1f, "
+                              "%+.1f], as much to `sincos2d` (%.1f [%+.1f, %+.1f])",
+                              across[3].mean, across[3].low, across[3].high, across[2].mean,
+                              across[2].low, across[2].high, across[5].mean, across[5].low,
+                              across[5].high)});
+  q.push_back({readme, format("(by %.1f [%+.1f, %+.1f]; at the fixed size %+.1f [%+.1f, %+.1f])",
+                              own[2][0].mean, own[2][0].low, own[2][0].high, own[0][0].mean,
+                              own[0][0].low, own[0][0].high)});
+  {
+    double lo = 100, hi = 0;
+    for (const char* k : {"learned1d", "relbias", "peg"}) {
+      const double gain = mean_at(r, std::string(k) + "@multires", "56 zoom interp") -
+                          mean_at(r, std::string(k) + "@fixed", "56 zoom interp");
+      lo = std::min(lo, gain);
+      hi = std::max(hi, gain);
+    }
+    q.push_back({readme, format("`learned1d`, `relbias` and `peg` by %.0f-%.0f points", lo, hi)});
+  }
+  q.push_back({studies, "Extrapolated RoPE reaches " + range("scale", "56 zoom extrap") +
+                            ", against " + range("scale", "56 zoom interp") +
+                            " interpolated, with scale augmentation, and reaches " +
+                            range("multires", "56 zoom extrap") + ", against " +
+                            range("multires", "56 zoom interp") + " interpolated, with"});
+  q.push_back({studies, format("by %.1f points [%+.1f, %+.1f]); interpolated it leads", own[2][0].mean,
+                               own[2][0].low, own[2][0].high)});
+  q.push_back({studies, format("minus `learned1d`: %+.1f [%+.1f, %+.1f])", own[2][1].mean,
+                               own[2][1].low, own[2][1].high)});
+  EXPECT_TRUE(own[2][0].significant && own[2][1].significant && own[2][1].mean < 0);
+  // Multi-resolution batches lift the fixed formulas, not the learned table (Holm over six).
+  EXPECT_TRUE(across[2].significant && across[3].significant && across[5].significant);
+  EXPECT_FALSE(across[4].significant);
   q.push_back({readme, format("holds extrapolated (%.1f %% against %.1f %% interpolated, %.1f %% "
                               "without it)",
                               mean_at(r, "relbias@scale", "56 zoom extrap"),
@@ -189,8 +237,6 @@ std::vector<Quote> decisive_arm() {
                               mean_at(r, "rope-mixed@scale", "56 zoom extrap"))});
   q.push_back({readme, format("by %.1f points [%+.1f, %+.1f] at the fixed size", own[0][1].mean,
                               own[0][1].low, own[0][1].high)});
-  q.push_back({readme, format("(%+.1f [%+.1f, %+.1f])", own[0][0].mean, own[0][0].low,
-                              own[0][0].high)});
   int64_t fewest = 5, most = 0;
   for (const std::string& k : kinds) {
     for (const std::string& a : arms) {
