@@ -7,7 +7,9 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "ops/ops.h"
 
@@ -78,6 +80,49 @@ ModelStreams::ModelStreams(Model& model, int streams, int threads_per_stream)
   }
 }
 
+ModelStreams::~ModelStreams() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Replica& r : replicas_)
+      if (r.worker) r.worker->stop = true;
+  }
+  for (Replica& r : replicas_) {
+    if (!r.worker) continue;
+    r.worker->wake.notify_all();
+    if (r.worker->thread.joinable()) r.worker->thread.join();
+  }
+}
+
+void ModelStreams::work(Worker& w) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    w.wake.wait(lock, [&] { return w.stop || static_cast<bool>(w.job); });
+    if (w.stop) return;
+    std::function<void()> job = std::move(w.job);
+    w.job = nullptr;
+    lock.unlock();
+    job();  // never throws: run() wraps every slice
+    lock.lock();
+  }
+}
+
+bool ModelStreams::post(size_t i, std::function<void()> job) {
+  Replica& r = replicas_[i];
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!r.worker) {
+    auto w = std::make_unique<Worker>();
+    try {
+      w->thread = std::thread([this, p = w.get()] { work(*p); });
+    } catch (const std::system_error&) {
+      return false;  // no thread now: a later call tries again
+    }
+    r.worker = std::move(w);
+  }
+  r.worker->job = std::move(job);
+  r.worker->wake.notify_one();
+  return true;
+}
+
 void ModelStreams::run(int64_t batch, const std::function<void(Model&, int64_t, int64_t)>& f) {
   if (batch <= 0) return;
   std::vector<size_t> mine;
@@ -101,21 +146,33 @@ void ModelStreams::run(int64_t batch, const std::function<void(Model&, int64_t, 
       errors[i] = std::current_exception();
     }
   };
-  std::vector<std::thread> helpers;
+  // The slices handed to workers count down `pending`; the caller runs slice 0 and any slice
+  // no worker took, then waits for the rest.
+  std::mutex done_mutex;
+  std::condition_variable done;
+  size_t pending = 0;
+  std::vector<size_t> own;
   for (size_t i = 1; i < n; ++i) {
-    try {
-      helpers.emplace_back(slice, i);
-    } catch (...) {  // no thread: the caller runs that slice itself after its own
-      helpers.emplace_back();
+    {
+      std::lock_guard<std::mutex> lock(done_mutex);
+      ++pending;
+    }
+    const bool posted = post(mine[i], [&, i] {
+      slice(i);
+      std::lock_guard<std::mutex> lock(done_mutex);
+      if (--pending == 0) done.notify_one();
+    });
+    if (!posted) {
+      std::lock_guard<std::mutex> lock(done_mutex);
+      --pending;
+      own.push_back(i);
     }
   }
   slice(0);
-  for (size_t i = 1; i < n; ++i) {
-    if (helpers[i - 1].joinable()) {
-      helpers[i - 1].join();
-    } else {
-      slice(i);
-    }
+  for (size_t i : own) slice(i);
+  {
+    std::unique_lock<std::mutex> lock(done_mutex);
+    done.wait(lock, [&] { return pending == 0; });
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);

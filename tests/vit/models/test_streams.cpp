@@ -1,11 +1,13 @@
 // Throughput streams: replicas share the model's weight storage and give its logits; a batch
 // split over streams gives the whole batch's logits; several callers share the replicas; a slice
-// that throws is reported after every slice has ended and leaves the replicas free.
+// that throws is reported after every slice has ended and leaves the replicas free; the other
+// slices run on persistent workers.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "ops/ops.h"
 #include "tests/testing.h"
@@ -111,11 +113,32 @@ TEST(Streams, ASliceThatThrowsIsReportedAndTheReplicasStayUsable) {
                            }),
                std::runtime_error);
   EXPECT_EQ(ended.load(), 2);
-  int runs = 0;
+  std::atomic<int> runs{0};
   streams.run(2, [&](Model&, int64_t, int64_t) { ++runs; });
-  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(runs.load(), 2);
   EXPECT_THROW(ModelStreams(*model, 0, 1), std::invalid_argument);
   EXPECT_THROW(ModelStreams(*model, 2, 0), std::invalid_argument);
+}
+
+// The slices off the calling thread run on the replicas' own workers, the same threads from one
+// call to the next (the per-thread state of a forward is built once), and a ModelStreams that
+// goes out of scope stops them.
+TEST(Streams, TheOtherSlicesRunOnPersistentWorkers) {
+  std::unique_ptr<Model> model = make_model(small("vit-fmnist"), 2);
+  for (int round = 0; round < 2; ++round) {
+    ModelStreams streams(*model, 3, 1);
+    std::vector<std::thread::id> first(3), again(3);
+    for (std::vector<std::thread::id>* seen : {&first, &again}) {
+      streams.run(3, [&](Model&, int64_t begin, int64_t) {
+        (*seen)[static_cast<size_t>(begin)] = std::this_thread::get_id();
+      });
+    }
+    EXPECT_EQ(first[0], std::this_thread::get_id());
+    EXPECT_NE(first[1], first[0]);
+    EXPECT_NE(first[2], first[0]);
+    EXPECT_NE(first[1], first[2]);
+    EXPECT_EQ(again, first);
+  }
 }
 
 }  // namespace
