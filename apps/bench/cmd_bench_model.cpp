@@ -31,11 +31,11 @@
 #include "apps/command.h"
 #include "apps/model_options.h"
 #include "ops/adaptive_threads.h"
-#include "vit/models/streams.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
 #include "ops/random.h"
 #include "vit/io/checkpoint.h"
+#include "vit/models/streams.h"
 
 namespace vitpe::app {
 namespace {
@@ -245,7 +245,8 @@ void compare_with_peers(nlohmann::json& peers, const std::map<int, BatchTiming>&
         best_ms = ms;
       }
       // No row: a runtime that does not run at this batch (openvino-tput at batch 1).
-      if (!o.json) std::printf(" %14s", ok ? fmt::format("{:.1f}", ms).c_str() : r ? "failed" : "-");
+      if (!o.json)
+        std::printf(" %14s", ok ? fmt::format("{:.1f}", ms).c_str() : r ? "failed" : "-");
     }
     if (best.empty()) {
       if (!o.json) std::printf("  %-14s\n", "none ran");
@@ -291,8 +292,9 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   if (o.streams > 1 && (o.vs_f32 || o.profile || o.vs_torch)) {
-    throw ExitError{2, "bench --streams: times concurrent forwards of one model; --vs-f32, "
-                       "--vs-torch and --profile time one forward at a time"};
+    throw ExitError{2,
+                    "bench --streams: times concurrent forwards of one model; --vs-f32, "
+                    "--vs-torch and --profile time one forward at a time"};
   }
   // Streams run fixed shares of the threads, as a Classifier with streams does.
   const bool adapt = !o.fixed_threads && adaptive_threads_default() && o.streams == 1;
@@ -354,9 +356,9 @@ void run_bench(const BenchOptions& o) {
     out["streams"] = o.streams;
     out["threads_per_stream"] = streams->threads_per_stream();
     if (!o.json) {
-      std::printf("streams: %d concurrent forwards of %d thread%s each, the batch split over them\n",
-                  o.streams, streams->threads_per_stream(),
-                  streams->threads_per_stream() == 1 ? "" : "s");
+      std::printf(
+          "streams: %d concurrent forwards of %d thread%s each, the batch split over them\n",
+          o.streams, streams->threads_per_stream(), streams->threads_per_stream() == 1 ? "" : "s");
     }
   }
   std::fflush(stdout);  // before fork: the children must not inherit unwritten output
@@ -384,11 +386,13 @@ void run_bench(const BenchOptions& o) {
     // adaptive_threads.h); the warm-up covers its first probe, so the timed calls are what a
     // long-running user sees, and the counts used are printed. --fixed-threads keeps T.
     AdaptiveThreads adaptive(adapt), adaptive_f32(adapt);
-    const auto timed_forward = [&](Model& m, AdaptiveThreads& a) {
+    // `split`: the streams to run the batch over (the timed model's), null for one forward.
+    const auto timed_forward = [&](Model& m, AdaptiveThreads& a, ModelStreams* split) {
       AdaptiveThreads::Call call(a, static_cast<uint64_t>(B));
       auto t0 = std::chrono::steady_clock::now();
-      if (streams && &m == &model) {
-        streams->run(B, [&](Model& r, int64_t begin, int64_t end) { r.forward(x.slice(begin, end)); });
+      if (split) {
+        split->run(B,
+                   [&](Model& r, int64_t begin, int64_t end) { r.forward(x.slice(begin, end)); });
       } else {
         m.forward(x);
       }
@@ -397,8 +401,8 @@ void run_bench(const BenchOptions& o) {
     };
     const int warm_up = adapt ? 8 : 2;
     for (int i = 0; i < warm_up; ++i) {  // primitives, buffers, the first probe
-      timed_forward(model, adaptive);
-      if (o.vs_f32) timed_forward(*reference.model, adaptive_f32);
+      timed_forward(model, adaptive, streams.get());
+      if (o.vs_f32) timed_forward(*reference.model, adaptive_f32, nullptr);
     }
     const std::map<int, int64_t> warm_counts = adaptive.calls_per_count();
     // With --vs-f32 the two models run in turn, each first in every other pair, so that a change
@@ -406,9 +410,10 @@ void run_bench(const BenchOptions& o) {
     std::vector<double> ms, ms_f32, speedups;
     for (int i = 0; i < reps; ++i) {
       const bool f32_first = o.vs_f32 && i % 2 == 1;
-      if (f32_first) ms_f32.push_back(timed_forward(*reference.model, adaptive_f32));
-      ms.push_back(timed_forward(model, adaptive));
-      if (o.vs_f32 && !f32_first) ms_f32.push_back(timed_forward(*reference.model, adaptive_f32));
+      if (f32_first) ms_f32.push_back(timed_forward(*reference.model, adaptive_f32, nullptr));
+      ms.push_back(timed_forward(model, adaptive, streams.get()));
+      if (o.vs_f32 && !f32_first)
+        ms_f32.push_back(timed_forward(*reference.model, adaptive_f32, nullptr));
       if (o.vs_f32) speedups.push_back(ms_f32.back() / ms.back());
     }
     std::map<int, int64_t> timed_counts = adaptive.calls_per_count();
@@ -455,8 +460,9 @@ void run_bench(const BenchOptions& o) {
       }
     }
     if (o.profile) {
-      out["results"].back()["profile"] = profile_forward(
-          [&] { return timed_forward(model, adaptive); }, reps, fma_peak.for_onednn(), !o.json);
+      out["results"].back()["profile"] =
+          profile_forward([&] { return timed_forward(model, adaptive, streams.get()); }, reps,
+                          fma_peak.for_onednn(), !o.json);
     }
     if (!o.json) std::fflush(stdout);
   }
@@ -537,10 +543,11 @@ void add_bench_model(CLI::App& root) {
                   "After the timed calls, as many more with the time split by class of op "
                   "(linear, attention, layernorm, softmax, GELU, copies, ...) and the linears' and "
                   "attention's GFLOP/s against the FMA peak (a register-only loop)");
-  bench->add_option("--streams", o->streams,
-                    "Throughput streams: N concurrent forwards of threads / N threads each, the "
-                    "batch split over them (ClassifierOptions::streams; OpenVINO's THROUGHPUT "
-                    "hint); fixed thread counts")
+  bench
+      ->add_option("--streams", o->streams,
+                   "Throughput streams: N concurrent forwards of threads / N threads each, the "
+                   "batch split over them (ClassifierOptions::streams; OpenVINO's THROUGHPUT "
+                   "hint); fixed thread counts")
       ->check(CLI::Range(1, 64));
   bench->add_flag("--fixed-threads", o->fixed_threads,
                   "Run every call on all the threads; by default a call runs on fewer when that "

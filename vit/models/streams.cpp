@@ -26,8 +26,8 @@ std::unique_ptr<Model> share_weights(Model& model) {
     if (from[i]->name != to[i]->name || from[i]->value.shape() != to[i]->value.shape()) {
       throw std::logic_error("share_weights: parameter " + std::to_string(i) + " is " +
                              from[i]->name + " " + from[i]->value.shape().str() +
-                             " in the model and " + to[i]->name + " " +
-                             to[i]->value.shape().str() + " in the replica");
+                             " in the model and " + to[i]->name + " " + to[i]->value.shape().str() +
+                             " in the replica");
     }
     to[i]->value = from[i]->value;  // the same storage
   }

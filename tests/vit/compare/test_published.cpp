@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <fstream>
-#include <cctype>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -86,7 +86,8 @@ struct Quote {
 // with the report.
 std::vector<Quote> regime_pilot() {
   const std::string dir = "resolution-fmnist-regimes/";
-  CompareResults r = merged({dir + "fixed/results.json", dir + "scale/results.json"}, {"fixed", "scale"});
+  CompareResults r =
+      merged({dir + "fixed/results.json", dir + "scale/results.json"}, {"fixed", "scale"});
   const std::vector<std::string> kinds = {"learned1d", "sincos2d", "rope-axial", "rope-mixed"};
   for (const std::string& k : kinds)
     r.primary.push_back(k + "@scale vs " + k + "@fixed @ 56 zoom extrap");
@@ -96,13 +97,13 @@ std::vector<Quote> regime_pilot() {
   const std::string studies = "docs/results/resolution-studies.md";
   for (size_t i = 0; i < kinds.size(); ++i) {
     const std::string& k = kinds[i];
-    q.push_back({studies, format("| `%s` | %.1f | %.1f | %s | %.1f / %.1f | %.1f / %.1f |",
-                                 k.c_str(), mean_at(r, k + "@fixed", "56 zoom extrap"),
-                                 mean_at(r, k + "@scale", "56 zoom extrap"),
-                                 contrast_cell(c[i]).c_str(),
-                                 mean_at(r, k + "@fixed", "56 zoom interp"),
-                                 mean_at(r, k + "@scale", "56 zoom interp"),
-                                 mean_at(r, k + "@fixed", "28"), mean_at(r, k + "@scale", "28"))});
+    q.push_back(
+        {studies, format("| `%s` | %.1f | %.1f | %s | %.1f / %.1f | %.1f / %.1f |", k.c_str(),
+                         mean_at(r, k + "@fixed", "56 zoom extrap"),
+                         mean_at(r, k + "@scale", "56 zoom extrap"), contrast_cell(c[i]).c_str(),
+                         mean_at(r, k + "@fixed", "56 zoom interp"),
+                         mean_at(r, k + "@scale", "56 zoom interp"), mean_at(r, k + "@fixed", "28"),
+                         mean_at(r, k + "@scale", "28"))});
     EXPECT_NEAR(c[i].p_signed_rank, 0.0625, 1e-9) << k;  // "Wilcoxon's p is 0.0625 for all four"
   }
   // resolution-studies.md: the rotary kinds' and learned1d's gains significant, sincos2d's not.
@@ -110,11 +111,12 @@ std::vector<Quote> regime_pilot() {
   EXPECT_FALSE(c[1].significant);
   // Extrapolated RoPE with scale augmentation against the same models interpolated.
   auto range = [&](const std::string& label) {
-    const double a = mean_at(r, "rope-axial@scale", label), b = mean_at(r, "rope-mixed@scale", label);
+    const double a = mean_at(r, "rope-axial@scale", label),
+                 b = mean_at(r, "rope-mixed@scale", label);
     return format("%.0f-%.0f %%", std::min(a, b), std::max(a, b));
   };
   q.push_back({studies, "reaches " + range("56 zoom extrap") + ", against " +
-                           range("56 zoom interp") + " interpolated"});
+                            range("56 zoom interp") + " interpolated"});
   return q;
 }
 
@@ -122,7 +124,8 @@ std::vector<Quote> regime_pilot() {
 // multi-resolution batches), every policy and FlexiViT's patch resize at 56 px, two contrasts
 // declared in each arm's command and six across the arms (declared together, Holm over six).
 std::vector<Quote> decisive_arm() {
-  const std::string dir = "resolution-fmnist-decisive/", studies = "docs/results/resolution-studies.md";
+  const std::string dir = "resolution-fmnist-decisive/",
+                    studies = "docs/results/resolution-studies.md";
   const std::vector<std::string> arms = {"fixed", "scale", "multires"};
   std::vector<std::string> files;
   for (const std::string& a : arms) files.push_back(dir + a + "/results.json");
@@ -130,8 +133,12 @@ std::vector<Quote> decisive_arm() {
   std::vector<Quote> q;
   const std::vector<std::string> kinds = {"none",       "learned1d",  "sincos2d", "relbias",
                                           "rope-axial", "rope-mixed", "peg"};
-  const std::vector<std::string> columns = {"28",           "56 zoom interp", "56 zoom extrap",
-                                            "56 zoom ntk",  "56 zoom centre", "56 zoom patch",
+  const std::vector<std::string> columns = {"28",
+                                            "56 zoom interp",
+                                            "56 zoom extrap",
+                                            "56 zoom ntk",
+                                            "56 zoom centre",
+                                            "56 zoom patch",
                                             "56 canvas interp"};
   for (const std::string& k : kinds) {
     // The fixed and scale regimes side by side, then the multi-resolution regime's own table.
@@ -145,13 +152,15 @@ std::vector<Quote> decisive_arm() {
     row += format(" %lld/%lld, %lld/%lld |", static_cast<long long>(f.plateaued),
                   static_cast<long long>(f.runs), static_cast<long long>(s.plateaued),
                   static_cast<long long>(s.runs));
-    multi += format(" %lld/%lld |", static_cast<long long>(m.plateaued), static_cast<long long>(m.runs));
+    multi +=
+        format(" %lld/%lld |", static_cast<long long>(m.plateaued), static_cast<long long>(m.runs));
     q.push_back({studies, row});
     q.push_back({studies, multi});
   }
   // Each arm's own declared contrasts (Holm over the two in its file), as one row per contrast.
   std::vector<std::vector<ContrastResult>> own;
-  for (const std::string& f : files) own.push_back(primary_contrasts(parse_results_json(slurp(kDocs + f))));
+  for (const std::string& f : files)
+    own.push_back(primary_contrasts(parse_results_json(slurp(kDocs + f))));
   for (size_t i = 0; i < own[0].size(); ++i) {
     q.push_back({studies, format("| %s | %s | %s | %s |", own[0][i].name.c_str(),
                                  contrast_cell(own[0][i]).c_str(), contrast_cell(own[1][i]).c_str(),
@@ -180,7 +189,8 @@ std::vector<Quote> decisive_arm() {
                               across[0].low, across[0].high)});
   // The two rotary kinds' range in an arm, "41-44 %" (one number when both round alike).
   auto range = [&](const std::string& arm, const std::string& label) {
-    const double a = mean_at(r, "rope-axial@" + arm, label), b = mean_at(r, "rope-mixed@" + arm, label);
+    const double a = mean_at(r, "rope-axial@" + arm, label),
+                 b = mean_at(r, "rope-mixed@" + arm, label);
     const std::string lo = format("%.0f", std::min(a, b)), hi = format("%.0f", std::max(a, b));
     return (lo == hi ? lo : lo + "-" + hi) + " %";
   };
@@ -196,11 +206,11 @@ std::vector<Quote> decisive_arm() {
                              range("multires", "56 zoom extrap") +
                              format(", against %.0f-%.0f %% interpolated", lo, hi)});
   }
-  q.push_back({readme, format("`--train-sizes 20,28,36` adds %.1f [%+.1f, %+.1f] and %.1f [%+.1f, "
-                              "%+.1f], as much to `sincos2d` (%.1f [%+.1f, %+.1f])",
-                              across[3].mean, across[3].low, across[3].high, across[2].mean,
-                              across[2].low, across[2].high, across[5].mean, across[5].low,
-                              across[5].high)});
+  q.push_back(
+      {readme, format("`--train-sizes 20,28,36` adds %.1f [%+.1f, %+.1f] and %.1f [%+.1f, "
+                      "%+.1f], as much to `sincos2d` (%.1f [%+.1f, %+.1f])",
+                      across[3].mean, across[3].low, across[3].high, across[2].mean, across[2].low,
+                      across[2].high, across[5].mean, across[5].low, across[5].high)});
   q.push_back({readme, format("(by %.1f [%+.1f, %+.1f]; at the fixed size %+.1f [%+.1f, %+.1f])",
                               own[2][0].mean, own[2][0].low, own[2][0].high, own[0][0].mean,
                               own[0][0].low, own[0][0].high)});
@@ -219,8 +229,8 @@ std::vector<Quote> decisive_arm() {
                             " interpolated, with scale augmentation, and reaches " +
                             range("multires", "56 zoom extrap") + ", against " +
                             range("multires", "56 zoom interp") + " interpolated, with"});
-  q.push_back({studies, format("by %.1f points [%+.1f, %+.1f]); interpolated it leads", own[2][0].mean,
-                               own[2][0].low, own[2][0].high)});
+  q.push_back({studies, format("by %.1f points [%+.1f, %+.1f]); interpolated it leads",
+                               own[2][0].mean, own[2][0].low, own[2][0].high)});
   q.push_back({studies, format("minus `learned1d`: %+.1f [%+.1f, %+.1f])", own[2][1].mean,
                                own[2][1].low, own[2][1].high)});
   EXPECT_TRUE(own[2][0].significant && own[2][1].significant && own[2][1].mean < 0);
@@ -245,8 +255,8 @@ std::vector<Quote> decisive_arm() {
       most = std::max(most, p.plateaued);
     }
   }
-  q.push_back({readme, format("%lld-%lld of 5 runs per kind and regime", static_cast<long long>(fewest),
-                              static_cast<long long>(most))});
+  q.push_back({readme, format("%lld-%lld of 5 runs per kind and regime",
+                              static_cast<long long>(fewest), static_cast<long long>(most))});
   return q;
 }
 
@@ -254,7 +264,8 @@ std::vector<Quote> decisive_arm() {
 // (compare --init-runs), against the same models zero-shot at 56 px zoomed; the difference per
 // kind paired by seed across the two files, the seven Holm-adjusted together.
 std::vector<Quote> fine_tuned_arm() {
-  const std::string dir = "resolution-fmnist-decisive/", studies = "docs/results/resolution-studies.md";
+  const std::string dir = "resolution-fmnist-decisive/",
+                    studies = "docs/results/resolution-studies.md";
   const CompareResults ft = parse_results_json(slurp(kDocs + dir + "fine-tuned/results.json"));
   const CompareResults zs = parse_results_json(slurp(kDocs + dir + "fixed/results.json"));
   const size_t tuned = column(ft, "56"), interp = column(zs, "56 zoom interp");
@@ -281,8 +292,9 @@ std::vector<Quote> fine_tuned_arm() {
   }
   EXPECT_FALSE(c[2].significant) << "sincos2d";
   const double a = mean_at(ft, "rope-axial", "56"), m = mean_at(ft, "rope-mixed", "56");
-  q.push_back({"README.md", format("puts `learned1d` (%.1f %%) above the rotary kinds (%.1f-%.1f %%)",
-                                   mean_at(ft, "learned1d", "56"), std::min(a, m), std::max(a, m))});
+  q.push_back(
+      {"README.md", format("puts `learned1d` (%.1f %%) above the rotary kinds (%.1f-%.1f %%)",
+                           mean_at(ft, "learned1d", "56"), std::min(a, m), std::max(a, m))});
   return q;
 }
 
