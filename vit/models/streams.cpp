@@ -106,17 +106,17 @@ void ModelStreams::work(Worker& w) {
   }
 }
 
-bool ModelStreams::post(size_t i, std::function<void()> job) {
+bool ModelStreams::post(size_t i, std::function<void()>& job) noexcept {
   Replica& r = replicas_[i];
   std::lock_guard<std::mutex> lock(mutex_);
   if (!r.worker) {
-    auto w = std::make_unique<Worker>();
     try {
+      auto w = std::make_unique<Worker>();
       w->thread = std::thread([this, p = w.get()] { work(*p); });
-    } catch (const std::system_error&) {
-      return false;  // no thread now: a later call tries again
+      r.worker = std::move(w);
+    } catch (...) {  // no memory or no thread now: the caller runs it, a later call tries again
+      return false;
     }
-    r.worker = std::move(w);
   }
   r.worker->job = std::move(job);
   r.worker->wake.notify_one();
@@ -125,7 +125,12 @@ bool ModelStreams::post(size_t i, std::function<void()> job) {
 
 void ModelStreams::run(int64_t batch, const std::function<void(Model&, int64_t, int64_t)>& f) {
   if (batch <= 0) return;
-  std::vector<size_t> mine;
+  // Everything allocated before the replicas are taken: from then on nothing may throw until
+  // they are free again and every posted slice has ended.
+  std::vector<size_t> mine, own;
+  mine.reserve(replicas_.size());
+  own.reserve(replicas_.size());
+  std::vector<std::exception_ptr> errors(replicas_.size());
   {
     std::unique_lock<std::mutex> lock(mutex_);
     freed_.wait(lock, [&] { return !free_.empty(); });
@@ -134,7 +139,6 @@ void ModelStreams::run(int64_t batch, const std::function<void(Model&, int64_t, 
     free_.resize(free_.size() - n);
   }
   const size_t n = mine.size();
-  std::vector<std::exception_ptr> errors(n);
   auto slice = [&](size_t i) {
     const int64_t begin = batch * static_cast<int64_t>(i) / static_cast<int64_t>(n);
     const int64_t end = batch * static_cast<int64_t>(i + 1) / static_cast<int64_t>(n);
@@ -151,17 +155,21 @@ void ModelStreams::run(int64_t batch, const std::function<void(Model&, int64_t, 
   std::mutex done_mutex;
   std::condition_variable done;
   size_t pending = 0;
-  std::vector<size_t> own;
   for (size_t i = 1; i < n; ++i) {
     {
       std::lock_guard<std::mutex> lock(done_mutex);
       ++pending;
     }
-    const bool posted = post(mine[i], [&, i] {
-      slice(i);
-      std::lock_guard<std::mutex> lock(done_mutex);
-      if (--pending == 0) done.notify_one();
-    });
+    bool posted = false;
+    try {
+      std::function<void()> job = [&, i] {
+        slice(i);
+        std::lock_guard<std::mutex> lock(done_mutex);
+        if (--pending == 0) done.notify_one();
+      };
+      posted = post(mine[i], job);
+    } catch (...) {  // no memory for the job: the caller runs the slice
+    }
     if (!posted) {
       std::lock_guard<std::mutex> lock(done_mutex);
       --pending;

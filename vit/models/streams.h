@@ -65,9 +65,9 @@ class ModelStreams {
     int stream = 0;  // its compute stream (set_compute_stream), unique in the process
     std::unique_ptr<Worker> worker;  // null until its first slice off the calling thread
   };
-  // Hands `job` to replica i's worker (starting it if need be); false when no thread could be
-  // started, the job not taken.
-  bool post(size_t i, std::function<void()> job);
+  // Hands `job` to replica i's worker (starting it if need be), moving it; false when no
+  // worker could be started, the job left with the caller.
+  bool post(size_t i, std::function<void()>& job) noexcept;
   void work(Worker& w);
 
   std::vector<Replica> replicas_;
