@@ -298,10 +298,57 @@ std::vector<Quote> fine_tuned_arm() {
   return q;
 }
 
+// The 14x14 grid arm: patch 2 at 28 px, 5 kinds x 3 seeds, its fixed-size regime (the scale
+// regime is still to run), 56 px zoomed under both policies and patch resize; the decisive
+// arm's two contrasts declared in its command.
+std::vector<Quote> grid14_arm() {
+  const std::string dir = "resolution-fmnist-grid14/",
+                    studies = "docs/results/resolution-studies.md";
+  const CompareResults r = parse_results_json(slurp(kDocs + dir + "fixed/results.json"));
+  std::vector<Quote> q;
+  const std::vector<std::string> kinds = {"learned1d", "sincos2d", "relbias", "rope-axial",
+                                          "rope-mixed"};
+  const std::vector<std::string> columns = {"28", "56 zoom interp", "56 zoom extrap",
+                                            "56 zoom patch"};
+  for (const std::string& k : kinds) {
+    std::string row = "| `" + k + "` |";
+    for (const std::string& c : columns) row += format(" %.1f |", mean_at(r, k, c));
+    const PlateauSummary p = plateau(r, k);
+    row +=
+        format(" %lld/%lld |", static_cast<long long>(p.plateaued), static_cast<long long>(p.runs));
+    q.push_back({studies, row});
+  }
+  for (const ContrastResult& c : primary_contrasts(r)) {
+    q.push_back({studies, format("| %s (14x14, fixed size) | %s | %.3g |", c.name.c_str(),
+                                 contrast_cell(c).c_str(), c.p_signed_rank)});
+    EXPECT_FALSE(c.significant) << c.name;  // "Neither declared contrast excludes 0"
+  }
+  // The prose's ranges over the five kinds, beside the 7x7 fixed-size arm's for the same kinds.
+  const CompareResults small =
+      parse_results_json(slurp(kDocs + "resolution-fmnist-decisive/fixed/results.json"));
+  auto span = [&](const CompareResults& from, const std::string& label) {
+    double lo = 100, hi = 0;
+    for (const std::string& k : kinds) {
+      lo = std::min(lo, mean_at(from, k, label));
+      hi = std::max(hi, mean_at(from, k, label));
+    }
+    return format("%.0f-%.0f %%", lo, hi);
+  };
+  const std::string same = "every kind falls to " + span(r, "56 zoom extrap") +
+                           " (7x7: " + span(small, "56 zoom extrap") +
+                           "), interpolated they keep " + span(r, "56 zoom interp") +
+                           " (7x7: " + span(small, "56 zoom interp") + ")";
+  q.push_back({studies, same});
+  q.push_back({"README.md", same});
+  q.push_back({studies, "Patch resize keeps " + span(r, "56 zoom patch") + ","});
+  return q;
+}
+
 std::vector<Quote> all_quotes() {
   std::vector<Quote> q = regime_pilot();
   for (Quote& d : decisive_arm()) q.push_back(std::move(d));
   for (Quote& d : fine_tuned_arm()) q.push_back(std::move(d));
+  for (Quote& d : grid14_arm()) q.push_back(std::move(d));
   return q;
 }
 
