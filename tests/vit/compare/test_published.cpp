@@ -72,6 +72,22 @@ double mean_at(const CompareResults& r, const std::string& encoding, const std::
   return a.empty() ? std::nan("") : 100 * sum / static_cast<double>(a.size());
 }
 
+// Several encodings' mean accuracies in % at a column.
+std::vector<double> means_at(const CompareResults& r, const std::vector<std::string>& encodings,
+                             const std::string& label) {
+  std::vector<double> m;
+  for (const std::string& e : encodings) m.push_back(mean_at(r, e, label));
+  return m;
+}
+
+// The range of some figures as the prose quotes it, whole numbers: "41-44" (one number when
+// both ends round alike).
+std::string span(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  const std::string a = format("%.0f", *lo), b = format("%.0f", *hi);
+  return a == b ? a : a + "-" + b;
+}
+
 // "+16.1 [+3.8, +28.5]*": a Holm contrast as the tables print it (* where it excludes 0).
 std::string contrast_cell(const ContrastResult& c) {
   return format("%+.1f [%+.1f, %+.1f]%s", c.mean, c.low, c.high, c.significant ? "*" : "");
@@ -111,9 +127,7 @@ std::vector<Quote> regime_pilot() {
   EXPECT_FALSE(c[1].significant);
   // Extrapolated RoPE with scale augmentation against the same models interpolated.
   auto range = [&](const std::string& label) {
-    const double a = mean_at(r, "rope-axial@scale", label),
-                 b = mean_at(r, "rope-mixed@scale", label);
-    return format("%.0f-%.0f %%", std::min(a, b), std::max(a, b));
+    return span(means_at(r, {"rope-axial@scale", "rope-mixed@scale"}, label)) + " %";
   };
   q.push_back({studies, "reaches " + range("56 zoom extrap") + ", against " +
                             range("56 zoom interp") + " interpolated"});
@@ -189,23 +203,15 @@ std::vector<Quote> decisive_arm() {
                               across[0].low, across[0].high)});
   // The two rotary kinds' range in an arm, "41-44 %" (one number when both round alike).
   auto range = [&](const std::string& arm, const std::string& label) {
-    const double a = mean_at(r, "rope-axial@" + arm, label),
-                 b = mean_at(r, "rope-mixed@" + arm, label);
-    const std::string lo = format("%.0f", std::min(a, b)), hi = format("%.0f", std::max(a, b));
-    return (lo == hi ? lo : lo + "-" + hi) + " %";
+    return span(means_at(r, {"rope-axial@" + arm, "rope-mixed@" + arm}, label)) + " %";
   };
-  {
-    double lo = 100, hi = 0;
-    for (const char* arm : {"scale", "multires"}) {
-      for (const char* k : {"rope-axial", "rope-mixed"}) {
-        lo = std::min(lo, mean_at(r, std::string(k) + "@" + arm, "56 zoom interp"));
-        hi = std::max(hi, mean_at(r, std::string(k) + "@" + arm, "56 zoom interp"));
-      }
-    }
-    q.push_back({readme, range("scale", "56 zoom extrap") + " and " +
-                             range("multires", "56 zoom extrap") +
-                             format(", against %.0f-%.0f %% interpolated", lo, hi)});
-  }
+  q.push_back({readme, range("scale", "56 zoom extrap") + " and " +
+                           range("multires", "56 zoom extrap") + ", against " +
+                           span(means_at(r,
+                                         {"rope-axial@scale", "rope-mixed@scale",
+                                          "rope-axial@multires", "rope-mixed@multires"},
+                                         "56 zoom interp")) +
+                           " % interpolated"});
   q.push_back(
       {readme, format("`--train-sizes 20,28,36` adds %.1f [%+.1f, %+.1f] and %.1f [%+.1f, "
                       "%+.1f], as much to `sincos2d` (%.1f [%+.1f, %+.1f])",
@@ -215,14 +221,12 @@ std::vector<Quote> decisive_arm() {
                               own[2][0].mean, own[2][0].low, own[2][0].high, own[0][0].mean,
                               own[0][0].low, own[0][0].high)});
   {
-    double lo = 100, hi = 0;
-    for (const char* k : {"learned1d", "relbias", "peg"}) {
-      const double gain = mean_at(r, std::string(k) + "@multires", "56 zoom interp") -
-                          mean_at(r, std::string(k) + "@fixed", "56 zoom interp");
-      lo = std::min(lo, gain);
-      hi = std::max(hi, gain);
+    std::vector<double> gains;
+    for (const std::string k : {"learned1d", "relbias", "peg"}) {
+      gains.push_back(mean_at(r, k + "@multires", "56 zoom interp") -
+                      mean_at(r, k + "@fixed", "56 zoom interp"));
     }
-    q.push_back({readme, format("`learned1d`, `relbias` and `peg` by %.0f-%.0f points", lo, hi)});
+    q.push_back({readme, "`learned1d`, `relbias` and `peg` by " + span(gains) + " points"});
   }
   q.push_back({studies, "Extrapolated RoPE reaches " + range("scale", "56 zoom extrap") +
                             ", against " + range("scale", "56 zoom interp") +
@@ -326,21 +330,16 @@ std::vector<Quote> grid14_arm() {
   // The prose's ranges over the five kinds, beside the 7x7 fixed-size arm's for the same kinds.
   const CompareResults small =
       parse_results_json(slurp(kDocs + "resolution-fmnist-decisive/fixed/results.json"));
-  auto span = [&](const CompareResults& from, const std::string& label) {
-    double lo = 100, hi = 0;
-    for (const std::string& k : kinds) {
-      lo = std::min(lo, mean_at(from, k, label));
-      hi = std::max(hi, mean_at(from, k, label));
-    }
-    return format("%.0f-%.0f %%", lo, hi);
+  auto over_kinds = [&](const CompareResults& from, const std::string& label) {
+    return span(means_at(from, kinds, label)) + " %";
   };
-  const std::string same = "every kind falls to " + span(r, "56 zoom extrap") +
-                           " (7x7: " + span(small, "56 zoom extrap") +
-                           "), interpolated they keep " + span(r, "56 zoom interp") +
-                           " (7x7: " + span(small, "56 zoom interp") + ")";
+  const std::string same = "every kind falls to " + over_kinds(r, "56 zoom extrap") +
+                           " (7x7: " + over_kinds(small, "56 zoom extrap") +
+                           "), interpolated they keep " + over_kinds(r, "56 zoom interp") +
+                           " (7x7: " + over_kinds(small, "56 zoom interp") + ")";
   q.push_back({studies, same});
   q.push_back({"README.md", same});
-  q.push_back({studies, "Patch resize keeps " + span(r, "56 zoom patch") + ","});
+  q.push_back({studies, "Patch resize keeps " + over_kinds(r, "56 zoom patch") + ","});
   return q;
 }
 
