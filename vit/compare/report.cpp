@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "ops/json_limits.h"
+#include "ops/util.h"
 #include "vit/compare/diagnostics.h"
 #include "vit/models/config.h"
-#include "ops/util.h"
 
 namespace vitpe {
 
@@ -212,8 +212,7 @@ std::vector<std::string> used_protocols(const CompareResults& r) {
   std::vector<std::string> out;
   for (size_t k = 0; k < r.sizes.size(); ++k) {
     const std::string p = column_protocol(r, k);
-    if (!p.empty() && !is_train_column(r, k) &&
-        std::find(out.begin(), out.end(), p) == out.end())
+    if (!p.empty() && !is_train_column(r, k) && std::find(out.begin(), out.end(), p) == out.end())
       out.push_back(p);
   }
   return out;
@@ -612,13 +611,20 @@ void html_primary(std::ostream& o, const CompareResults& r) {
       << fmt("%.3g", c.p_signed_rank) << "</td><td>" << fmt("%.3g", c.p_signed_rank_holm)
       << "</td></tr>\n";
   }
+  // The rank test's floor: with n pairs no two-sided p is below 2 / 2^n (all signs alike).
+  int64_t pairs = 0;
+  for (const ContrastResult& c : rows) pairs = std::max<int64_t>(pairs, c.n);
   o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy points of A minus B trained with the "
        "same seed. Holm's step-down adjustment over this list keeps the chance of any false "
        "claim among them at most 5 %; bold and * where Holm's t test rejects (its interval, at "
        "the level Holm tests the contrast at, then excludes 0). Simultaneous: Bonferroni's "
        "intervals, which cover every contrast's true mean at once with probability 95 %. "
-       "Wilcoxon's signed-rank test beside t for outcomes far from normal (with 5 seeds its "
-       "smallest p is 0.0625). Every other difference in this report is exploratory.</p>\n";
+       "Wilcoxon's signed-rank test beside t for outcomes far from normal";
+  if (pairs >= 2) {
+    o << " (with " << pairs << " pairs its smallest p is "
+      << fmt("%.3g", std::ldexp(1.0, 1 - static_cast<int>(std::min<int64_t>(pairs, 60)))) << ")";
+  }
+  o << ". Every other difference in this report is exploratory.</p>\n";
 }
 
 // Success rates for bimodal outcomes: per encoding and column, k/n runs at or above the
@@ -627,7 +633,8 @@ void html_success(std::ostream& o, const CompareResults& r) {
   if (r.success_threshold <= 0) return;
   o << "<h2>Success rates (accuracy &ge; " << fmt("%.1f", 100 * r.success_threshold)
     << " %)</h2>\n<table id=\"success\">\n<thead><tr><th>encoding</th>";
-  for (size_t k = 0; k < r.sizes.size(); ++k) o << "<th>@" << html_escape(column_label(r, k)) << "</th>";
+  for (size_t k = 0; k < r.sizes.size(); ++k)
+    o << "<th>@" << html_escape(column_label(r, k)) << "</th>";
   o << "</tr></thead>\n<tbody>\n";
   for (const std::string& enc : r.encodings) {
     bool any = false;
@@ -847,8 +854,8 @@ void html_attention(std::ostream& o, const CompareResults& r, const std::vector<
   if (geometry && depth > 0) {
     const Grid g = grid_at(k0);
     const double d = uniform_attention_distance(g);
-    dist.push_back(Series{"uniform attention", kUniformColor, blocks_axis,
-                          std::vector<double>(depth, d), {}});
+    dist.push_back(
+        Series{"uniform attention", kUniformColor, blocks_axis, std::vector<double>(depth, d), {}});
     uniform_note = " Grey: uniform attention, " + fmt("%.2f", d) + " patches on the " + g.str() +
                    " training grid and ln N nats over its N tokens (" +
                    fmt("%.2f", uniform_attention_entropy(geometry->second, g)) +

@@ -259,6 +259,8 @@ TEST(Report, PrimaryContrastsSuccessRatesAndPlateau) {
   EXPECT_NE(html.find("Primary contrasts (declared before the runs, Holm over 2)"),
             std::string::npos);
   EXPECT_NE(html.find("<td>rope-mixed vs none @ 36</td><td>2</td>"), std::string::npos);
+  // The rank test's floor for the pairs at hand (2 seeds: 2 / 2^2), not a fixed seed count.
+  EXPECT_NE(html.find("with 2 pairs its smallest p is 0.5)"), std::string::npos);
   EXPECT_NE(html.find("Success rates (accuracy &ge; 50.0 %)"), std::string::npos);
   EXPECT_NE(html.find("(exploratory, unadjusted)"), std::string::npos);
   EXPECT_NE(html.find("<td>1/2 (max 10.00)</td>"), std::string::npos);
