@@ -441,6 +441,16 @@ void run_bench(const BenchOptions& o) {
                   model.flops_per_image() * B / (med * 1e6), peak_rss_mib(),
                   adapt ? used.c_str() : "");
     }
+    // With --profile the whole forward's rate (the timed calls above, which ran without the ops
+    // timing themselves) against the FMA peak, beside the op classes' in the profile below.
+    if (o.profile && fma_peak.for_onednn() > 0) {
+      const double of_fma = model.flops_per_image() * B / (med * 1e6) / fma_peak.for_onednn();
+      out["results"].back()["of_fma_peak"] = of_fma;
+      if (!o.json) {
+        std::printf("%6s the whole forward at %.0f%% of the FMA peak (%.1f GFLOP/s)\n", "",
+                    100 * of_fma, fma_peak.for_onednn());
+      }
+    }
     if (o.vs_f32) {
       std::sort(ms_f32.begin(), ms_f32.end());
       std::sort(speedups.begin(), speedups.end());

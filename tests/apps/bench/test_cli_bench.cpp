@@ -118,9 +118,14 @@ TEST(Cli, BenchProfileSplitsTheForwardByOpClass) {
   EXPECT_EQ(calls.count("copies"), 0u) << "inference reads the heads in place";
   EXPECT_NEAR(ms, p["forward_ms"].get<double>(), 1e-6 * ms) << p.dump();
   EXPECT_GT(p["ops"][0]["gflops_per_s"].get<double>(), 0) << p.dump();
+  // The whole forward's rate against the FMA peak, from the unprofiled median.
+  const auto& row = j["results"][0];
+  EXPECT_NEAR(row["of_fma_peak"].get<double>(),
+              row["gflops_per_s"].get<double>() / j["fma_peak_gflops_per_s"].get<double>(), 1e-9);
   CmdResult text = vitpe("bench --model vit-fmnist --batch 1 --reps 1 --profile");
   EXPECT_EQ(text.code, 0) << text.out;
   EXPECT_TRUE(contains(text.out, "FMA peak (register-only loop)")) << text.out;
+  EXPECT_TRUE(contains(text.out, "the whole forward at ")) << text.out;
   EXPECT_TRUE(contains(text.out, "between ops")) << text.out;
   CmdResult gpu = vitpe("bench --model vit-fmnist --device cuda --profile");
   EXPECT_EQ(gpu.code, 2) << gpu.out;
