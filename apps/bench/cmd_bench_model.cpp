@@ -427,24 +427,24 @@ void run_bench(const BenchOptions& o) {
     }
     std::sort(ms.begin(), ms.end());
     const double med = ms[ms.size() / 2];
+    const double gflops = model.flops_per_image() * B / (med * 1e6);
     ours[B] = {med, ms.front(), ms.back()};
     row["median_ms"] = med;
     row["min_ms"] = ms.front();
     row["max_ms"] = ms.back();
     row["img_per_s"] = B * 1000.0 / med;
-    row["gflops_per_s"] = model.flops_per_image() * B / (med * 1e6);
+    row["gflops_per_s"] = gflops;
     row["peak_rss_mib"] = peak_rss_mib();
     row["threads_used"] = used_json;  // thread count -> timed calls
     out["results"].push_back(row);
     if (!o.json) {
-      std::printf("%6d %12.1f %10.1f %10.1f %14.0f  %s\n", B, med, B * 1000.0 / med,
-                  model.flops_per_image() * B / (med * 1e6), peak_rss_mib(),
-                  adapt ? used.c_str() : "");
+      std::printf("%6d %12.1f %10.1f %10.1f %14.0f  %s\n", B, med, B * 1000.0 / med, gflops,
+                  peak_rss_mib(), adapt ? used.c_str() : "");
     }
     // With --profile the whole forward's rate (the timed calls above, which ran without the ops
     // timing themselves) against the FMA peak, beside the op classes' in the profile below.
     if (o.profile && fma_peak.for_onednn() > 0) {
-      const double of_fma = model.flops_per_image() * B / (med * 1e6) / fma_peak.for_onednn();
+      const double of_fma = gflops / fma_peak.for_onednn();
       out["results"].back()["of_fma_peak"] = of_fma;
       if (!o.json) {
         std::printf("%6s the whole forward at %.0f%% of the FMA peak (%.1f GFLOP/s)\n", "",

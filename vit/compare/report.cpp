@@ -611,7 +611,7 @@ void html_primary(std::ostream& o, const CompareResults& r) {
       << fmt("%.3g", c.p_signed_rank) << "</td><td>" << fmt("%.3g", c.p_signed_rank_holm)
       << "</td></tr>\n";
   }
-  // The rank test's floor: with n pairs no two-sided p is below 2 / 2^n (all signs alike).
+  // The rank test's floor: its p when all n differences have one sign (2 / 2^n for small n).
   int64_t pairs = 0;
   for (const ContrastResult& c : rows) pairs = std::max<int64_t>(pairs, c.n);
   o << "</tbody>\n</table>\n<p class=\"muted\">Accuracy points of A minus B trained with the "
@@ -622,7 +622,7 @@ void html_primary(std::ostream& o, const CompareResults& r) {
        "Wilcoxon's signed-rank test beside t for outcomes far from normal";
   if (pairs >= 2) {
     o << " (with " << pairs << " pairs its smallest p is "
-      << fmt("%.3g", std::ldexp(1.0, 1 - static_cast<int>(std::min<int64_t>(pairs, 60)))) << ")";
+      << fmt("%.3g", wilcoxon_signed_rank(std::vector<double>(pairs, 1.0)).p) << ")";
   }
   o << ". Every other difference in this report is exploratory.</p>\n";
 }

@@ -93,6 +93,22 @@ std::string contrast_cell(const ContrastResult& c) {
   return format("%+.1f [%+.1f, %+.1f]%s", c.mean, c.low, c.high, c.significant ? "*" : "");
 }
 
+// "2/5": the runs of a kind that had levelled off, as the tables print it.
+std::string levelled(const PlateauSummary& p) {
+  return format("%lld/%lld", static_cast<long long>(p.plateaued), static_cast<long long>(p.runs));
+}
+
+// A kind's row with the fixed and scale regimes side by side: "| `k` | 78.3 / 73.4 | ... |" over
+// the columns, then both regimes' levelled-off counts, "| 1/3, 1/3 |".
+std::string fixed_scale_row(const CompareResults& r, const std::string& k,
+                            const std::vector<std::string>& columns) {
+  std::string row = "| `" + k + "` |";
+  for (const std::string& c : columns)
+    row += format(" %.1f / %.1f |", mean_at(r, k + "@fixed", c), mean_at(r, k + "@scale", c));
+  return row + " " + levelled(plateau(r, k + "@fixed")) + ", " +
+         levelled(plateau(r, k + "@scale")) + " |";
+}
+
 struct Quote {
   std::string doc;   // relative to the source tree
   std::string text;  // as it must appear there
@@ -156,20 +172,10 @@ std::vector<Quote> decisive_arm() {
                                             "56 canvas interp"};
   for (const std::string& k : kinds) {
     // The fixed and scale regimes side by side, then the multi-resolution regime's own table.
-    std::string row = "| `" + k + "` |", multi = row;
-    for (const std::string& c : columns) {
-      row += format(" %.1f / %.1f |", mean_at(r, k + "@fixed", c), mean_at(r, k + "@scale", c));
-      multi += format(" %.1f |", mean_at(r, k + "@multires", c));
-    }
-    const PlateauSummary f = plateau(r, k + "@fixed"), s = plateau(r, k + "@scale"),
-                         m = plateau(r, k + "@multires");
-    row += format(" %lld/%lld, %lld/%lld |", static_cast<long long>(f.plateaued),
-                  static_cast<long long>(f.runs), static_cast<long long>(s.plateaued),
-                  static_cast<long long>(s.runs));
-    multi +=
-        format(" %lld/%lld |", static_cast<long long>(m.plateaued), static_cast<long long>(m.runs));
-    q.push_back({studies, row});
-    q.push_back({studies, multi});
+    std::string multi = "| `" + k + "` |";
+    for (const std::string& c : columns) multi += format(" %.1f |", mean_at(r, k + "@multires", c));
+    q.push_back({studies, fixed_scale_row(r, k, columns)});
+    q.push_back({studies, multi + " " + levelled(plateau(r, k + "@multires")) + " |"});
   }
   // Each arm's own declared contrasts (Holm over the two in its file), as one row per contrast.
   std::vector<std::vector<ContrastResult>> own;
@@ -317,16 +323,7 @@ std::vector<Quote> grid14_arm() {
                                           "rope-mixed"};
   const std::vector<std::string> columns = {"28", "56 zoom interp", "56 zoom extrap",
                                             "56 zoom patch"};
-  for (const std::string& k : kinds) {
-    std::string row = "| `" + k + "` |";
-    for (const std::string& c : columns)
-      row += format(" %.1f / %.1f |", mean_at(r, k + "@fixed", c), mean_at(r, k + "@scale", c));
-    const PlateauSummary f = plateau(r, k + "@fixed"), s = plateau(r, k + "@scale");
-    row += format(" %lld/%lld, %lld/%lld |", static_cast<long long>(f.plateaued),
-                  static_cast<long long>(f.runs), static_cast<long long>(s.plateaued),
-                  static_cast<long long>(s.runs));
-    q.push_back({studies, row});
-  }
+  for (const std::string& k : kinds) q.push_back({studies, fixed_scale_row(r, k, columns)});
   // Each regime's own declared contrasts (Holm over the two in its file), one row per contrast.
   std::vector<std::vector<ContrastResult>> own;
   for (const std::string& f : files)
