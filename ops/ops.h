@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "vitpe/ops/tensor.h"
@@ -72,6 +73,26 @@ enum class GradWrite : uint8_t { accumulate, overwrite };
 // residual: same shape as y or undefined -> y: [..., N] = act(x w^T + b) + residual.
 // (act is applied before the residual is added.)
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                    Act act = Act::none, const Tensor& residual = {});
+// f32 weights [N, K] reordered once into the layout oneDNN's f32 matmul reads on this CPU, for
+// inference: with the AVX-512 brgemm kernels a blocked one (16 inputs x 64 outputs, the outputs
+// padded to a multiple of 64), which the plain layout is repacked into on every call otherwise.
+// Where the matmul prefers an unblocked layout (oneDNN's gemm:jit on AVX2, which reads the plain
+// weights faster than a transposed copy) nothing is packed and `data` stays undefined. The packed copy is made from `plain` at pack time: after the
+// weights change, pack them again.
+struct PackedWeights {
+  Tensor plain;                        // the weights [N, K] (shared, not copied)
+  Tensor data;                         // the packed copy, or undefined
+  std::shared_ptr<const void> layout;  // its oneDNN memory descriptor (ops/cpu/linear.cpp)
+  bool defined() const { return plain.defined(); }
+  bool packed() const { return data.defined(); }
+};
+// w: [N, K] CPU f32 -> w and, where this CPU's matmul reads a layout of its own, the packed copy.
+PackedWeights pack_weights(const Tensor& w);
+// linear_forward on packed weights: the same values as linear_forward(y, x, w.plain, b, act,
+// residual), each row's products in the same order. A call whose matmul reads another layout
+// than the packed one (none seen with oneDNN 2.6) reads w.plain instead.
+void linear_forward(Tensor& y, const Tensor& x, const PackedWeights& w, const Tensor& b,
                     Act act = Act::none, const Tensor& residual = {});
 // For training: y = GELU(x w^T + b) and dydx = GELU'(x w^T + b) (what linear_forward followed by
 // gelu_forward_with_derivative gives), in blocks of rows: each block's product runs on one thread

@@ -55,6 +55,7 @@ struct BenchOptions {
   bool vs_f32 = false;
   bool profile = false;
   int streams = 1;
+  bool no_pack = false;
 };
 
 // --profile: the forward's time by class of op (ops/op_profile.h) over `reps` more calls, with the
@@ -309,9 +310,14 @@ void run_bench(const BenchOptions& o) {
                     "bench: --vs-f32 times --precision int8, bf16 or bf16-emulated against f32; "
                     "found --precision f32"};
   }
+  // As a Classifier runs it: the weights converted once (f32: packed for the CPU's matmul).
+  model.set_precision(precision, !o.no_pack);
   // --vs-f32: a second, f32 copy of the model, timed call by call in turn with the first.
   LoadedModel reference;
-  if (o.vs_f32) reference = load_model(o.model);
+  if (o.vs_f32) {
+    reference = load_model(o.model);
+    reference.model->set_precision(Precision::f32, !o.no_pack);
+  }
   // The peers are checked before any measurement: a run never times vitpe to find no peers.
   std::string timm_name, python;
   if (o.vs_peers) {
@@ -351,7 +357,6 @@ void run_bench(const BenchOptions& o) {
   // --streams N: N replicas sharing the weights, threads / N threads each (vit/models/streams.h).
   std::unique_ptr<ModelStreams> streams;
   if (o.streams > 1) {
-    model.set_precision(precision);
     streams = std::make_unique<ModelStreams>(model, o.streams, std::max(1, threads / o.streams));
     out["streams"] = o.streams;
     out["threads_per_stream"] = streams->threads_per_stream();
@@ -372,7 +377,7 @@ void run_bench(const BenchOptions& o) {
     nlohmann::json row = {{"batch", B}};
     if (precision != Precision::f32) {
       // The logits' error against f32 on this input, then the timed runs in `precision`.
-      model.set_precision(Precision::f32);
+      model.set_precision(Precision::f32, !o.no_pack);
       const Tensor ref = model.forward(x).clone();
       model.set_precision(precision);
       row["max_rel_logit_error"] = max_rel_diff(ref, model.forward(x));
@@ -477,9 +482,16 @@ void run_bench(const BenchOptions& o) {
     if (!o.json) std::fflush(stdout);
   }
   if (!o.json) {
-    std::printf("memory: weights %.0f MiB; peak RSS is for the whole process so far\n",
-                weights_mib);
+    const double converted_mib = static_cast<double>(model.converted_weight_bytes()) / (1 << 20);
+    std::printf(
+        "memory: weights %.0f MiB%s; peak RSS is for the whole process so far\n", weights_mib,
+        converted_mib > 0 ? fmt::format(" + {:.0f} MiB {}", converted_mib,
+                                        precision == Precision::f32 ? "packed for the CPU's matmul"
+                                                                    : "converted to " + o.precision)
+                                .c_str()
+                          : "");
   }
+  out["converted_weights_mib"] = static_cast<double>(model.converted_weight_bytes()) / (1 << 20);
   if (o.vs_torch) {
     auto torch = run_torch_inference_peer(o, threads);
     if (!torch.empty() && !o.json) {
@@ -559,6 +571,9 @@ void add_bench_model(CLI::App& root) {
                    "batch split over them (ClassifierOptions::streams; OpenVINO's THROUGHPUT "
                    "hint); fixed thread counts")
       ->check(CLI::Range(1, 64));
+  bench->add_flag("--no-pack", o->no_pack,
+                  "f32: leave the linear weights in their plain layout (ClassifierOptions::"
+                  "pack_weights = false): one copy of them, repacked by the matmul on every call");
   bench->add_flag("--fixed-threads", o->fixed_threads,
                   "Run every call on all the threads; by default a call runs on fewer when that "
                   "is faster on a busy machine, as a Classifier does (VITPE_ADAPTIVE_THREADS=0 "

@@ -141,6 +141,9 @@ class CachedPrimitive {
   void run(std::initializer_list<const void*> ptrs);
   // The implementation oneDNN chose (its impl_info_str, e.g. "brg:avx512_core").
   const std::string& impl() const { return impl_; }
+  // A value the op that built the entry keeps with it (set in the creation callback): the f32
+  // linear marks there whether the entry reads packed weights.
+  int64_t tag = 0;
 
  private:
   std::mutex mu_;

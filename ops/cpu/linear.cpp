@@ -108,19 +108,27 @@ void require_bf16(const char* op) {
 
 namespace {
 
+// The plain weights' descriptor: w [N, K] row-major read as its transpose [K, N].
+dnnl::memory::desc plain_weights_md(int64_t k, int64_t n, dt type) {
+  return dnnl::memory::desc({k, n}, type, dims{1, k});
+}
+
 // The cached oneDNN matmul of linear_rows_forward for these sizes and options (built the first
-// time, for the calling thread's thread count and slot in a parallel region).
+// time, for the calling thread's thread count and slot in a parallel region). With `packed` (the
+// layout of packed f32 weights) the entry reads that layout when oneDNN's matmul for these sizes
+// prefers it, and marks so in its tag (1); otherwise, and always without, it reads the plain
+// weights (tag 0).
 CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtype, bool b, Act act,
-                                   Residual res) {
+                                   Residual res, const dnnl::memory::desc* packed = nullptr) {
   PrimitiveKey key(OpKind::linear_forward);
   key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(static_cast<int64_t>(b));
-  key.add(static_cast<int64_t>(act)).add(static_cast<int64_t>(res));
+  key.add(static_cast<int64_t>(act)).add(static_cast<int64_t>(res)).add(packed != nullptr);
 
   CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
     const dt in_t = dnnl_type(w_dtype);
     // x: [M, K] row-major; w: [N, K] read as its transpose [K, N] through strides.
     dnnl::memory::desc x_md({m, k}, in_t, dims{k, 1});
-    dnnl::memory::desc w_md({k, n}, in_t, dims{1, k});
+    dnnl::memory::desc w_md = plain_weights_md(k, n, in_t);
     dnnl::memory::desc b_md({1, n}, dt::f32, dims{n, 1});
     dnnl::memory::desc y_md({m, n}, dt::f32, dims{n, 1});
     dnnl::post_ops po;
@@ -134,8 +142,21 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    auto d = b ? dnnl::matmul::desc(x_md, w_md, b_md, y_md) : dnnl::matmul::desc(x_md, w_md, y_md);
-    auto pd = matmul_pd("linear_forward", d, attr, m, k, n, w_dtype);
+    auto make_pd = [&](const dnnl::memory::desc& weights) {
+      auto d = b ? dnnl::matmul::desc(x_md, weights, b_md, y_md)
+                 : dnnl::matmul::desc(x_md, weights, y_md);
+      return matmul_pd("linear_forward", d, attr, m, k, n, w_dtype);
+    };
+    auto pd = make_pd(w_md);
+    if (packed) {
+      // The layout the matmul picks for itself: the packed one, or back to the plain weights.
+      auto own = make_pd(dnnl::memory::desc({k, n}, in_t, dnnl::memory::format_tag::any));
+      if (own.weights_desc() == *packed) {
+        pd = own;
+        w_md = *packed;
+        e.tag = 1;
+      }
+    }
     e.init(dnnl::matmul(pd), pd.scratchpad_desc());
     e.bind(DNNL_ARG_SRC, x_md);
     e.bind(DNNL_ARG_WEIGHTS, w_md);
@@ -358,36 +379,45 @@ void weight_gradient(float* dw, const float* dy, const float* x, int64_t m, int6
 }  // namespace
 
 void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
-                         int64_t m, int64_t k, int64_t n, Act act, const float* residual) {
+                         int64_t m, int64_t k, int64_t n, Act act, const float* residual,
+                         const PackedWeights* packed) {
   if (m == 0) return;
   const bool bf16 = w_dtype == DType::bf16;
   if (bf16) require_bf16("linear_forward");
   const Residual res = !residual       ? Residual::none
                        : residual == y ? Residual::in_place
                                        : Residual::binary;
+  const auto* layout = packed && packed->packed() && !bf16
+                           ? static_cast<const dnnl::memory::desc*>(packed->layout.get())
+                           : nullptr;
+  // The weights an entry reads: the packed copy where it reads that layout.
+  auto weights = [&](const CachedPrimitive& p) -> const void* {
+    return p.tag == 1 ? packed->data.raw() : w;
+  };
   if (!bf16 && FixedWorkSplit::active()) {
     row_blocks(
         m, fixed_block_rows(m),
         [&](int64_t mr) -> CachedPrimitive& {
-          return forward_primitive(mr, k, n, w_dtype, b != nullptr, act, res);
+          return forward_primitive(mr, k, n, w_dtype, b != nullptr, act, res, layout);
         },
         [&](CachedPrimitive& p, int64_t i0, int64_t mr) {
           const float* xb = x + i0 * k;
           float* yb = y + i0 * n;
+          const void* wp = weights(p);
           if (b && res == Residual::binary)
-            p.run({xb, w, b, yb, residual + i0 * n});
+            p.run({xb, wp, b, yb, residual + i0 * n});
           else if (b)
-            p.run({xb, w, b, yb});
+            p.run({xb, wp, b, yb});
           else if (res == Residual::binary)
-            p.run({xb, w, yb, residual + i0 * n});
+            p.run({xb, wp, yb, residual + i0 * n});
           else
-            p.run({xb, w, yb});
+            p.run({xb, wp, yb});
         },
         [] {});
     return;
   }
-  CachedPrimitive& p = forward_primitive(m, k, n, w_dtype, b != nullptr, act, res);
-
+  CachedPrimitive& p = forward_primitive(m, k, n, w_dtype, b != nullptr, act, res, layout);
+  w = weights(p);
   const void* xin = bf16 ? static_cast<const void*>(bf16_copy(ScratchSlot::linear_0, x, m * k))
                          : static_cast<const void*>(x);
   if (b && res == Residual::binary) {
@@ -611,6 +641,71 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
   const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
   cpu::linear_rows_forward(y.f32(), x.f32(), w.raw(), w.dtype(), b.defined() ? b.f32() : nullptr, m,
                            k, n, act, residual.defined() ? residual.f32() : nullptr);
+}
+
+PackedWeights pack_weights(const Tensor& w) {
+  const char* op = "pack_weights";
+  check_cpu_f32(op, "w", w);
+  if (w.ndim() != 2 || w.size(0) == 0 || w.size(1) == 0) {
+    throw ShapeError(std::string(op) + ": expected w of shape [N, K] with N, K > 0, found " +
+                     w.shape().str());
+  }
+  const int64_t n = w.size(0), k = w.size(1);
+  PackedWeights out;
+  out.plain = w;
+  // The layout oneDNN's matmul picks for these weights. It does not depend on the rows (oneDNN
+  // 2.6's AVX-512 brgemm takes blocks of 16 x 64 for 1 to 25,088 rows; forward_primitive checks
+  // it for each call's rows anyway), so one probe size stands for all.
+  constexpr int64_t kProbeRows = 256;
+  const dnnl::memory::desc x_md({kProbeRows, k}, cpu::dt::f32, cpu::dims{k, 1});
+  const dnnl::memory::desc y_md({kProbeRows, n}, cpu::dt::f32, cpu::dims{n, 1});
+  const dnnl::memory::desc any_md({k, n}, cpu::dt::f32, dnnl::memory::format_tag::any);
+  const dnnl::memory::desc plain = cpu::plain_weights_md(k, n, cpu::dt::f32);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto pd = cpu::matmul_pd(op, dnnl::matmul::desc(x_md, any_md, y_md), attr, kProbeRows, k, n,
+                                 DType::f32);
+  const dnnl::memory::desc layout = pd.weights_desc();
+  // Only a blocked layout is packed: where the matmul prefers the plain one, or a plain
+  // permutation of it (AVX2's gemm:jit asks for w^T row-major, and runs ViT-S/16's batch 1
+  // 1.09x slower on that copy than on w itself), it reads w.
+  if (layout == plain || layout.data.format_kind != dnnl_blocked ||
+      layout.data.format_desc.blocking.inner_nblks == 0) {
+    return out;
+  }
+  const size_t bytes = layout.get_size();
+  Tensor data =
+      Tensor::empty(Shape{static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
+  dnnl::memory src(plain, cpu::dnnl_engine(), const_cast<void*>(w.raw()));
+  dnnl::memory dst(layout, cpu::dnnl_engine(), data.raw());
+  dnnl::reorder(src, dst).execute(cpu::dnnl_stream(), src, dst);
+  cpu::dnnl_stream().wait();
+  out.data = std::move(data);
+  out.layout = std::make_shared<const dnnl::memory::desc>(layout);
+  return out;
+}
+
+void linear_forward(Tensor& y, const Tensor& x, const PackedWeights& w, const Tensor& b, Act act,
+                    const Tensor& residual) {
+  const char* op = "linear_forward";
+  if (!w.defined()) {
+    throw std::invalid_argument(std::string(op) +
+                                ": w holds no weights; make them with pack_weights");
+  }
+  const int64_t m = check_linear(op, x, w.plain);
+  const int64_t k = w.plain.size(1), n = w.plain.size(0);
+  if (w.packed() &&
+      (!w.layout || w.plain.dtype() != DType::f32 ||
+       static_cast<const dnnl::memory::desc*>(w.layout.get())->get_size() > w.data.nbytes())) {
+    throw std::invalid_argument(std::string(op) + ": the packed copy of w " +
+                                w.plain.shape().str() +
+                                " does not match its layout; make it with pack_weights");
+  }
+  cpu::check_linear_outputs(op, x, y, b, residual, n, m);
+  const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
+  cpu::linear_rows_forward(y.f32(), x.f32(), w.plain.raw(), w.plain.dtype(),
+                           b.defined() ? b.f32() : nullptr, m, k, n, act,
+                           residual.defined() ? residual.f32() : nullptr, &w);
 }
 
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,

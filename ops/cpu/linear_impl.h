@@ -13,8 +13,10 @@ namespace vitpe::cpu {
 
 // x: [M, K] f32, w: [N, K] (w_dtype f32 or bf16), b: [N] f32 or nullptr,
 // residual: [M, N] or nullptr (may equal y) -> y: [M, N] = act(x w^T + b) + residual.
+// packed: w's packed copy (pack_weights of f32 w), read where the matmul reads its layout.
 void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
-                         int64_t m, int64_t k, int64_t n, Act act, const float* residual);
+                         int64_t m, int64_t k, int64_t n, Act act, const float* residual,
+                         const PackedWeights* packed = nullptr);
 
 // Bias gradients (column sums of dy) add runs of kColumnSumRows rows in float (from 0, row by
 // row), then the runs' sums in double in row order: linear_rows_backward, and the GELU backward

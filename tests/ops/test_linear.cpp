@@ -132,6 +132,70 @@ TEST(LinearForward, ConcurrentCallersGetTheirOwnResults) {
   for (int t = 0; t < kThreads; ++t) EXPECT_LT(max_rel_error(ys[t], wants[t]), 1e-5) << t;
 }
 
+// Weights packed once for the CPU's matmul give the plain weights' values bit for bit: the
+// matmul packs plain weights into the same layout on every call. Where it prefers an unblocked
+// layout (AVX2's gemm:jit: the ctest linear_packed_avx2 runs these there) nothing is packed.
+TEST(LinearPacked, SameBitsAsThePlainWeights) {
+  struct Case {
+    Shape x;
+    int64_t n;
+  };
+  const bool avx512 = std::string(cpu_isa_name()).find("avx512") != std::string::npos;
+  for (const Case& c :
+       {Case{Shape{1, 197, 384}, 1152}, Case{Shape{2, 197, 1536}, 384}, Case{Shape{5, 768}, 1000},
+        Case{Shape{33, 17}, 65}, Case{Shape{1, 1}, 1}, Case{Shape{3, 49, 96}, 288}}) {
+    const int64_t k = c.x.dim(-1);
+    Tensor x = random_tensor(c.x, 60), w = random_tensor(Shape{c.n, k}, 61, 0.1);
+    Tensor b = random_tensor(Shape{c.n}, 62), r = random_tensor(out_shape(c.x, c.n), 63);
+    const PackedWeights p = pack_weights(w);
+    EXPECT_EQ(p.plain.raw(), w.raw()) << "the plain weights are shared, not copied";
+    EXPECT_EQ(p.packed(), avx512) << cpu_isa_name() << " " << c.x.str() << " n " << c.n;
+    if (p.packed()) {
+      EXPECT_GE(p.data.nbytes(), w.nbytes()) << c.x.str();
+    }
+    for (Act act : {Act::none, Act::gelu, Act::quick_gelu}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        // bias, no bias, a residual read from r, a residual that is y itself
+        const Tensor bias = variant == 1 ? Tensor() : b;
+        const Tensor res = variant == 2 ? r : Tensor();
+        Tensor want = variant == 3 ? r.clone() : Tensor::full(out_shape(c.x, c.n), 1e9f);
+        Tensor got = variant == 3 ? r.clone() : Tensor::full(out_shape(c.x, c.n), 1e9f);
+        linear_forward(want, x, w, bias, act, variant == 3 ? want : res);
+        linear_forward(got, x, p, bias, act, variant == 3 ? got : res);
+        EXPECT_EQ(testing::max_abs_diff(got, want), 0.0)
+            << c.x.str() << " n " << c.n << " act " << static_cast<int>(act) << " variant "
+            << variant;
+      }
+    }
+    // Under FixedWorkSplit (blocks of rows, each on one thread) too, and against the reference.
+    const FixedWorkSplit fixed;
+    Tensor want = Tensor::empty(out_shape(c.x, c.n)), got = Tensor::empty(out_shape(c.x, c.n));
+    linear_forward(want, x, w, b, Act::gelu, r);
+    linear_forward(got, x, p, b, Act::gelu, r);
+    EXPECT_EQ(testing::max_abs_diff(got, want), 0.0) << "FixedWorkSplit " << c.x.str();
+    EXPECT_LT(max_rel_error(got, ref::linear(x, w, b, Act::gelu, r)), 1e-5) << c.x.str();
+  }
+}
+
+TEST(LinearPacked, ErrorsNameTheProblem) {
+  auto expect = [](const std::function<void()>& f, const std::string& a, const std::string& b) {
+    const std::string m = testing::message_of(f);
+    EXPECT_NE(m.find(a), std::string::npos) << m;
+    EXPECT_NE(m.find(b), std::string::npos) << m;
+  };
+  expect([] { pack_weights(Tensor::zeros(Shape{6})); }, "pack_weights", "[N, K]");
+  expect([] { pack_weights(Tensor::zeros(Shape{0, 4})); }, "[N, K] with N, K > 0", "[0, 4]");
+  expect([] { pack_weights(Tensor::zeros(Shape{3, 4}).to(DType::bf16)); }, "f32", "bf16");
+  const PackedWeights p = pack_weights(random_tensor(Shape{5, 4}, 64));
+  Tensor x = Tensor::zeros(Shape{2, 3}), y = Tensor::empty(Shape{2, 5});
+  expect([&] { linear_forward(y, x, p, Tensor()); }, "[2, 3]", "K = 4");
+  Tensor x4 = Tensor::zeros(Shape{2, 4});
+  expect([&] { linear_forward(y, x4, PackedWeights(), Tensor()); }, "linear_forward",
+         "pack_weights");
+  Tensor y6 = Tensor::empty(Shape{2, 6});
+  expect([&] { linear_forward(y6, x4, p, Tensor()); }, "[2, 5]", "[2, 6]");
+}
+
 // Gradients of L = sum(g * y) with y = linear(x, w, b): from the backward and from central
 // differences of L computed in double.
 TEST(LinearBackward, MatchesFiniteDifferences) {

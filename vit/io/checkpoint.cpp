@@ -37,6 +37,7 @@ void load_params(Model& model, const std::map<std::string, Tensor>& tensors,
     }
     p->value.copy_from(t.dtype() == DType::f32 ? t : t.to(DType::f32));
   }
+  model.weights_changed();  // bf16, int8 or packed copies of the old weights go
   std::vector<std::string> unexpected;
   for (const auto& [name, t] : tensors) {
     if (!used.count(name)) unexpected.push_back(name + " " + t.shape().str());

@@ -61,13 +61,15 @@ Classifier::Classifier(const std::string& checkpoint_or_preset, const Classifier
   }
   if (options.device == Device::cuda) {
     if (options.streams != 1) {
-      throw std::invalid_argument("Classifier: streams are CPU forwards; Device::cuda takes 1, "
-                                  "found " + std::to_string(options.streams));
+      throw std::invalid_argument(
+          "Classifier: streams are CPU forwards; Device::cuda takes 1, "
+          "found " +
+          std::to_string(options.streams));
     }
     gpu_ = std::make_unique<CudaModel>(*loaded_.model, cuda_dtype(options.precision, "Classifier"));
     return;
   }
-  loaded_.model->set_precision(options.precision);
+  loaded_.model->set_precision(options.precision, options.pack_weights);
   if (options.streams > 1) {
     const int total = threads_ > 0 ? threads_ : num_threads();
     streams_ = std::make_unique<ModelStreams>(*loaded_.model, options.streams,

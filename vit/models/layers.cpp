@@ -87,8 +87,15 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
                           const Tensor& residual) {
   ensure_shape(y, x.shape().with_last(out()));
   if (precision_ == Precision::f32) {
-    if (training) x_ = x;
-    linear_forward(y, x, w_.value, b_.value, act, residual);
+    if (training) {
+      x_ = x;
+      w_packed_ = PackedWeights();  // training changes the weights: the packed copy goes
+    }
+    // The packed copy is of these weights while the layer holds the same storage.
+    if (w_packed_.packed() && w_packed_.plain.raw() == w_.value.raw())
+      linear_forward(y, x, w_packed_, b_.value, act, residual);
+    else
+      linear_forward(y, x, w_.value, b_.value, act, residual);
     return;
   }
   if (training) {
@@ -113,12 +120,14 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
   linear_forward(y, x_low_, w_low_, b_.value, act, residual);
 }
 
-void LinearLayer::set_precision(Precision p) {
+void LinearLayer::set_precision(Precision p, bool pack) {
   // The new weights first: a weight that cannot be converted leaves the layer as it was.
   Tensor low;
   Int8Weights int8;
+  PackedWeights packed;
   switch (p) {
     case Precision::f32:
+      if (pack) packed = pack_weights(w_.value);
       break;
     case Precision::bf16:
       low = w_.value.to(DType::bf16);
@@ -138,6 +147,31 @@ void LinearLayer::set_precision(Precision p) {
   x_low_ = Tensor();
   w_low_ = std::move(low);
   w_int8_ = std::move(int8);
+  w_packed_ = std::move(packed);
+}
+
+void LinearLayer::share_precision(const LinearLayer& from) {
+  if (from.w_.value.shape() != w_.value.shape()) {
+    throw std::logic_error("share_precision: " + from.w_.name + " is " +
+                           from.w_.value.shape().str() + ", " + w_.name + " " +
+                           w_.value.shape().str());
+  }
+  precision_ = from.precision_;
+  x_low_ = Tensor();
+  w_low_ = from.w_low_;
+  w_int8_ = from.w_int8_;
+  w_packed_ = from.w_packed_;
+}
+
+int64_t LinearLayer::converted_bytes() const {
+  int64_t bytes = 0;
+  if (w_low_.defined()) bytes += static_cast<int64_t>(w_low_.nbytes());
+  if (w_packed_.packed()) bytes += static_cast<int64_t>(w_packed_.data.nbytes());
+  if (w_int8_.defined()) {
+    bytes += static_cast<int64_t>(w_int8_.q.size() + sizeof(float) * w_int8_.scale.size() +
+                                  sizeof(int32_t) * w_int8_.sum.size());
+  }
+  return bytes;
 }
 
 void LinearLayer::forward_gelu_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x) {
@@ -149,6 +183,7 @@ void LinearLayer::forward_gelu_with_derivative(Tensor& y, Tensor& dydx, const Te
   ensure_shape(y, out);
   ensure_shape(dydx, out);
   x_ = x;
+  w_packed_ = PackedWeights();  // training changes the weights: the packed copy goes
   linear_gelu_forward_with_derivative(y, dydx, x, w_.value, b_.value);
 }
 
@@ -614,7 +649,7 @@ void AttentionPoolLayer::forward(Tensor& y, const Tensor& x, bool training) {
   const int64_t B = x.size(0);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim_ / heads_));
   q_.forward(query_, latent_.value.reshape({1, dim_}), training);  // [1, D]
-  kv_.forward(kv_out_, x, training);                                // [B, N, 2D]
+  kv_.forward(kv_out_, x, training);                               // [B, N, 2D]
   ensure_shape(attended_, {B, dim_});
   ensure_shape(probs_, {B, heads_, x.size(1)});
   latent_attention_forward(attended_, probs_, query_.reshape({dim_}), kv_out_, heads_, scale);

@@ -84,16 +84,23 @@ class LinearLayer {
   Param& weight() { return w_; }
   Param& bias() { return b_; }
   // Inference precision (Model::set_precision): makes the bf16 (or bf16-rounded) weight copy,
-  // or the int8 weights.
-  void set_precision(Precision p);
+  // or the int8 weights, or with f32 and `pack` the weights packed for the CPU's matmul
+  // (pack_weights; a training forward drops them).
+  void set_precision(Precision p, bool pack = false);
+  // Takes `from`'s converted weights (bf16, int8 or packed; shared, not copied) for the same
+  // weights: a stream's replica (vit/models/streams.h).
+  void share_precision(const LinearLayer& from);
+  // Bytes of the converted weights this layer holds besides its f32 weights.
+  int64_t converted_bytes() const;
 
  private:
   Param w_, b_;
   Tensor x_;
   Precision precision_ = Precision::f32;
-  Tensor w_low_;        // bf16 weights (bf16), or bf16-rounded f32 weights (bf16-emulated)
-  Tensor x_low_;        // bf16-rounded input (bf16-emulated)
-  Int8Weights w_int8_;  // per-channel s8 weights (int8)
+  Tensor w_low_;            // bf16 weights (bf16), or bf16-rounded f32 weights (bf16-emulated)
+  Tensor x_low_;            // bf16-rounded input (bf16-emulated)
+  Int8Weights w_int8_;      // per-channel s8 weights (int8)
+  PackedWeights w_packed_;  // f32 weights and their packed copy (f32 inference)
 };
 
 // Multi-head self-attention with an optional attention-site encoding:

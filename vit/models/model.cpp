@@ -87,7 +87,7 @@ Precision parse_precision(const std::string& name) {
 
 bool bf16_supported() { return cpu_has_bf16(); }
 
-void Model::set_precision(Precision p) {
+void Model::set_precision(Precision p, bool pack) {
   if (p == Precision::bf16 && !bf16_supported()) {
     throw std::runtime_error(
         std::string("bf16 compute needs oneDNN's bf16 matmul (a CPU with avx512_bf16 or AMX), "
@@ -98,13 +98,39 @@ void Model::set_precision(Precision p) {
   std::vector<LinearLayer*> linears;
   collect_linears(linears);
   try {
-    for (LinearLayer* l : linears) l->set_precision(p);
+    for (LinearLayer* l : linears) l->set_precision(p, pack);
   } catch (...) {
     // A weight int8 cannot take (non-finite): the model stays in its precision, not half in each.
-    for (LinearLayer* l : linears) l->set_precision(precision_);
+    for (LinearLayer* l : linears) l->set_precision(precision_, packed_);
     throw;
   }
   precision_ = p;
+  packed_ = p == Precision::f32 && pack;
+}
+
+void Model::weights_changed() {
+  if (precision_ != Precision::f32 || packed_) set_precision(precision_, packed_);
+}
+
+void Model::share_precision(Model& from) {
+  std::vector<LinearLayer*> mine, theirs;
+  collect_linears(mine);
+  from.collect_linears(theirs);
+  if (mine.size() != theirs.size()) {
+    throw std::logic_error("share_precision: the model has " + std::to_string(mine.size()) +
+                           " linear layers, the one to share " + std::to_string(theirs.size()));
+  }
+  for (size_t i = 0; i < mine.size(); ++i) mine[i]->share_precision(*theirs[i]);
+  precision_ = from.precision_;
+  packed_ = from.packed_;
+}
+
+int64_t Model::converted_weight_bytes() {
+  std::vector<LinearLayer*> linears;
+  collect_linears(linears);
+  int64_t bytes = 0;
+  for (const LinearLayer* l : linears) bytes += l->converted_bytes();
+  return bytes;
 }
 
 namespace {
@@ -165,8 +191,10 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
 std::unique_ptr<Model> with_patch_size(Model& model, int64_t patch, int64_t rows, int64_t cols) {
   const ModelConfig& from = model.config();
   if (from.is_swin()) {
-    throw std::invalid_argument("patch resize: a ViT-family model only (Swin's patch merging and "
-                                "windows are built for its patch size), found " + from.family);
+    throw std::invalid_argument(
+        "patch resize: a ViT-family model only (Swin's patch merging and "
+        "windows are built for its patch size), found " +
+        from.family);
   }
   if (patch < 1 || rows % patch != 0 || cols % patch != 0) {
     throw std::invalid_argument("patch resize: " + std::to_string(rows) + "x" +

@@ -153,9 +153,20 @@ class Model {
   int64_t num_encoding_params();
 
   // Switches the linear layers to `p` for inference (see Precision); converts the weights once.
-  // Call again after the weights change. forward(training = true) needs Precision::f32.
-  void set_precision(Precision p);
+  // With f32 and `pack`, the linear weights are packed into the layout the CPU's matmul reads
+  // (pack_weights in ops/ops.h: with AVX-512, a second copy of them that spares every call
+  // repacking them; nothing on AVX2); a training forward drops the packed copy. Call again after
+  // the weights change (load_params does). forward(training = true) needs Precision::f32.
+  void set_precision(Precision p, bool pack = true);
   Precision precision() const { return precision_; }
+  // Converts the weights again for the precision set (after they changed in place): nothing to do
+  // in plain f32.
+  void weights_changed();
+  // Takes `from`'s converted weights (its precision, shared, not copied): `from` is a model of the
+  // same configuration whose weights this one shares (vit/models/streams.h).
+  void share_precision(Model& from);
+  // Bytes of the converted weights the model holds besides its f32 weights (bf16, int8, packed).
+  int64_t converted_weight_bytes();
 
  protected:
   // Every linear layer of the model (set_precision walks them).
@@ -167,6 +178,7 @@ class Model {
 
  private:
   Precision precision_ = Precision::f32;
+  bool packed_ = false;  // f32 weights packed by set_precision
   ExtensionPolicy policy_ = ExtensionPolicy::native;
   BackwardScope scope_;
 };

@@ -32,7 +32,7 @@ std::unique_ptr<Model> share_weights(Model& model) {
     to[i]->value = from[i]->value;  // the same storage
   }
   out->set_extension_policy(model.extension_policy());
-  out->set_precision(model.precision());
+  out->share_precision(model);  // the converted weights too
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "tests/testing.h"
 #include "tests/vit/models/every_encoding.h"
 #include "tests/vit/models/model_gradients.h"
+#include "vit/io/checkpoint.h"
 #include "vit/models/model.h"
 #include "vit/models/vit/vit.h"
 
@@ -424,6 +426,41 @@ TEST(Vit, Int8LinearsAreCloseAndTrainingIsRefused) {
   model->set_precision(Precision::f32);
   const Tensor again = model->forward(x);
   for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.f32()[i], f32.f32()[i]);
+}
+
+// f32 weights packed for the CPU's matmul (set_precision's default): the same logits bit for bit,
+// a packed copy only where the matmul reads a blocked layout (AVX-512), and never a stale one:
+// weights loaded in place are packed again, and a training forward drops the copy (training
+// changes the weights in place).
+TEST(Vit, PackedF32WeightsGiveTheSameLogitsAndFollowTheWeights) {
+  const ModelConfig c = tiny_vit("learned1d+relbias");
+  auto model = make_model(c, 3), other = make_model(c, 9);
+  Tensor x = random_tensor({3, 2, 12, 8}, 4);
+  const Tensor plain = model->forward(x).clone();
+  model->set_precision(Precision::f32);  // packs
+  const bool avx512 = std::string(cpu_isa_name()).find("avx512") != std::string::npos;
+  EXPECT_EQ(model->converted_weight_bytes() > 0, avx512) << cpu_isa_name();
+  auto same = [](const Tensor& a, const Tensor& b) { return testing::max_abs_diff(a, b) == 0.0; };
+  EXPECT_TRUE(same(model->forward(x), plain));
+  const int64_t before = storage_allocation_count();
+  model->forward(x);
+  EXPECT_EQ(storage_allocation_count(), before);
+  // Another model's weights loaded in place: its logits, not the old packed weights'.
+  std::map<std::string, Tensor> tensors;
+  for (Param* p : other->params()) tensors.emplace(p->name, p->value);
+  load_params(*model, tensors, "the other model");
+  EXPECT_TRUE(same(model->forward(x), other->forward(x)));
+  // A training forward drops the packed copy, so weights changed in place afterwards count.
+  model->forward(x, true);
+  EXPECT_EQ(model->converted_weight_bytes(), 0);
+  for (auto* m : {model.get(), other.get()}) {
+    for (Param* p : m->params()) p->value.at(0) += 0.5f;
+  }
+  EXPECT_TRUE(same(model->forward(x), other->forward(x)));
+  // Without packing: one copy.
+  model->set_precision(Precision::f32, false);
+  EXPECT_EQ(model->converted_weight_bytes(), 0);
+  EXPECT_TRUE(same(model->forward(x), other->forward(x)));
 }
 
 TEST(Vit, Int8RefusesNonFiniteWeightsAndKeepsItsPrecision) {
