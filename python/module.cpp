@@ -375,17 +375,20 @@ PYBIND11_MODULE(_vitpe, m) {
                          "A model with its preprocessing: classify and embed images")
       .def(py::init([](const std::string& path, int threads, int64_t heads,
                        const std::string& preset, const std::string& encoding,
-                       const std::string& mlp, bool assume_defaults, int streams) {
+                       const std::string& mlp, bool assume_defaults, int streams,
+                       bool pack_weights) {
              ClassifierOptions o;
              o.threads = threads;
              o.streams = streams;
+             o.pack_weights = pack_weights;
              o.load = load_options(heads, preset, encoding, mlp, assume_defaults);
              py::gil_scoped_release release;
              return std::make_unique<Classifier>(path, o);
            }),
            py::arg("path_or_preset"), py::arg("threads") = 0, py::arg("heads") = 0,
            py::arg("preset") = "", py::arg("encoding") = "", py::arg("mlp") = "",
-           py::arg("assume_defaults") = false, py::arg("streams") = 1)
+           py::arg("assume_defaults") = false, py::arg("streams") = 1,
+           py::arg("pack_weights") = true)
       .def_property_readonly("streams", &Classifier::streams,
                              "Concurrent forwards (throughput streams), each on threads / streams")
       .def(

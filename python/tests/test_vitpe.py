@@ -108,6 +108,13 @@ def test_streams_give_the_same_answers():
         vitpe.Classifier(BUNDLED, streams=0)
 
 
+def test_packed_weights_give_the_same_features():
+    packed = vitpe.Classifier(BUNDLED, threads=2)
+    plain = vitpe.Classifier(BUNDLED, threads=2, pack_weights=False)
+    # Packing changes the weights' layout, not a product's order: the same numbers.
+    np.testing.assert_array_equal(packed.embed(IMAGES), plain.embed(IMAGES))
+
+
 def test_arrays_in_rgb_order_equal_the_files():
     clf = vitpe.Classifier("vit-fmnist")
     rgb = np.zeros((30, 20, 3), dtype=np.uint8)
