@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/ops.h"
 #include "tests/apps/run_vitpe.h"
 
 namespace {
@@ -150,6 +151,19 @@ TEST(Cli, BenchStreamsSplitTheBatchOverConcurrentForwards) {
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_TRUE(contains(bad.out, "--streams")) << bad.out;
   EXPECT_EQ(vitpe("bench --model vit-fmnist --streams 0").code, 2);
+}
+
+// f32 weights are packed for oneDNN's matmul as a Classifier packs them (where it reads a blocked
+// layout: AVX-512), and the bench says what that costs; --no-pack keeps one copy.
+TEST(Cli, BenchPacksF32WeightsUnlessToldNot) {
+  const bool avx512 = std::string(vitpe::cpu_isa_name()).find("avx512") != std::string::npos;
+  const auto packed = json_of("bench --json --model vit-fmnist --batch 2 --reps 1");
+  EXPECT_EQ(packed["converted_weights_mib"].get<double>() > 0, avx512) << vitpe::cpu_isa_name();
+  const auto plain = json_of("bench --json --model vit-fmnist --batch 2 --reps 1 --no-pack");
+  EXPECT_EQ(plain["converted_weights_mib"].get<double>(), 0.0);
+  CmdResult text = vitpe("bench --model vit-fmnist --batch 2 --reps 1");
+  EXPECT_EQ(text.code, 0) << text.out;
+  EXPECT_EQ(contains(text.out, "packed for the CPU's matmul"), avx512) << text.out;
 }
 
 TEST(Cli, BenchTimesInt8AgainstF32InTurn) {
