@@ -78,8 +78,8 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 // inference: with the AVX-512 brgemm kernels a blocked one (16 inputs x 64 outputs, the outputs
 // padded to a multiple of 64), which the plain layout is repacked into on every call otherwise.
 // Where the matmul prefers an unblocked layout (oneDNN's gemm:jit on AVX2, which reads the plain
-// weights faster than a transposed copy) nothing is packed and `data` stays undefined. The packed copy is made from `plain` at pack time: after the
-// weights change, pack them again.
+// weights faster than a transposed copy) nothing is packed and `data` stays undefined. The
+// packed copy is made from `plain` at pack time: after the weights change, pack them again.
 struct PackedWeights {
   Tensor plain;                        // the weights [N, K] (shared, not copied)
   Tensor data;                         // the packed copy, or undefined

@@ -61,10 +61,8 @@ Classifier::Classifier(const std::string& checkpoint_or_preset, const Classifier
   }
   if (options.device == Device::cuda) {
     if (options.streams != 1) {
-      throw std::invalid_argument(
-          "Classifier: streams are CPU forwards; Device::cuda takes 1, "
-          "found " +
-          std::to_string(options.streams));
+      throw std::invalid_argument("Classifier: streams are CPU forwards; Device::cuda takes 1, "
+                                  "found " + std::to_string(options.streams));
     }
     gpu_ = std::make_unique<CudaModel>(*loaded_.model, cuda_dtype(options.precision, "Classifier"));
     return;

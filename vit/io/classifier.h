@@ -67,7 +67,7 @@ struct ClassifierOptions {
   int streams = 1;
   // f32 on the CPU: pack the linear weights once into the layout the CPU's matmul reads
   // (Model::set_precision), so calls do not repack them. With AVX-512 that is a second copy of
-  // them (ViT-S/16 +84 MiB, ViT-B/16 +330 MiB) for 1.03-1.08x faster calls; on an AVX2 CPU the
+  // them (ViT-S/16 +82 MiB, ViT-B/16 +327 MiB) for 1.03-1.08x faster calls; on an AVX2 CPU the
   // matmul reads the plain weights and nothing is packed. false: one copy, repacked per call.
   bool pack_weights = true;
 };
@@ -99,7 +99,8 @@ class Classifier {
   // or of any classifier. CPU only (Device::cuda: std::runtime_error). Throws as classify().
   std::vector<float> embed(const cv::Mat& image, bool normalize = false);
   // Several images in one forward pass; results in input order.
-  std::vector<std::vector<float>> embed(const std::vector<cv::Mat>& images, bool normalize = false);
+  std::vector<std::vector<float>> embed(const std::vector<cv::Mat>& images,
+                                        bool normalize = false);
 
   const ModelConfig& config() const { return loaded_.model->config(); }
   // The transform classify() applies (rows x cols, crop, interpolation, mean, std).

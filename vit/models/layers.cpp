@@ -92,10 +92,11 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
       w_packed_ = PackedWeights();  // training changes the weights: the packed copy goes
     }
     // The packed copy is of these weights while the layer holds the same storage.
-    if (w_packed_.packed() && w_packed_.plain.raw() == w_.value.raw())
+    if (w_packed_.packed() && w_packed_.plain.raw() == w_.value.raw()) {
       linear_forward(y, x, w_packed_, b_.value, act, residual);
-    else
+    } else {
       linear_forward(y, x, w_.value, b_.value, act, residual);
+    }
     return;
   }
   if (training) {

@@ -191,10 +191,8 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, uint64_t seed) {
 std::unique_ptr<Model> with_patch_size(Model& model, int64_t patch, int64_t rows, int64_t cols) {
   const ModelConfig& from = model.config();
   if (from.is_swin()) {
-    throw std::invalid_argument(
-        "patch resize: a ViT-family model only (Swin's patch merging and "
-        "windows are built for its patch size), found " +
-        from.family);
+    throw std::invalid_argument("patch resize: a ViT-family model only (Swin's patch merging and "
+                                "windows are built for its patch size), found " + from.family);
   }
   if (patch < 1 || rows % patch != 0 || cols % patch != 0) {
     throw std::invalid_argument("patch resize: " + std::to_string(rows) + "x" +
