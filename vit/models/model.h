@@ -147,7 +147,8 @@ class Model {
 
   // Sets every gradient backward() computes (trainable_params()) to zero. Gradients are
   // allocated here (or by the first backward), not at construction: a model used only for
-  // inference holds its weights once, and a frozen part holds none.
+  // inference holds its weights once (and set_precision's packed or converted copy), and a
+  // frozen part holds none.
   void zero_grad();
   int64_t num_params();
   int64_t num_encoding_params();
