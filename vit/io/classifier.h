@@ -63,7 +63,7 @@ struct ClassifierOptions {
   // one), as OpenVINO's THROUGHPUT hint runs them; more images per second at batch > 1 or from
   // several calling threads, and a longer batch-1 latency than one stream's. With N > 1 the
   // thread counts are fixed (adaptive_threads does not apply); the replicas share the weights
-  // and their converted copies.
+  // and their packed or bf16 copies (int8's quantised weights are copied per replica).
   int streams = 1;
   // f32 on the CPU: pack the linear weights once into the layout the CPU's matmul reads
   // (Model::set_precision), so calls do not repack them. With AVX-512 that is a second copy of

@@ -87,7 +87,7 @@ class LinearLayer {
   // or the int8 weights, or with f32 and `pack` the weights packed for the CPU's matmul
   // (pack_weights; a training forward drops them).
   void set_precision(Precision p, bool pack = false);
-  // Takes `from`'s converted weights (bf16, int8 or packed; shared, not copied) for the same
+  // Takes `from`'s converted weights (bf16 or packed: shared; int8: copied) for the same
   // weights: a stream's replica (vit/models/streams.h).
   void share_precision(const LinearLayer& from);
   // Bytes of the converted weights this layer holds besides its f32 weights.

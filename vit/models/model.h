@@ -163,8 +163,9 @@ class Model {
   // Converts the weights again for the precision set (after they changed in place): nothing to do
   // in plain f32.
   void weights_changed();
-  // Takes `from`'s converted weights (its precision, shared, not copied): `from` is a model of the
-  // same configuration whose weights this one shares (vit/models/streams.h).
+  // Takes `from`'s converted weights and precision (bf16 or packed copies shared, int8's copied):
+  // `from` is a model of the same configuration whose weights this one shares
+  // (vit/models/streams.h).
   void share_precision(Model& from);
   // Bytes of the converted weights the model holds besides its f32 weights (bf16, int8, packed).
   int64_t converted_weight_bytes();
