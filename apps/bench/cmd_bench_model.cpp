@@ -481,8 +481,8 @@ void run_bench(const BenchOptions& o) {
     }
     if (!o.json) std::fflush(stdout);
   }
+  const double converted_mib = static_cast<double>(model.converted_weight_bytes()) / (1 << 20);
   if (!o.json) {
-    const double converted_mib = static_cast<double>(model.converted_weight_bytes()) / (1 << 20);
     std::printf(
         "memory: weights %.0f MiB%s; peak RSS is for the whole process so far\n", weights_mib,
         converted_mib > 0 ? fmt::format(" + {:.0f} MiB {}", converted_mib,
@@ -491,7 +491,7 @@ void run_bench(const BenchOptions& o) {
                                 .c_str()
                           : "");
   }
-  out["converted_weights_mib"] = static_cast<double>(model.converted_weight_bytes()) / (1 << 20);
+  out["converted_weights_mib"] = converted_mib;
   if (o.vs_torch) {
     auto torch = run_torch_inference_peer(o, threads);
     if (!torch.empty() && !o.json) {

@@ -147,15 +147,15 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
                  : dnnl::matmul::desc(x_md, weights, y_md);
       return matmul_pd("linear_forward", d, attr, m, k, n, w_dtype);
     };
-    auto pd = make_pd(w_md);
-    if (packed) {
-      // The layout the matmul picks for itself: the packed one, or back to the plain weights.
-      auto own = make_pd(dnnl::memory::desc({k, n}, in_t, dnnl::memory::format_tag::any));
-      if (own.weights_desc() == *packed) {
-        pd = own;
-        w_md = *packed;
-        e.tag = 1;
-      }
+    // With packed weights, the layout the matmul picks for itself: the packed one, or else
+    // back to the plain weights.
+    auto pd =
+        make_pd(packed ? dnnl::memory::desc({k, n}, in_t, dnnl::memory::format_tag::any) : w_md);
+    if (packed && pd.weights_desc() == *packed) {
+      w_md = *packed;
+      e.tag = 1;
+    } else if (packed) {
+      pd = make_pd(w_md);
     }
     e.init(dnnl::matmul(pd), pd.scratchpad_desc());
     e.bind(DNNL_ARG_SRC, x_md);
@@ -513,6 +513,14 @@ int64_t check_linear(const char* op, const Tensor& x, const Tensor& w) {
 
 namespace cpu {
 
+void check_weight_matrix(const char* op, const Tensor& w) {
+  check_cpu_f32(op, "w", w);
+  if (w.ndim() != 2 || w.size(0) == 0 || w.size(1) == 0) {
+    throw ShapeError(std::string(op) + ": expected w of shape [N, K] with N, K > 0, found " +
+                     w.shape().str());
+  }
+}
+
 void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, const Tensor& b,
                           const Tensor& residual, int64_t n, int64_t m) {
   const Shape ys = x.shape().with_last(n);
@@ -645,11 +653,7 @@ void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b
 
 PackedWeights pack_weights(const Tensor& w) {
   const char* op = "pack_weights";
-  check_cpu_f32(op, "w", w);
-  if (w.ndim() != 2 || w.size(0) == 0 || w.size(1) == 0) {
-    throw ShapeError(std::string(op) + ": expected w of shape [N, K] with N, K > 0, found " +
-                     w.shape().str());
-  }
+  cpu::check_weight_matrix(op, w);
   const int64_t n = w.size(0), k = w.size(1);
   PackedWeights out;
   out.plain = w;

@@ -30,6 +30,10 @@ void linear_rows_backward(float* dx, float* dw, float* db, const float* dy, cons
                           const void* w, DType w_dtype, int64_t m, int64_t k, int64_t n,
                           bool accumulate = true);
 
+// A weight matrix converted once for inference (pack_weights, quantize_weights_int8): CPU f32
+// of shape [N, K] with N, K > 0, or an error naming op and the shape found.
+void check_weight_matrix(const char* op, const Tensor& w);
+
 // The checks of a linear layer's outputs, shared by linear_forward and linear_int8_forward: y
 // (and the residual, when defined) [..., N] f32 on the CPU with x's leading shape, b [N] f32 when
 // defined, and y not x itself when there are rows (m > 0).

@@ -424,11 +424,7 @@ void matmul_u8s8s32(int32_t* acc, const uint8_t* a, const int8_t* q, int64_t m, 
 
 Int8Weights quantize_weights_int8(const Tensor& w) {
   const char* op = "quantize_weights_int8";
-  check_cpu_f32(op, "w", w);
-  if (w.ndim() != 2 || w.size(0) == 0 || w.size(1) == 0) {
-    throw ShapeError(std::string(op) + ": expected w of shape [N, K] with N, K > 0, found " +
-                     w.shape().str());
-  }
+  cpu::check_weight_matrix(op, w);
   const int64_t n = w.size(0), k = w.size(1);
   if (k > cpu::kMaxK) {
     throw ShapeError(std::string(op) + ": w " + w.shape().str() + " has K = " + std::to_string(k) +
