@@ -17,6 +17,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #define VITPE_AVX2 __attribute__((target("avx2,fma")))
@@ -279,13 +280,22 @@ VITPE_INLINE void softmax_row(float* y, const float* x, float scale, const float
   }
   const float sum = hsum(vsum) + ssum;
   const float inv = 1.0f / sum;
+  // Probabilities below twice the smallest normal float (logits ~87 or more under the row's
+  // maximum, such as Swin's -100 shift mask) become 0 rather than subnormals: they are below
+  // 1e-37, far under any other term's rounding, and a subnormal operand or result costs a
+  // microcode assist per multiply on Intel cores, in this pass and in every product that reads
+  // the probabilities (5x slower attention for Swin's masked windows). The exponentials are
+  // compared before the multiply, which would make the subnormals itself.
+  const float cut = 2.0f * std::numeric_limits<float>::min() * sum;
+  const V vcut = V{} + cut;
   for (int64_t j = 0; j < nv; j += w) {
     V v;
     load(v, y + j);
+    v = v < vcut ? V{} : v;
     v = v * inv;
     store(y + j, v);
   }
-  for (int64_t j = nv; j < n; ++j) y[j] *= inv;
+  for (int64_t j = nv; j < n; ++j) y[j] = y[j] < cut ? 0.0f : y[j] * inv;
   if (max_out) *max_out = mx;
   if (sum_out) *sum_out = sum;
 }

@@ -39,6 +39,29 @@ TEST(SoftmaxForward, StableForLargeLogitsAndInPlace) {
   EXPECT_LT(x.at(5), 1e-30f);
 }
 
+// Entries ~87 or more under their row's maximum come out as 0, not as subnormals, on the
+// AVX2 and the baseline kernels (vector body and tail): rows of 1 to 40 with a -100 entry and
+// up to 39 entries that tie with the maximum (a sum up to 39, so exp(-87) / sum is subnormal).
+TEST(SoftmaxForward, FarBelowTheMaximumIsZeroNotSubnormal) {
+  for (bool avx2 : {true, false}) {
+    cpu::avx2_allowed() = avx2;
+    for (int64_t c = 2; c <= 40; ++c) {
+      Tensor x = Tensor::full(Shape{2, c}, 3.0f);
+      x.at(c - 1) = 3.0f - 100.0f;  // the last entry: the tail on the vector kernels
+      x.at(c) = 3.0f - 88.0f;       // the first of the second row
+      Tensor y = Tensor::empty(x.shape());
+      softmax_forward(y, x);
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        ASSERT_NE(std::fpclassify(y.at(i)), FP_SUBNORMAL) << "c " << c << " i " << i;
+      }
+      EXPECT_EQ(y.at(c - 1), 0.0f) << c;
+      EXPECT_EQ(y.at(c), 0.0f) << c;
+      EXPECT_LT(max_rel_error(y, ref::softmax(x)), 1e-5) << c;
+    }
+  }
+  cpu::avx2_allowed() = true;
+}
+
 TEST(SoftmaxBackward, MatchesFiniteDifferencesAndAccumulates) {
   const int64_t rows = 3, c = 11;
   Tensor x = random_tensor(Shape{rows, c}, 3);
