@@ -3,6 +3,7 @@
 #include "ops/attention_terms.h"
 
 #include <string>
+#include <vector>
 
 namespace vitpe {
 
@@ -49,14 +50,19 @@ void attention_terms_bias(Tensor& bias, const AttentionTerms& t) {
     a.dist_sy = t.distance_scale_y;
     a.dist_sx = t.distance_scale_x;
   }
+  // attn_bias_at of entry (h, i, j) with no dense bias or mask: the positional terms of tokens
+  // i and j, whose places are found once each here instead of once per entry (a division and a
+  // remainder each: most of the time of a per-entry call, run for every Swin block).
+  std::vector<TokenPos> pos(static_cast<size_t>(N));
+  for (int64_t t = 0; t < N; ++t) pos[t] = token_pos(a, 0, static_cast<int>(t));
   float* out = bias.f32();
 #pragma omp parallel for collapse(2)
   for (int64_t h = 0; h < H; ++h) {
     for (int64_t i = 0; i < N; ++i) {
-      for (int64_t j = 0; j < N; ++j) {
-        out[(h * N + i) * N + j] =
-            attn_bias_at(a, 0, static_cast<int>(h), static_cast<int>(i), static_cast<int>(j));
-      }
+      const float* tab = a.table ? a.table + h : nullptr;
+      const float slope = a.slopes ? a.slopes[h] : 0.f;
+      float* row = out + (h * N + i) * N;
+      for (int64_t j = 0; j < N; ++j) row[j] = positional_bias(a, tab, a.H, slope, pos[i], pos[j]);
     }
   }
 }
