@@ -71,7 +71,12 @@ struct OpRow {
 
 // The ISA of vitpe's own kernels (softmax, GELU, layernorm, attention's row work, int8
 // quantisation): AVX2 + FMA where the CPU has it, else the x86-64-v2 baseline (SSE4.2).
-std::string own_isa() { return cpu::cpu_has_avx2_fma() ? "own:avx2" : "own:sse4.2"; }
+// The ISA of vitpe's own kernels in a row: AVX2 (int8's quantisation), or AVX-512 where the
+// op has such kernels (attention's softmax rows).
+std::string own_isa(bool has_avx512 = false) {
+  if (has_avx512 && cpu::cpu_has_avx512()) return "own:avx512";
+  return cpu::cpu_has_avx2_fma() ? "own:avx2" : "own:sse4.2";
+}
 
 // The oneDNN implementations a call of f runs (recorded over one call), joined by '+', with
 // `extra` after them.
@@ -154,7 +159,7 @@ void run_bench_ops(const BenchOpsOptions& o) {
         {"attention",
          std::to_string(batch * heads) + "x" + std::to_string(n) + "x" + std::to_string(hd), batch,
          t.median * 1e3, flops / t.median / 1e9, t.cpu_use,
-         kernels_of(attend, std::string("sgemm:") + cpu_isa_name() + "+" + own_isa())});
+         kernels_of(attend, std::string("sgemm:") + cpu_isa_name() + "+" + own_isa(true))});
   }
 
   std::printf("%-17s %5s  %-20s %10s %10s %8s %8s %8s  %s\n", "op", "batch", "shape", "ms",
@@ -169,9 +174,10 @@ void run_bench_ops(const BenchOpsOptions& o) {
                 100.0 * r.cpu_use, r.kernels.c_str());
     min_use = std::min(min_use, r.cpu_use);
   }
-  std::printf("\nkernels: oneDNN's implementation of each primitive (its impl_info_str: family and "
-              "ISA), sgemm: oneDNN's sgemm on the ISA it dispatches to, own: vitpe's kernels "
-              "(AVX2 + FMA, or the SSE4.2 baseline)\n");
+  std::printf(
+      "\nkernels: oneDNN's implementation of each primitive (its impl_info_str: family and "
+      "ISA), sgemm: oneDNN's sgemm on the ISA it dispatches to, own: vitpe's kernels "
+      "(AVX-512, AVX2 + FMA, or the SSE4.2 baseline)\n");
   std::printf("\ncpu use: process CPU time / (wall time x %d threads); the peak run had %.0f%%.\n",
               num_threads(), 100.0 * peak_t.cpu_use);
   if (min_use < 0.85) {

@@ -61,6 +61,9 @@ Dims check_tokens_qkv(const char* op, const Tensor& qkv, int64_t heads) {
 
 // One row of logits -> probabilities, in place: s = softmax(s + bias + mask). bias and mask
 // are rows of the same length or null.
+VITPE_AVX512 void softmax_row_avx512(float* s, const float* bias, const float* mask, int64_t n) {
+  cpu::softmax_row<cpu::f32x16>(s, s, 1.0f, bias, mask, n);
+}
 VITPE_AVX2 void softmax_row_avx2(float* s, const float* bias, const float* mask, int64_t n) {
   cpu::softmax_row<cpu::f32x8>(s, s, 1.0f, bias, mask, n);
 }
@@ -148,7 +151,10 @@ void forward_pairs(const char* op, const ForwardArgs& a) {
   const int64_t splits =
       std::clamp<int64_t>((threads + d.bh() - 1) / d.bh(), 1, std::max<int64_t>(1, n / kMinRows));
   const int64_t rows = (n + splits - 1) / splits;
-  const bool avx2 = cpu::cpu_has_avx2_fma();
+  // The softmax rows' kernel, chosen once for the call.
+  const auto softmax_row = cpu::cpu_has_avx512()     ? softmax_row_avx512
+                           : cpu::cpu_has_avx2_fma() ? softmax_row_avx2
+                                                     : softmax_row_base;
   std::atomic<bool> failed{false};
 #pragma omp parallel
   {
@@ -169,10 +175,7 @@ void forward_pairs(const char* op, const ForwardArgs& a) {
       for (int64_t i = 0; i < m; ++i) {
         const float* brow = a.bias ? a.bias + h * nn + (i0 + i) * n : nullptr;
         const float* mrow = a.mask ? a.mask + (bi % a.windows) * nn + (i0 + i) * n : nullptr;
-        if (avx2)
-          softmax_row_avx2(s + i * n, brow, mrow, n);
-        else
-          softmax_row_base(s + i * n, brow, mrow, n);
+        softmax_row(s + i * n, brow, mrow, n);
       }
       // out = p v: [m, N] x [N, hd] -> [m, hd]
       ok = ok && gemm('N', 'N', m, d.hd, n, 1.0f, s, n, a.v + a.lv.at(bi, h), a.lv.ld, 0.0f,

@@ -4,8 +4,11 @@
 // std::exp / std::erf are scalar library calls, and g++ does not auto-vectorise a hand-written
 // polynomial exp either (its clamps become branches under the default -ftrapping-math). So the
 // kernels use GCC vector extensions: the same template body runs on f32x4 (SSE, the library's
-// x86-64-v2 baseline) or f32x8 (AVX2 + FMA, in a function marked VITPE_AVX2), and on plain float
-// for row tails. Callers pick the variant once per process with cpu_has_avx2_fma().
+// x86-64-v2 baseline), f32x8 (AVX2 + FMA, in a function marked VITPE_AVX2) or f32x16 (AVX-512,
+// in a function marked VITPE_AVX512: attention's softmax rows, where an Intel core's two 512-bit
+// FMA ports halve the instructions; LayerNorm's rows are compiled for it as well), and on plain
+// float for row tails. Callers pick the variant once per process with cpu_has_avx512() and
+// cpu_has_avx2_fma().
 //
 // Vectors are passed by reference only: a 32-byte vector passed by value in code compiled
 // without AVX changes the psABI, which g++ reports (-Wpsabi) even for inlined functions.
@@ -21,6 +24,7 @@
 #include <type_traits>
 
 #define VITPE_AVX2 __attribute__((target("avx2,fma")))
+#define VITPE_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
 #define VITPE_INLINE inline __attribute__((always_inline))
 
 namespace vitpe::cpu {
@@ -29,6 +33,8 @@ typedef float f32x4 __attribute__((vector_size(16)));
 typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
 
 // Tests switch the AVX2 kernels off to exercise the baseline (SSE) kernels on AVX2 machines.
 inline std::atomic<bool>& avx2_allowed() {
@@ -40,6 +46,22 @@ inline std::atomic<bool>& avx2_allowed() {
 inline bool cpu_has_avx2_fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return has && avx2_allowed().load(std::memory_order_relaxed);
+}
+
+// Tests switch the AVX-512 kernels off to exercise the AVX2 ones on AVX-512 machines.
+inline std::atomic<bool>& avx512_allowed() {
+  static std::atomic<bool> allowed{true};
+  return allowed;
+}
+
+// True when the CPU runs AVX-512 F, DQ, BW and VL (checked once) and both the AVX-512 and the
+// AVX2 kernels are allowed (switching AVX2 off selects the baseline everywhere).
+inline bool cpu_has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+                          __builtin_cpu_supports("fma");
+  return has && avx512_allowed().load(std::memory_order_relaxed) && cpu_has_avx2_fma();
 }
 
 template <class V>
@@ -55,6 +77,10 @@ struct IntOf<f32x4> {
 template <>
 struct IntOf<f32x8> {
   using type = i32x8;
+};
+template <>
+struct IntOf<f32x16> {
+  using type = i32x16;
 };
 
 template <class V>

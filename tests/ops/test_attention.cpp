@@ -129,6 +129,14 @@ TEST(AttentionForward, BaselineKernels) {
   cpu::avx2_allowed() = true;
 }
 
+// The AVX2 softmax rows on an AVX-512 machine (which picks its AVX-512 rows by itself).
+TEST(AttentionForward, Avx2KernelsOnAvx512Machines) {
+  cpu::avx512_allowed() = false;
+  check_attention_forward({2, 3, 49, 32, true, 2}, 10);
+  check_attention_forward({1, 2, 197, 64, false, 0}, 11);
+  cpu::avx512_allowed() = true;
+}
+
 TEST(AttentionForward, OddShapes) {
   check_attention_forward({2, 1, 1, 1, false, 0}, 5);
   check_attention_forward({3, 2, 7, 5, true, 3}, 6);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "tests/testing.h"
@@ -37,12 +38,26 @@ void check_layernorm_forward(const Shape& s, double offset, float eps, uint64_t 
   EXPECT_LT(max_rel_error(y2, want.y), 1e-5);
 }
 
-TEST(LayerNormForward, MatchesReference) {
+void check_layernorm_shapes() {
   check_layernorm_forward(Shape{3, 197, 384}, 0.0, 1e-6f, 1);  // ViT-S, batch 3
   check_layernorm_forward(Shape{1, 197, 384}, 0.0, 1e-6f, 2);  // batch 1
   check_layernorm_forward(Shape{2, 49, 96}, 0.0, 1e-5f, 3);    // Swin-T stage 0 window
   check_layernorm_forward(Shape{5, 7}, 0.0, 1e-5f, 4);         // odd width
+  check_layernorm_forward(Shape{6, 37}, 0.0, 1e-5f, 6);        // tails of 16 and 8 lanes
   check_layernorm_forward(Shape{4, 384}, 10.0, 1e-6f, 5);      // |mean| >> std: no cancellation
+}
+
+TEST(LayerNormForward, MatchesReference) { check_layernorm_shapes(); }
+
+// The AVX2 rows on an AVX-512 machine, and the baseline (SSE4.2) rows, which AVX2 machines
+// never pick by themselves (on a machine without them, the kernel it has runs again).
+TEST(LayerNormForward, EveryKernelMatchesReference) {
+  cpu::avx512_allowed() = false;
+  check_layernorm_shapes();
+  cpu::avx2_allowed() = false;
+  check_layernorm_shapes();
+  cpu::avx2_allowed() = true;
+  cpu::avx512_allowed() = true;
 }
 
 // Double LayerNorm of the (float) tensors, for finite differences.
