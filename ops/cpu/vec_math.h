@@ -18,9 +18,12 @@
 
 #include <atomic>
 #include <bit>
+#include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #define VITPE_AVX2 __attribute__((target("avx2,fma")))
@@ -42,9 +45,27 @@ inline std::atomic<bool>& avx2_allowed() {
   return allowed;
 }
 
+// The widest of vitpe's own kernels that oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA, or the older
+// DNNL_MAX_CPU_ISA) allows, read once: 512 (no cap, or an AVX-512 or AMX cap), 256 (AVX2 caps)
+// or 128 (SSE41 or AVX), so that measuring an AVX2 host on an AVX-512 one caps both libraries.
+inline int own_isa_cap_bits() {
+  static const int bits = [] {
+    const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (cap == nullptr || *cap == '\0') cap = std::getenv("DNNL_MAX_CPU_ISA");
+    if (cap == nullptr || *cap == '\0') return 512;
+    std::string s(cap);
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (s == "SSE41" || s == "AVX") return 128;
+    if (s.rfind("AVX2", 0) == 0) return 256;
+    return 512;
+  }();
+  return bits;
+}
+
 // True when the CPU runs AVX2 and FMA (checked once) and the AVX2 kernels are allowed.
 inline bool cpu_has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool has =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && own_isa_cap_bits() >= 256;
   return has && avx2_allowed().load(std::memory_order_relaxed);
 }
 
@@ -60,7 +81,7 @@ inline bool cpu_has_avx512() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
                           __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
-                          __builtin_cpu_supports("fma");
+                          __builtin_cpu_supports("fma") && own_isa_cap_bits() >= 512;
   return has && avx512_allowed().load(std::memory_order_relaxed) && cpu_has_avx2_fma();
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,28 @@ TEST(SoftmaxForward, FarBelowTheMaximumIsZeroNotSubnormal) {
     }
   }
   cpu::avx2_allowed() = true;
+}
+
+// vitpe's own kernels follow oneDNN's ISA cap (ctest own_kernels_avx2_cap runs this under
+// ONEDNN_MAX_CPU_ISA=AVX2): an AVX2 cap on an AVX-512 machine runs the AVX2 kernels.
+TEST(OwnKernels, FollowOneDnnIsaCap) {
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl");
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  const std::string c = cap ? cap : "";
+  if (c == "AVX2") {
+    EXPECT_EQ(cpu::own_isa_cap_bits(), 256);
+    EXPECT_FALSE(cpu::cpu_has_avx512());
+    EXPECT_EQ(cpu::cpu_has_avx2_fma(), avx2);
+  } else if (c.empty()) {
+    EXPECT_EQ(cpu::own_isa_cap_bits(), 512);
+    EXPECT_EQ(cpu::cpu_has_avx512(), avx512);
+    EXPECT_EQ(cpu::cpu_has_avx2_fma(), avx2);
+  } else {
+    GTEST_SKIP() << "ONEDNN_MAX_CPU_ISA=" << c << " (this test checks none and AVX2)";
+  }
 }
 
 TEST(SoftmaxBackward, MatchesFiniteDifferencesAndAccumulates) {
