@@ -2,6 +2,7 @@
 // query's logits over the N tokens, their softmax, and the weighted sum of the values. One query
 // per (image, head) pair is N x hd work: plain loops over pairs, each pair on one thread.
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,10 +62,13 @@ void latent_attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const
     float sum = 0;
     for (int64_t j = 0; j < d.n; ++j) sum += p[j] = std::exp(p[j] - mx);
     const float inv = 1.0f / sum;
+    // Probabilities under 2 x FLT_MIN become 0, not subnormals, as in the attention's softmax
+    // (cpu::softmax_row): an Intel core pays a microcode assist per multiply that reads one.
+    const float cut = 2.0f * std::numeric_limits<float>::min() * sum;
     float* o = po + bi * d.d() + hi * d.hd;
     for (int64_t c = 0; c < d.hd; ++c) o[c] = 0;
     for (int64_t j = 0; j < d.n; ++j) {
-      p[j] *= inv;
+      p[j] = p[j] < cut ? 0.0f : p[j] * inv;
       for (int64_t c = 0; c < d.hd; ++c) o[c] += p[j] * v[j * row + c];
     }
   }

@@ -36,6 +36,21 @@ TEST(LatentAttention, ForwardMatchesReferenceAndProbsSumToOne) {
   }
 }
 
+// A key 90 under the best one gets probability 0, not a subnormal exp(-90) (about 8e-40).
+TEST(LatentAttention, FarBelowTheMaximumIsZeroNotSubnormal) {
+  Tensor q = Tensor::full({2}, 0.0f), kv = Tensor::full({1, 3, 4}, 0.0f);  // kv rows [k | v]
+  q.at(0) = 10.0f;
+  kv.at(0) = 1.0f;   // key 0: logit 10
+  kv.at(4) = -8.0f;  // key 1: logit -80
+  kv.at(8) = 0.9f;   // key 2: logit 9
+  for (int64_t j = 0; j < 3; ++j) kv.at(j * 4 + 2) = static_cast<float>(j + 1);
+  Tensor out = Tensor::empty({1, 2}), probs = Tensor::empty({1, 1, 3});
+  latent_attention_forward(out, probs, q, kv, 1, 1.0f);
+  for (int64_t j = 0; j < 3; ++j) EXPECT_NE(std::fpclassify(probs.at(j)), FP_SUBNORMAL) << j;
+  EXPECT_EQ(probs.at(1), 0.0f);
+  EXPECT_LT(max_rel_error(out, ref::latent_attention(q, kv, 1, 1.0f)), 1e-5);
+}
+
 TEST(LatentAttention, BackwardMatchesFiniteDifferences) {
   const int64_t b = 2, n = 5, heads = 2, hd = 3, d = heads * hd;
   Tensor q = random_tensor({d}, 3), kv = random_tensor({b, n, 2 * d}, 4);
