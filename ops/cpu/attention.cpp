@@ -6,12 +6,13 @@
 // (bias, mask, SIMD softmax) and multiplies by v while the N x N block is still in its L2
 // cache (197 x 197 floats = 152 KiB). Compared with three passes over all pairs (batched
 // matmul, softmax, batched matmul) this reads and writes the B*H*N*N logits once instead of
-// four times and has one parallel region instead of three. The probabilities land in `probs`
-// (training) or in a per-thread N x N scratch block (inference), so a steady-state call
-// allocates no tensor storage. Backward is fused the same way: dv += P^T dout,
-// dP = dout v^T, dS = P * (dP - rowsum(dP * P)), dq += dS k * scale, dk += dS^T q * scale;
-// dbias (sum of dS over the batch) needs every pair's dS, so only then dS is kept for a final
-// deterministic reduction over the batch.
+// four times and has one parallel region instead of three. Inference on AVX-512 (no probabilities
+// kept) runs the same tasks on vitpe's own register tiles instead of sgemm
+// (ops/cpu/attention_tiles.h). The probabilities land in `probs` (training) or in a per-thread N x
+// N scratch block (inference), so a steady-state call allocates no tensor storage. Backward is
+// fused the same way: dv += P^T dout, dP = dout v^T, dS = P * (dP - rowsum(dP * P)), dq += dS k *
+// scale, dk += dS^T q * scale; dbias (sum of dS over the batch) needs every pair's dS, so only then
+// dS is kept for a final deterministic reduction over the batch.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -21,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "ops/cpu/attention_tiles.h"
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/linear_impl.h"
 #include "ops/cpu/vec_math.h"
@@ -155,6 +157,38 @@ void forward_pairs(const char* op, const ForwardArgs& a) {
   const auto softmax_row = cpu::cpu_has_avx512()     ? softmax_row_avx512
                            : cpu::cpu_has_avx2_fma() ? softmax_row_avx2
                                                      : softmax_row_base;
+  // Inference on AVX-512 runs vitpe's own register tiles (ops/cpu/attention_tiles.h): a thread
+  // packs a pair's keys and values once for the tasks of that pair it takes in a row.
+  const bool tiles = !a.probs && cpu::attention_tiles_take(d.hd);
+  if (tiles) {
+    const int64_t np = cpu::attention_tiles_keys(n);
+#pragma omp parallel
+    {
+      const int64_t packed_size = cpu::attention_tiles_packed(n, d.hd);
+      float* kt = cpu::scratch_f32(cpu::ScratchSlot::attention_0,
+                                   static_cast<size_t>(packed_size + cpu::kAttentionRowBlock * np));
+      float* vp = kt + np * d.hd;
+      float* s = kt + packed_size;
+      int64_t packed = -1;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < d.bh() * splits; ++task) {
+        const int64_t bh = task / splits, i0 = task % splits * rows,
+                      m = std::min(n, i0 + rows) - i0;
+        const int64_t bi = bh / d.h, h = bh % d.h;
+        if (m <= 0) continue;
+        if (bh != packed) {
+          cpu::attention_pack(kt, vp, a.k + a.lk.at(bi, h), a.lk.ld, a.v + a.lv.at(bi, h), a.lv.ld,
+                              n, d.hd);
+          packed = bh;
+        }
+        cpu::attention_tiles_rows(a.out + a.lo.at(bi, h) + i0 * a.lo.ld, a.lo.ld,
+                                  a.q + a.lq.at(bi, h) + i0 * a.lq.ld, a.lq.ld, kt, vp, m, n, d.hd,
+                                  a.scale, a.bias ? a.bias + h * nn + i0 * n : nullptr, n,
+                                  a.mask ? a.mask + (bi % a.windows) * nn + i0 * n : nullptr, n, s);
+      }
+    }
+    return;
+  }
   std::atomic<bool> failed{false};
 #pragma omp parallel
   {

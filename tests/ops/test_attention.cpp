@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "ops/cpu/attention_tiles.h"
 #include "ops/cpu/dnnl_cache.h"
 #include "ops/cpu/vec_math.h"
 #include "ops/ops.h"
@@ -87,6 +89,45 @@ TEST(AttentionForward, MoreThreadsThanPairs) {
   set_num_threads(13);
   check_attention_forward({1, 2, 197, 64, true, 0}, 7);
   check_attention_forward({2, 1, 49, 32, true, 2}, 8);
+  set_num_threads(before);
+}
+
+// Inference on AVX-512 runs vitpe's own register tiles (ops/cpu/attention_tiles.h): every panel
+// width of the packed keys and values (head dimensions 16 to 128, key counts that leave a last
+// panel of 16 or 32 columns), row blocks from 1 to 12 rows and their uneven splits, with and
+// without bias and mask, against the double reference (elsewhere the same cases check oneDNN's
+// sgemm path).
+TEST(AttentionForward, OwnTilesEveryPanelAndRowBlock) {
+  if (!cpu::attention_tiles_take(64)) {
+    std::printf("note: no AVX-512 here: these shapes run oneDNN's sgemm path, not the tiles\n");
+  }
+  uint64_t seed = 40;
+  for (int64_t hd : {16, 32, 48, 64, 80, 128}) {
+    for (int64_t n : {1, 12, 13, 16, 17, 33, 50}) {
+      check_attention_forward({2, 2, n, hd, n % 2 == 1, n > 12 ? 2 : 0}, seed++);
+    }
+  }
+}
+
+// The tiles sum every row in the same order whichever block it falls in, so the inference
+// forward gives the same bits on any thread count (1 thread: whole pairs; 13: each pair's rows
+// cut into blocks).
+TEST(AttentionForward, InferenceSameBitsOnAnyThreadCount) {
+  const Shape s{1, 2, 197, 64};
+  Tensor q = random_tensor(s, 50), k = random_tensor(s, 51), v = random_tensor(s, 52);
+  Tensor bias = random_tensor(Shape{2, 197, 197}, 53), none;
+  const int before = num_threads();
+  Tensor first;
+  for (int threads : {1, 2, 3, 13}) {
+    set_num_threads(threads);
+    Tensor out = Tensor::full(s, 1e9f);
+    attention_forward(out, none, q, k, v, 0.125f, bias);
+    if (!first.defined()) {
+      first = out.clone();
+      continue;
+    }
+    EXPECT_EQ(max_rel_error(out, first), 0.0) << threads << " threads";
+  }
   set_num_threads(before);
 }
 

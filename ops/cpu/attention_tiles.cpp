@@ -1,0 +1,269 @@
+// Attention's register tiles on AVX-512 (declared in ops/cpu/attention_tiles.h).
+//
+// Logits: a tile of R query rows x 16 C keys holds R * C accumulators; each step of the head
+// dimension loads C vectors of the packed keys and broadcasts one query value per row (12 x 2:
+// 24 of the 32 registers). Outputs: a tile of R rows x 16 H output columns, each key loading H
+// vectors of its value row and broadcasting one probability per row (6 x 4 at head dimension
+// 64, 12 x 2 at 32). Both are FMA-bound: a step issues R * C (or R * H) FMAs for C (H) loads
+// and R broadcasts.
+#include "ops/cpu/attention_tiles.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <utility>
+
+#include "ops/cpu/vec_math.h"
+
+// g++ 12's AVX-512 shuffle intrinsics start from _mm512_undefined_ps(), a self-initialised
+// variable that -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace vitpe::cpu {
+
+namespace {
+
+// Columns of a panel: the packed keys and values are stored as panels of 32 columns (the last
+// may have 16), each contiguous, so that a tile streams through one.
+constexpr int64_t kPanel = 32;
+
+// s[r, 16 c ..] = sum_d q[r, d] kt[d, 16 c ..] for R rows and C vectors of keys.
+template <int R, int C>
+VITPE_AVX512 void logits_tile(float* s, int64_t lds, const float* q, int64_t ldq, const float* kt,
+                              int64_t ldkt, int64_t hd) {
+  __m512 acc[R][C];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < hd; ++d) {
+    __m512 b[C];
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_ps(kt + d * ldkt + 16 * c);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(q[r * ldq + d]);
+#pragma GCC unroll 2
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(a, b[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(s + r * lds + 16 * c, acc[r][c]);
+}
+
+// o[r, 16 h ..] = inv[r] sum_j e[r, j] v[j, 16 h ..] over n keys, for R rows and H vectors of
+// output.
+template <int R, int H>
+VITPE_AVX512 void output_tile(float* o, int64_t ldo, const float* p, int64_t ldp, const float* v,
+                              int64_t ldv, int64_t n, const float* inv) {
+  __m512 acc[R][H];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) acc[r][h] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    __m512 b[H];
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) b[h] = _mm512_loadu_ps(v + j * ldv + 16 * h);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(p[r * ldp + j]);
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) acc[r][h] = _mm512_fmadd_ps(a, b[h], acc[r][h]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    const __m512 scale = _mm512_set1_ps(inv[r]);
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h)
+      _mm512_storeu_ps(o + r * ldo + 16 * h, _mm512_mul_ps(acc[r][h], scale));
+  }
+}
+
+using LogitsTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t);
+using OutputTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
+                            const float*);
+
+// The tiles of 1 .. kAttentionRowBlock rows, indexed by rows - 1.
+template <int C, size_t... I>
+constexpr std::array<LogitsTile, sizeof...(I)> logits_tiles(std::index_sequence<I...>) {
+  return {&logits_tile<static_cast<int>(I) + 1, C>...};
+}
+template <int H, size_t... I>
+constexpr std::array<OutputTile, sizeof...(I)> output_tiles(std::index_sequence<I...>) {
+  return {&output_tile<static_cast<int>(I) + 1, H>...};
+}
+constexpr auto kRows = std::make_index_sequence<kAttentionRowBlock>();
+constexpr std::array<std::array<LogitsTile, kAttentionRowBlock>, 2> kLogits = {
+    logits_tiles<1>(kRows), logits_tiles<2>(kRows)};
+constexpr std::array<std::array<OutputTile, kAttentionRowBlock>, 2> kOutputs = {
+    output_tiles<1>(kRows), output_tiles<2>(kRows)};
+
+VITPE_AVX512 void pack_keys_avx512(float* kt, const float* k, int64_t ldk, int64_t n, int64_t hd) {
+  const int64_t np = attention_tiles_keys(n);
+  for (int64_t j0 = 0; j0 < np; j0 += 16) {
+    // The panel of keys [c0, c0 + width) that keys j0 .. j0 + 15 fall in.
+    const int64_t c0 = j0 / kPanel * kPanel, width = std::min(kPanel, np - c0);
+    float* panel = kt + c0 * hd;
+    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+      __m512 r[16], t[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = j0 + i < n ? _mm512_loadu_ps(k + (j0 + i) * ldk + d0) : _mm512_setzero_ps();
+      // 16 x 16 transpose: pairs, then quadruples within each 128-bit lane, then the lanes.
+      for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+      }
+      for (int i = 0; i < 4; ++i) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      // Lane l of r[4 i + c] now holds rows 4 i .. 4 i + 3 of column 4 l + c.
+      for (int c = 0; c < 4; ++c) {
+        const __m512 u0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+        const __m512 u1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+        const __m512 w0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        const __m512 w1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+        float* col = panel + (d0 + c) * width + (j0 - c0);
+        _mm512_storeu_ps(col, _mm512_shuffle_f32x4(u0, w0, 0x88));
+        _mm512_storeu_ps(col + 4 * width, _mm512_shuffle_f32x4(u1, w1, 0x88));
+        _mm512_storeu_ps(col + 8 * width, _mm512_shuffle_f32x4(u0, w0, 0xDD));
+        _mm512_storeu_ps(col + 12 * width, _mm512_shuffle_f32x4(u1, w1, 0xDD));
+      }
+    }
+  }
+}
+
+VITPE_AVX512 void pack_values_avx512(float* vp, const float* v, int64_t ldv, int64_t n,
+                                     int64_t hd) {
+  for (int64_t e0 = 0; e0 < hd; e0 += kPanel) {
+    const int64_t width = std::min(kPanel, hd - e0);
+    float* panel = vp + e0 * n;
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t e = 0; e < width; e += 16)
+        _mm512_storeu_ps(panel + j * width + e, _mm512_loadu_ps(v + j * ldv + e0 + e));
+    }
+  }
+}
+
+// A lambda's body compiled for AVX-512 (inside an AVX-512 function, for the intrinsics).
+#define VITPE_AVX512_LAMBDA \
+  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"), always_inline))
+
+// Logits more than this under their row's maximum get no weight: exp(-60) is 8.8e-27, so no
+// output changes by more than 1e-24 of its size (float rounds at 6e-8), and the products with
+// the values never come near the subnormals that cost a microcode assist per multiply on Intel
+// cores (Swin's shift mask puts whole blocks of logits 100 under the maximum).
+constexpr float kFarBelow = -60.0f;
+
+// exp(x) for kFarBelow <= x <= 0 (a logit minus its row's maximum): cpu::exp_inplace's
+// reduction and polynomial, with 2^n applied by vscalefps instead of built from the exponent
+// bits (fewer instructions per vector). x is clamped to kFarBelow: no result is subnormal.
+VITPE_AVX512 VITPE_INLINE __m512 exp_nonpositive(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(kFarBelow));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(1.9875691500e-4f), _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// Rows of logits -> unnormalised exponentials in place, and their normalisers: for each row i,
+// s = exp(s * scale + bias + mask - max) over n of its attention_tiles_keys(n) columns (the
+// columns past n and the logits kFarBelow under the maximum become 0) and inv[i] = 1 / their
+// sum, which the output tile applies to its sums (a multiply per output instead of per
+// probability). The rows' last vector is masked to n, so no element runs in scalar code.
+VITPE_AVX512 void softmax_rows_avx512(float* s, int64_t lds, int64_t rows, int64_t n, float scale,
+                                      const float* bias, int64_t ldb, const float* mask,
+                                      int64_t ldm, float* inv) {
+  const int64_t nv = (n + 15) / 16;
+  const auto kAll = static_cast<__mmask16>(0xFFFFu);
+  const auto last = static_cast<__mmask16>(n % 16 ? (1u << (n % 16)) - 1 : 0xFFFFu);
+  const __m512 vscale = _mm512_set1_ps(scale), far = _mm512_set1_ps(kFarBelow);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* y = s + i * lds;
+    const float* b = bias ? bias + i * ldb : nullptr;
+    const float* m = mask ? mask + i * ldm : nullptr;
+    // Two maxima and two sums, alternating by vector, halve the chains of dependent ops.
+    const auto scaled = [&](int64_t t, __mmask16 k, __m512& vmax) VITPE_AVX512_LAMBDA {
+      __m512 x = _mm512_mul_ps(_mm512_loadu_ps(y + 16 * t), vscale);
+      if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, b + 16 * t));
+      if (m) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, m + 16 * t));
+      vmax = _mm512_mask_max_ps(vmax, k, vmax, x);
+      _mm512_storeu_ps(y + 16 * t, x);
+    };
+    __m512 max0 = _mm512_set1_ps(-3.0e38f), max1 = max0;
+    int64_t t = 0;
+    for (; t + 2 < nv; t += 2) {
+      scaled(t, kAll, max0);
+      scaled(t + 1, kAll, max1);
+    }
+    for (; t < nv; ++t) scaled(t, t + 1 < nv ? kAll : last, max0);
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(max0, max1)));
+    const auto exponential = [&](int64_t t, __mmask16 k, __m512& vsum) VITPE_AVX512_LAMBDA {
+      const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(y + 16 * t), mx);
+      const __mmask16 kept = _mm512_mask_cmp_ps_mask(k, x, far, _CMP_GE_OQ);
+      const __m512 e = _mm512_maskz_mov_ps(kept, exp_nonpositive(x));
+      _mm512_storeu_ps(y + 16 * t, e);
+      vsum = _mm512_add_ps(vsum, e);
+    };
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
+    for (t = 0; t + 2 < nv; t += 2) {
+      exponential(t, kAll, sum0);
+      exponential(t + 1, kAll, sum1);
+    }
+    for (; t < nv; ++t) exponential(t, t + 1 < nv ? kAll : last, sum0);
+    inv[i] = 1.0f / _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+  }
+}
+
+}  // namespace
+
+bool attention_tiles_take(int64_t hd) { return hd > 0 && hd % 16 == 0 && cpu_has_avx512(); }
+
+void attention_pack(float* kt, float* vp, const float* k, int64_t ldk, const float* v, int64_t ldv,
+                    int64_t n, int64_t hd) {
+  pack_keys_avx512(kt, k, ldk, n, hd);
+  pack_values_avx512(vp, v, ldv, n, hd);
+}
+
+void attention_tiles_rows(float* out, int64_t ldo, const float* q, int64_t ldq, const float* kt,
+                          const float* vp, int64_t m, int64_t n, int64_t hd, float scale,
+                          const float* bias, int64_t ldb, const float* mask, int64_t ldm,
+                          float* s) {
+  const int64_t np = attention_tiles_keys(n);
+  // Blocks of at most kAttentionRowBlock rows, as even as they come (49 rows: 10, 10, 10, 10, 9).
+  const int64_t blocks = (m + kAttentionRowBlock - 1) / kAttentionRowBlock;
+  const int64_t per = (m + blocks - 1) / blocks;
+  for (int64_t i0 = 0; i0 < m; i0 += per) {
+    const int64_t rows = std::min(per, m - i0);
+    const float* qb = q + i0 * ldq;
+    for (int64_t c0 = 0; c0 < np; c0 += kPanel) {
+      const int64_t width = std::min(kPanel, np - c0);
+      kLogits[width / 16 - 1][rows - 1](s + c0, np, qb, ldq, kt + c0 * hd, width, hd);
+    }
+    float inv[kAttentionRowBlock];
+    softmax_rows_avx512(s, np, rows, n, scale, bias ? bias + i0 * ldb : nullptr, ldb,
+                        mask ? mask + i0 * ldm : nullptr, ldm, inv);
+    for (int64_t e0 = 0; e0 < hd; e0 += kPanel) {
+      const int64_t width = std::min(kPanel, hd - e0);
+      kOutputs[width / 16 - 1][rows - 1](out + i0 * ldo + e0, ldo, s, np, vp + e0 * n, width, n,
+                                         inv);
+    }
+  }
+}
+
+}  // namespace vitpe::cpu
