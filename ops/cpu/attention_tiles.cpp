@@ -153,10 +153,6 @@ VITPE_AVX512 void pack_values_avx512(float* vp, const float* v, int64_t ldv, int
   }
 }
 
-// A lambda's body compiled for AVX-512 (inside an AVX-512 function, for the intrinsics).
-#define VITPE_AVX512_LAMBDA \
-  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"), always_inline))
-
 // Logits more than this under their row's maximum get no weight: exp(-60) is 8.8e-27, so no
 // output changes by more than 1e-24 of its size (float rounds at 6e-8), and the products with
 // the values never come near the subnormals that cost a microcode assist per multiply on Intel

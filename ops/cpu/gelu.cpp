@@ -16,6 +16,11 @@
 #include "ops/op_profile.h"
 #include "ops/ops.h"
 
+// g++ 12's AVX-512 intrinsics (vrcp14ps, vrndscaleps, ...) start from _mm512_undefined_ps(), a
+// self-initialised variable that -Wmaybe-uninitialized reports where they are inlined (GCC bug
+// 105593), as in ops/cpu/attention_tiles.cpp.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace vitpe {
 
 namespace {
@@ -119,6 +124,87 @@ void gelu_bwd_base(float* dx, const float* dy, const float* x, int64_t n) {
   gelu_bwd_body<cpu::f32x4>(dx, dy, x, n);
 }
 
+// GELU on AVX-512 from a table: Phi(a) for a = -|x| in [-7, 0] by 32 degree-5 polynomials, one
+// per interval of 7/32, in the offset from the interval's centre; each lane's coefficients come
+// from the table's 32-entry columns by vpermt2ps. Phi(x) = 1 - Phi(a) for x >= 0; below -7 Phi
+// is 0 (GELU(-7) = -9e-12). scripts/fit_gelu_table.py makes the table and measures it: relative
+// error of GELU 7.6e-7 on [-5, 5], 6.5e-6 on [-7, 7]; absolute 3.8e-7 (the float rounding of
+// x Phi(x) at large |x|). About 0.35 ns per value on one Xeon core, against 0.58 for
+// cpu::normal_cdf's erfc polynomial and exponential at 16 lanes and 1.1 for its AVX2 body.
+alignas(64) constexpr float kGeluTable[6][32] = {
+    {2.777403307e-12f, 1.262783367e-11f, 5.478363943e-11f, 2.267932925e-10f, 8.959717412e-10f,
+     3.378106239e-09f, 1.215626266e-08f, 4.175521795e-08f, 1.369131439e-07f, 4.285950581e-07f,
+     1.281047844e-06f, 3.656399031e-06f, 9.967170627e-06f, 2.595297337e-05f, 6.456159463e-05f,
+     1.534678304e-04f, 3.486672358e-04f, 7.572909235e-04f, 1.572872745e-03f, 3.124940908e-03f,
+     5.941076670e-03f, 1.081295032e-02f, 1.884892397e-02f, 3.148700297e-02f, 5.043764040e-02f,
+     7.753127068e-02f, 1.144639775e-01f, 1.624655873e-01f, 2.219497263e-01f, 2.922323048e-01f,
+     3.714085817e-01f, 4.564525187e-01f},
+    {1.952508814e-11f, 8.606505092e-11f, 3.616418276e-10f, 1.448600240e-09f, 5.531418878e-09f,
+     2.013458200e-08f, 6.986616086e-08f, 2.311049627e-07f, 7.287354151e-07f, 2.190527539e-06f,
+     6.276908607e-06f, 1.714593236e-05f, 4.464724771e-05f, 1.108272554e-04f, 2.622507454e-04f,
+     5.915687070e-04f, 1.272072783e-03f, 2.607576316e-03f, 5.095425062e-03f, 9.491658770e-03f,
+     1.685474440e-02f, 2.853123285e-02f, 4.604020342e-02f, 7.082266361e-02f, 1.038545668e-01f,
+     1.451768279e-01f, 1.934582740e-01f, 2.457512021e-01f, 2.975927591e-01f, 3.435321152e-01f,
+     3.780338466e-01f, 3.965631425e-01f},
+    {6.724747842e-11f, 2.870235161e-10f, 1.166563179e-09f, 4.514568719e-09f, 1.663435256e-08f,
+     5.834956340e-08f, 1.948351240e-07f, 6.192206570e-07f, 1.872908342e-06f, 5.390357728e-06f,
+     1.475968747e-05f, 3.844266757e-05f, 9.522097389e-05f, 2.242464398e-04f, 5.019555683e-04f,
+     1.067584381e-03f, 2.156546107e-03f, 4.135439172e-03f, 7.523707580e-03f, 1.297688857e-02f,
+     2.120014653e-02f, 3.276640922e-02f, 4.783874750e-02f, 6.584305316e-02f, 8.519329131e-02f,
+     1.032116786e-01f, 1.163771749e-01f, 1.209555045e-01f, 1.139219850e-01f, 9.393431246e-02f,
+     6.202098727e-02f, 2.168697491e-02f},
+    {1.514178505e-10f,  6.247496409e-10f, 2.451653769e-09f,  9.148758195e-09f,  3.245876457e-08f,
+     1.094650202e-07f,  3.508222619e-07f, 1.068188681e-06f,  3.089027132e-06f,  8.481092664e-06f,
+     2.209821105e-05f,  5.461676119e-05f, 1.279702847e-04f,  2.840597008e-04f,  5.968559417e-04f,
+     1.185908215e-03f,  2.225412056e-03f, 3.937844653e-03f,  6.556958426e-03f,  1.024593413e-02f,
+     1.496797148e-02f,  2.033135481e-02f, 2.546461858e-02f,  2.900484577e-02f,  2.928067558e-02f,
+     2.472171746e-02f,  1.442906447e-02f, -1.269799075e-03f, -2.052459493e-02f, -4.013150185e-02f,
+     -5.622172728e-02f, -6.530292332e-02f},
+    {2.551747702e-10f,  1.014767048e-09f,  3.832820283e-09f,  1.374564640e-08f,  4.679084142e-08f,
+     1.511261729e-07f,  4.629261241e-07f,  1.344180873e-06f,  3.697622788e-06f,  9.629565284e-06f,
+     2.372214840e-05f,  5.522517313e-05f,  1.213483920e-04f,  2.513031941e-04f,  4.895652528e-04f,
+     8.949748590e-04f,  1.530319802e-03f,  2.436468843e-03f,  3.588306252e-03f,  4.838748369e-03f,
+     5.871492438e-03f,  6.197573617e-03f,  5.234085955e-03f,  2.484178403e-03f,  -2.208806807e-03f,
+     -8.419807069e-03f, -1.504102163e-02f, -2.043421753e-02f, -2.286192775e-02f, -2.108604275e-02f,
+     -1.490587089e-02f, -5.384122021e-03f},
+    {3.139111471e-10f,  1.206274192e-09f,  4.394956399e-09f,  1.517502568e-08f,  4.962924294e-08f,
+     1.536419063e-07f,  4.499173372e-07f,  1.245193289e-06f,  3.253723889e-06f,  8.017384971e-06f,
+     1.860100565e-05f,  4.055874524e-05f,  8.291289123e-05f,  1.584079582e-04f,  2.816276974e-04f,
+     4.630695330e-04f,  6.976670120e-04f,  9.484999464e-04f,  1.130999532e-03f,  1.108727534e-03f,
+     7.152530015e-04f,  -1.876254391e-04f, -1.620789291e-03f, -3.398139263e-03f, -5.088504404e-03f,
+     -6.081652362e-03f, -5.775860511e-03f, -3.840862541e-03f, -4.451630812e-04f, 3.680514405e-03f,
+     7.419201080e-03f,  9.645520709e-03f},
+};
+VITPE_AVX512 VITPE_INLINE __m512 gelu_avx512(__m512 x) {
+  constexpr float kLow = -7.0f, kWidth = 7.0f / 32;
+  const __m512 a = _mm512_or_ps(x, _mm512_set1_ps(-0.0f));  // -|x|
+  const __m512 ac = _mm512_max_ps(a, _mm512_set1_ps(kLow));
+  const __m512i at = _mm512_cvttps_epi32(
+      _mm512_fmadd_ps(ac, _mm512_set1_ps(1.0f / kWidth), _mm512_set1_ps(-kLow / kWidth)));
+  const __m512 centre = _mm512_fmadd_ps(_mm512_cvtepi32_ps(at), _mm512_set1_ps(kWidth),
+                                        _mm512_set1_ps(kLow + 0.5f * kWidth));
+  const __m512 u = _mm512_sub_ps(ac, centre);
+  const auto coefficient = [&](int d) VITPE_AVX512_LAMBDA {
+    return _mm512_permutex2var_ps(_mm512_load_ps(kGeluTable[d]), at,
+                                  _mm512_load_ps(kGeluTable[d] + 16));
+  };
+  __m512 p = coefficient(5);
+  for (int d = 4; d >= 0; --d) p = _mm512_fmadd_ps(p, u, coefficient(d));
+  // Phi(a) = 0 below the table (and NaN stays NaN: the comparison is false only for a < kLow).
+  p = _mm512_mask_mov_ps(p, _mm512_cmp_ps_mask(a, _mm512_set1_ps(kLow), _CMP_LT_OQ),
+                         _mm512_setzero_ps());
+  const __mmask16 positive = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+  return _mm512_mul_ps(x, _mm512_mask_sub_ps(p, positive, _mm512_set1_ps(1.0f), p));
+}
+VITPE_AVX512 void gelu_fwd_avx512(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu_avx512(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const auto k = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, k, gelu_avx512(_mm512_maskz_loadu_ps(k, x + i)));
+  }
+}
+
 // Runs f(begin, end) over [0, n) in chunks across OpenMP's threads.
 template <class F>
 void parallel_chunks(int64_t n, F&& f) {
@@ -128,6 +214,13 @@ void parallel_chunks(int64_t n, F&& f) {
 }
 
 }  // namespace
+
+void cpu::gelu_rows(float* y, const float* x, int64_t count) {
+  const auto gelu = cpu::cpu_has_avx512()     ? gelu_fwd_avx512
+                    : cpu::cpu_has_avx2_fma() ? gelu_fwd_avx2
+                                              : gelu_fwd_base;
+  parallel_chunks(count, [&](int64_t b, int64_t e) { gelu(y + b, x + b, e - b); });
+}
 
 void cpu::gelu_with_derivative_rows(float* y, float* d, const float* x, int64_t count) {
   if (cpu::cpu_has_avx2_fma())

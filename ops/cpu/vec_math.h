@@ -29,6 +29,9 @@
 #define VITPE_AVX2 __attribute__((target("avx2,fma")))
 #define VITPE_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
 #define VITPE_INLINE inline __attribute__((always_inline))
+// A lambda inside a VITPE_AVX512 function: compiled for AVX-512 too (for its intrinsics), inlined.
+#define VITPE_AVX512_LAMBDA \
+  __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"), always_inline))
 
 namespace vitpe::cpu {
 
