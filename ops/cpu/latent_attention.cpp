@@ -2,11 +2,11 @@
 // query's logits over the N tokens, their softmax, and the weighted sum of the values. One query
 // per (image, head) pair is N x hd work: plain loops over pairs, each pair on one thread.
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "ops/cpu/vec_math.h"
 #include "ops/op_profile.h"
 #include "ops/ops.h"
 
@@ -62,9 +62,8 @@ void latent_attention_forward(Tensor& out, Tensor& probs, const Tensor& q, const
     float sum = 0;
     for (int64_t j = 0; j < d.n; ++j) sum += p[j] = std::exp(p[j] - mx);
     const float inv = 1.0f / sum;
-    // Probabilities under 2 x FLT_MIN become 0, not subnormals, as in the attention's softmax
-    // (cpu::softmax_row): an Intel core pays a microcode assist per multiply that reads one.
-    const float cut = 2.0f * std::numeric_limits<float>::min() * sum;
+    // Probabilities under 2 x FLT_MIN become 0, not subnormals (cpu::softmax_cut).
+    const float cut = cpu::softmax_cut(sum);
     float* o = po + bi * d.d() + hi * d.hd;
     for (int64_t c = 0; c < d.hd; ++c) o[c] = 0;
     for (int64_t j = 0; j < d.n; ++j) {

@@ -281,6 +281,15 @@ VITPE_INLINE void normal_cdf(V& cdf, const V& x) {
   normal_cdf_pdf(cdf, pdf, x);
 }
 
+// The exponentials of a softmax row whose sum is `sum` that become 0 rather than be normalised:
+// those under cut, where the probability would fall below twice the smallest normal float
+// (logits ~87 or more under the row's maximum, such as Swin's -100 shift mask). They are below
+// 1e-37, far under any other term's rounding, and a subnormal operand or result costs a
+// microcode assist per multiply on Intel cores, in the normalising pass and in every product
+// that reads the probabilities (5x slower attention for Swin's masked windows). Compare the
+// exponentials before the multiply, which would make the subnormals itself.
+inline float softmax_cut(float sum) { return 2.0f * std::numeric_limits<float>::min() * sum; }
+
 // y <- softmax(x * scale + add0 + add1) over one row of n (add0 / add1 may be null; y may
 // alias x). Returns the row's maximum logit and the sum of exponentials (for log-sum-exp).
 template <class V>
@@ -330,13 +339,7 @@ VITPE_INLINE void softmax_row(float* y, const float* x, float scale, const float
   }
   const float sum = hsum(vsum) + ssum;
   const float inv = 1.0f / sum;
-  // Probabilities below twice the smallest normal float (logits ~87 or more under the row's
-  // maximum, such as Swin's -100 shift mask) become 0 rather than subnormals: they are below
-  // 1e-37, far under any other term's rounding, and a subnormal operand or result costs a
-  // microcode assist per multiply on Intel cores, in this pass and in every product that reads
-  // the probabilities (5x slower attention for Swin's masked windows). The exponentials are
-  // compared before the multiply, which would make the subnormals itself.
-  const float cut = 2.0f * std::numeric_limits<float>::min() * sum;
+  const float cut = softmax_cut(sum);
   const V vcut = V{} + cut;
   for (int64_t j = 0; j < nv; j += w) {
     V v;
