@@ -1,11 +1,10 @@
 // Attention's register tiles on AVX-512 (declared in ops/cpu/attention_tiles.h).
 //
-// Logits: a tile of R query rows x 16 C keys holds R * C accumulators; each step of the head
-// dimension loads C vectors of the packed keys and broadcasts one query value per row (12 x 2:
-// 24 of the 32 registers). Outputs: a tile of R rows x 16 H output columns, each key loading H
-// vectors of its value row and broadcasting one probability per row (6 x 4 at head dimension
-// 64, 12 x 2 at 32). Both are FMA-bound: a step issues R * C (or R * H) FMAs for C (H) loads
-// and R broadcasts.
+// Both products run one tile: R rows x 16 V columns (V = 2 for a panel of 32) in R * V
+// accumulators, each step loading V vectors of a packed panel (the keys' transpose, or the
+// values) and broadcasting one value per row (a query's, or an exponential's): 12 x 2 uses 24
+// of the 32 registers. The tile is FMA-bound: a step issues R * V FMAs for V loads and R
+// broadcasts.
 #include "ops/cpu/attention_tiles.h"
 
 #include <immintrin.h>
@@ -29,80 +28,50 @@ namespace {
 // may have 16), each contiguous, so that a tile streams through one.
 constexpr int64_t kPanel = 32;
 
-// s[r, 16 c ..] = sum_d q[r, d] kt[d, 16 c ..] for R rows and C vectors of keys.
-template <int R, int C>
-VITPE_AVX512 void logits_tile(float* s, int64_t lds, const float* q, int64_t ldq, const float* kt,
-                              int64_t ldkt, int64_t hd) {
-  __m512 acc[R][C];
+// c[r, 16 v ..] = scale[r] sum_k a[r, k] b[k, 16 v ..] over `depth` steps, for R rows (lda
+// apart) and V vectors of columns (b's rows ldb apart); scale null: 1. Both products: the logits
+// (a: the queries, b: a panel of the packed keys, depth: the head dimension) and the outputs
+// (a: the exponentials, b: a panel of the packed values, depth: the keys, scale: 1 / the sums).
+template <int R, int V>
+VITPE_AVX512 void product_tile(float* c, int64_t ldc, const float* a, int64_t lda, const float* b,
+                               int64_t ldb, int64_t depth, const float* scale) {
+  __m512 acc[R][V];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  for (int64_t d = 0; d < hd; ++d) {
-    __m512 b[C];
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < depth; ++k) {
+    __m512 bk[V];
 #pragma GCC unroll 2
-    for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_ps(kt + d * ldkt + 16 * c);
+    for (int v = 0; v < V; ++v) bk[v] = _mm512_loadu_ps(b + k * ldb + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(q[r * ldq + d]);
+      const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
 #pragma GCC unroll 2
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(a, b[c], acc[r][c]);
-    }
-  }
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int c = 0; c < C; ++c) _mm512_storeu_ps(s + r * lds + 16 * c, acc[r][c]);
-}
-
-// o[r, 16 h ..] = inv[r] sum_j e[r, j] v[j, 16 h ..] over n keys, for R rows and H vectors of
-// output.
-template <int R, int H>
-VITPE_AVX512 void output_tile(float* o, int64_t ldo, const float* p, int64_t ldp, const float* v,
-                              int64_t ldv, int64_t n, const float* inv) {
-  __m512 acc[R][H];
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int h = 0; h < H; ++h) acc[r][h] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; ++j) {
-    __m512 b[H];
-#pragma GCC unroll 4
-    for (int h = 0; h < H; ++h) b[h] = _mm512_loadu_ps(v + j * ldv + 16 * h);
-#pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-      const __m512 a = _mm512_set1_ps(p[r * ldp + j]);
-#pragma GCC unroll 4
-      for (int h = 0; h < H; ++h) acc[r][h] = _mm512_fmadd_ps(a, b[h], acc[r][h]);
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bk[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-    const __m512 scale = _mm512_set1_ps(inv[r]);
-#pragma GCC unroll 4
-    for (int h = 0; h < H; ++h)
-      _mm512_storeu_ps(o + r * ldo + 16 * h, _mm512_mul_ps(acc[r][h], scale));
+    const __m512 sr = _mm512_set1_ps(scale ? scale[r] : 1.0f);
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v)
+      _mm512_storeu_ps(c + r * ldc + 16 * v, scale ? _mm512_mul_ps(acc[r][v], sr) : acc[r][v]);
   }
 }
 
-using LogitsTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t);
-using OutputTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
-                            const float*);
+using ProductTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
+                             const float*);
 
 // The tiles of 1 .. kAttentionRowBlock rows, indexed by rows - 1.
-template <int C, size_t... I>
-constexpr std::array<LogitsTile, sizeof...(I)> logits_tiles(std::index_sequence<I...>) {
-  return {&logits_tile<static_cast<int>(I) + 1, C>...};
-}
-template <int H, size_t... I>
-constexpr std::array<OutputTile, sizeof...(I)> output_tiles(std::index_sequence<I...>) {
-  return {&output_tile<static_cast<int>(I) + 1, H>...};
+template <int V, size_t... I>
+constexpr std::array<ProductTile, sizeof...(I)> product_tiles(std::index_sequence<I...>) {
+  return {&product_tile<static_cast<int>(I) + 1, V>...};
 }
 constexpr auto kRows = std::make_index_sequence<kAttentionRowBlock>();
-constexpr std::array<std::array<LogitsTile, kAttentionRowBlock>, 2> kLogits = {
-    logits_tiles<1>(kRows), logits_tiles<2>(kRows)};
-constexpr std::array<std::array<OutputTile, kAttentionRowBlock>, 2> kOutputs = {
-    output_tiles<1>(kRows), output_tiles<2>(kRows)};
+// [panel width / 16 - 1][rows - 1]
+constexpr std::array<std::array<ProductTile, kAttentionRowBlock>, 2> kTiles = {
+    product_tiles<1>(kRows), product_tiles<2>(kRows)};
 
 VITPE_AVX512 void pack_keys_avx512(float* kt, const float* k, int64_t ldk, int64_t n, int64_t hd) {
   const int64_t np = attention_tiles_keys(n);
@@ -249,15 +218,14 @@ void attention_tiles_rows(float* out, int64_t ldo, const float* q, int64_t ldq, 
     const float* qb = q + i0 * ldq;
     for (int64_t c0 = 0; c0 < np; c0 += kPanel) {
       const int64_t width = std::min(kPanel, np - c0);
-      kLogits[width / 16 - 1][rows - 1](s + c0, np, qb, ldq, kt + c0 * hd, width, hd);
+      kTiles[width / 16 - 1][rows - 1](s + c0, np, qb, ldq, kt + c0 * hd, width, hd, nullptr);
     }
     float inv[kAttentionRowBlock];
     softmax_rows_avx512(s, np, rows, n, scale, bias ? bias + i0 * ldb : nullptr, ldb,
                         mask ? mask + i0 * ldm : nullptr, ldm, inv);
     for (int64_t e0 = 0; e0 < hd; e0 += kPanel) {
       const int64_t width = std::min(kPanel, hd - e0);
-      kOutputs[width / 16 - 1][rows - 1](out + i0 * ldo + e0, ldo, s, np, vp + e0 * n, width, n,
-                                         inv);
+      kTiles[width / 16 - 1][rows - 1](out + i0 * ldo + e0, ldo, s, np, vp + e0 * n, width, n, inv);
     }
   }
 }
