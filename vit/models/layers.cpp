@@ -525,8 +525,7 @@ void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& g
     window_gather(xw_, n1_, *windows);
     ensure_shape(aw_, xw_.shape());
     attn_.forward(aw_, xw_, geom, windows->mask, training);
-    x1_.copy_from(x);
-    window_scatter_add(x1_, aw_, *windows);  // x1 = x + attn(windows(norm1(x)))
+    window_scatter_add(x1_, x, aw_, *windows);  // x1 = x + attn(windows(norm1(x)))
   }
   norm2_.forward(n2_, x1_, training);
   mlp_.forward(y, n2_, training, x1_);  // y = x1 + mlp(norm2(x1))

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "tests/testing.h"
@@ -75,6 +76,15 @@ TEST(SwinLayout, GatherScatterAreAdjoint) {
   Tensor back = Tensor::zeros({2, 35, 4});
   window_scatter_add(back, xw, l);
   EXPECT_EQ(testing::max_rel_error(back, x), 0.0);
+  // dst = base + scatter in one pass: the same bits as copying base and adding.
+  Tensor base = random_tensor({2, 35, 4}, 2), added = base.clone(),
+         fused = Tensor::full(x.shape(), 7.0f);
+  window_scatter_add(added, xw, l);
+  window_scatter_add(fused, base, xw, l);
+  EXPECT_EQ(testing::max_rel_error(fused, added), 0.0);
+  EXPECT_THROW(window_scatter_add(base, base, xw, l), std::invalid_argument);
+  Tensor wrong = Tensor::empty({2, 34, 4});
+  EXPECT_THROW(window_scatter_add(wrong, base, xw, l), ShapeError);
 }
 
 }  // namespace
