@@ -122,10 +122,10 @@ VITPE_AVX512 void pack_values_avx512(float* vp, const float* v, int64_t ldv, int
   }
 }
 
-// Logits more than this under their row's maximum get no weight: exp(-60) is 8.8e-27, so no
-// output changes by more than 1e-24 of its size (float rounds at 6e-8), and the products with
-// the values never come near the subnormals that cost a microcode assist per multiply on Intel
-// cores (Swin's shift mask puts whole blocks of logits 100 under the maximum).
+// Logits more than this under their row's maximum get no weight: exp(-60) is 8.8e-27, so an
+// output over n keys changes by at most n x 8.8e-27 of its size (float rounds at 6e-8), and the
+// products with the values never come near the subnormals that cost a microcode assist per
+// multiply on Intel cores (Swin's shift mask puts whole blocks of logits 100 under the maximum).
 constexpr float kFarBelow = -60.0f;
 
 // exp(x) for kFarBelow <= x <= 0 (a logit minus its row's maximum): cpu::exp_inplace's
