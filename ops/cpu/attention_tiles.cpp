@@ -18,7 +18,9 @@
 
 // g++ 12's AVX-512 shuffle intrinsics start from _mm512_undefined_ps(), a self-initialised
 // variable that -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace vitpe::cpu {
 

@@ -19,7 +19,9 @@
 // g++ 12's AVX-512 intrinsics (vrcp14ps, vrndscaleps, ...) start from _mm512_undefined_ps(), a
 // self-initialised variable that -Wmaybe-uninitialized reports where they are inlined (GCC bug
 // 105593), as in ops/cpu/attention_tiles.cpp.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace vitpe {
 
