@@ -160,60 +160,51 @@ void forward_pairs(const char* op, const ForwardArgs& a) {
   // Inference on AVX-512 runs vitpe's own register tiles (ops/cpu/attention_tiles.h): a thread
   // packs a pair's keys and values once for the tasks of that pair it takes in a row.
   const bool tiles = !a.probs && cpu::attention_tiles_take(d.hd);
-  if (tiles) {
-    const int64_t np = cpu::attention_tiles_keys(n);
-#pragma omp parallel
-    {
-      const int64_t packed_size = cpu::attention_tiles_packed(n, d.hd);
-      float* kt = cpu::scratch_f32(cpu::ScratchSlot::attention_0,
-                                   static_cast<size_t>(packed_size + cpu::kAttentionRowBlock * np));
-      float* vp = kt + np * d.hd;
-      float* s = kt + packed_size;
-      int64_t packed = -1;
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t task = 0; task < d.bh() * splits; ++task) {
-        const int64_t bh = task / splits, i0 = task % splits * rows,
-                      m = std::min(n, i0 + rows) - i0;
-        const int64_t bi = bh / d.h, h = bh % d.h;
-        if (m <= 0) continue;
-        if (bh != packed) {
-          cpu::attention_pack(kt, vp, a.k + a.lk.at(bi, h), a.lk.ld, a.v + a.lv.at(bi, h), a.lv.ld,
-                              n, d.hd);
-          packed = bh;
-        }
-        cpu::attention_tiles_rows(a.out + a.lo.at(bi, h) + i0 * a.lo.ld, a.lo.ld,
-                                  a.q + a.lq.at(bi, h) + i0 * a.lq.ld, a.lq.ld, kt, vp, m, n, d.hd,
-                                  a.scale, a.bias ? a.bias + h * nn + i0 * n : nullptr, n,
-                                  a.mask ? a.mask + (bi % a.windows) * nn + i0 * n : nullptr, n, s);
-      }
-    }
-    return;
-  }
+  const int64_t np = cpu::attention_tiles_keys(n),
+                packed_size = cpu::attention_tiles_packed(n, d.hd);
   std::atomic<bool> failed{false};
 #pragma omp parallel
   {
-    float* s_local = a.probs
-                         ? nullptr
-                         : cpu::scratch_f32(cpu::ScratchSlot::attention_0, static_cast<size_t>(nn));
+    // Inference's per-thread work space: the tiles' packed pair and logits block, or sgemm's
+    // N x N block.
+    float* work =
+        a.probs ? nullptr
+                : cpu::scratch_f32(
+                      cpu::ScratchSlot::attention_0,
+                      static_cast<size_t>(tiles ? packed_size + cpu::kAttentionRowBlock * np : nn));
+    int64_t packed = -1;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < d.bh() * splits; ++task) {
       const int64_t bh = task / splits, i0 = task % splits * rows, m = std::min(n, i0 + rows) - i0;
       const int64_t bi = bh / d.h, h = bh % d.h;
       if (m <= 0) continue;
+      // The bias and mask rows of rows [i0, i0 + m), n apart.
+      const float* bias = a.bias ? a.bias + h * nn + i0 * n : nullptr;
+      const float* mask = a.mask ? a.mask + (bi % a.windows) * nn + i0 * n : nullptr;
+      const float* q = a.q + a.lq.at(bi, h) + i0 * a.lq.ld;
+      float* out = a.out + a.lo.at(bi, h) + i0 * a.lo.ld;
+      if (tiles) {
+        if (bh != packed) {
+          cpu::attention_pack(work, work + np * d.hd, a.k + a.lk.at(bi, h), a.lk.ld,
+                              a.v + a.lv.at(bi, h), a.lv.ld, n, d.hd);
+          packed = bh;
+        }
+        cpu::attention_tiles_rows(out, a.lo.ld, q, a.lq.ld, work, work + np * d.hd, m, n, d.hd,
+                                  a.scale, bias, n, mask, n, work + packed_size);
+        continue;
+      }
       // s holds logit rows [i0, i0 + m) of this pair.
-      float* s = a.probs ? a.probs + bh * nn + i0 * n : s_local;
+      float* s = a.probs ? a.probs + bh * nn + i0 * n : work;
       // s = q k^T * scale: [m, hd] x [N, hd]^T -> [m, N]
-      bool ok = gemm('N', 'T', m, n, d.hd, a.scale, a.q + a.lq.at(bi, h) + i0 * a.lq.ld, a.lq.ld,
-                     a.k + a.lk.at(bi, h), a.lk.ld, 0.0f, s, n);
+      bool ok = gemm('N', 'T', m, n, d.hd, a.scale, q, a.lq.ld, a.k + a.lk.at(bi, h), a.lk.ld, 0.0f,
+                     s, n);
       // p = softmax(s + bias[h] + mask[b % W]) row by row
       for (int64_t i = 0; i < m; ++i) {
-        const float* brow = a.bias ? a.bias + h * nn + (i0 + i) * n : nullptr;
-        const float* mrow = a.mask ? a.mask + (bi % a.windows) * nn + (i0 + i) * n : nullptr;
-        softmax_row(s + i * n, brow, mrow, n);
+        softmax_row(s + i * n, bias ? bias + i * n : nullptr, mask ? mask + i * n : nullptr, n);
       }
       // out = p v: [m, N] x [N, hd] -> [m, hd]
-      ok = ok && gemm('N', 'N', m, d.hd, n, 1.0f, s, n, a.v + a.lv.at(bi, h), a.lv.ld, 0.0f,
-                      a.out + a.lo.at(bi, h) + i0 * a.lo.ld, a.lo.ld);
+      ok = ok && gemm('N', 'N', m, d.hd, n, 1.0f, s, n, a.v + a.lv.at(bi, h), a.lv.ld, 0.0f, out,
+                      a.lo.ld);
       if (!ok) failed = true;
     }
   }

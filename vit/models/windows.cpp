@@ -3,7 +3,6 @@
 #include "vit/models/windows.h"
 
 #include <cstring>
-#include <stdexcept>
 #include <vector>
 
 #include "ops/op_profile.h"
@@ -91,37 +90,20 @@ void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& l) {
 }
 
 void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& l) {
-  const int64_t B = dst.size(0), L = dst.size(1), C = dst.size(2), N = l.window.count();
-  check_shape("window_scatter_add", "xw", xw, {B * l.windows, N, C});
-  const OpScope scope(OpClass::copies);
-  const float* src = xw.f32();
-  float* out = dst.f32();
-  const int64_t slots = l.windows * N;
-  // Each token has at most one slot, so slots write disjoint rows.
-#pragma omp parallel for collapse(2)
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t s = 0; s < slots; ++s) {
-      const int32_t t = l.source[s];
-      if (t < 0) continue;
-      float* o = out + (b * L + t) * C;
-      const float* i = src + (b * slots + s) * C;
-      for (int64_t c = 0; c < C; ++c) o[c] += i[c];
-    }
-  }
+  window_scatter_add(dst, dst, xw, l);
 }
 
 void window_scatter_add(Tensor& dst, const Tensor& base, const Tensor& xw, const WindowLayout& l) {
   const int64_t B = base.size(0), L = base.size(1), C = base.size(2), N = l.window.count();
   check_shape("window_scatter_add", "xw", xw, {B * l.windows, N, C});
   check_shape("window_scatter_add", "dst", dst, base.shape());
-  if (dst.raw() == base.raw()) {
-    throw std::invalid_argument("window_scatter_add: dst must not be base itself");
-  }
   const OpScope scope(OpClass::copies);
   const float* src = xw.f32();
   const float* in = base.f32();
   float* out = dst.f32();
   const int64_t slots = l.windows * N;
+  // Each token has at most one slot, so slots write disjoint rows (and read only their own row
+  // of base, which may be dst itself).
 #pragma omp parallel for collapse(2)
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t s = 0; s < slots; ++s) {

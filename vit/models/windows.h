@@ -29,8 +29,8 @@ void window_gather(Tensor& xw, const Tensor& x, const WindowLayout& layout);
 // dst: [B, L, C] += scatter of xw: [B * windows, N, C] (pad slots dropped)
 void window_scatter_add(Tensor& dst, const Tensor& xw, const WindowLayout& layout);
 // dst = base + scatter of xw in one pass (the same bits as copying base and adding): every token
-// has exactly one slot (the roll is a permutation, the pad adds slots only). dst: [B, L, C], not
-// base itself.
+// has exactly one slot (the roll is a permutation, the pad adds slots only). dst: [B, L, C], may
+// be base itself (the add above).
 void window_scatter_add(Tensor& dst, const Tensor& base, const Tensor& xw,
                         const WindowLayout& layout);
 
