@@ -8,8 +8,8 @@
 // is the tanh approximation, which differs by up to ~1e-3.
 // The algorithm for each (shape, dtype, epilogue, alignment) is chosen once by cuBLASLt's
 // heuristic and cached; one 32 MiB workspace serves all calls (every call is on the default
-// stream, so calls are ordered and never share the workspace at the same time).
-#include <cublasLt.h>
+// stream, so calls are ordered and never share the workspace at the same time). cuBLASLt itself
+// is loaded on the first call (ops/cuda/cublaslt.h), not with libvitpe.
 
 #include <map>
 #include <mutex>
@@ -17,6 +17,7 @@
 
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cublaslt.h"
 
 namespace vitpe::cuda {
 
@@ -50,19 +51,19 @@ int alignment_of(const void* p) {
 struct OpDesc {
   cublasLtMatmulDesc_t d = nullptr;
   ~OpDesc() {
-    if (d) (void)cublasLtMatmulDescDestroy(d);
+    if (d) (void)cublaslt().matmul_desc_destroy(d);
   }
 };
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
   ~Layout() {
-    if (l) (void)cublasLtMatrixLayoutDestroy(l);
+    if (l) (void)cublaslt().matrix_layout_destroy(l);
   }
 };
 struct Pref {
   cublasLtMatmulPreference_t p = nullptr;
   ~Pref() {
-    if (p) (void)cublasLtMatmulPreferenceDestroy(p);
+    if (p) (void)cublaslt().preference_destroy(p);
   }
 };
 
@@ -71,35 +72,36 @@ void gemm(void* y, const void* x, const void* w, const void* bias, const void* c
           int64_t M, int64_t N, int64_t K, DType dtype) {
   LtState& s = lt_state();
   std::lock_guard<std::mutex> lock(s.mu);
+  const CublasLt& lt = cublaslt();  // loads the library on the first call
   if (!s.handle) {
-    CUBLAS_CHECK(cublasLtCreate(&s.handle));
+    CUBLAS_CHECK(lt.create(&s.handle));
     CUDA_CHECK(cudaMalloc(&s.workspace, s.workspace_bytes));
   }
   const cudaDataType_t t = dtype == DType::f32 ? CUDA_R_32F : CUDA_R_16BF;
 
   // "create the operation": f32 accumulation (pure f32 for f32 inputs: no TF32).
   OpDesc op;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(lt.matmul_desc_create(&op.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CUBLAS_CHECK(lt.matmul_desc_set_attribute(op.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CUBLAS_CHECK(lt.matmul_desc_set_attribute(op.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   const cublasLtEpilogue_t epi = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+      lt.matmul_desc_set_attribute(op.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   if (bias) {
     // The bias has the output's dtype (the default bias type for f32 and bf16 outputs).
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+    CUBLAS_CHECK(lt.matmul_desc_set_attribute(op.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                 sizeof bias));
   }
 
   // "matrix layouts" (column-major views of the row-major tensors).
   Layout a, b, cd;
   CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&a.l, t, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K));
+      lt.matrix_layout_create(&a.l, t, static_cast<uint64_t>(K), static_cast<uint64_t>(N), K));
   CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&b.l, t, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K));
+      lt.matrix_layout_create(&b.l, t, static_cast<uint64_t>(K), static_cast<uint64_t>(M), K));
   CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&cd.l, t, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N));
+      lt.matrix_layout_create(&cd.l, t, static_cast<uint64_t>(N), static_cast<uint64_t>(M), N));
 
   // "choose the algorithm" once per key.
   const void* cptr = c ? c : y;
@@ -110,9 +112,9 @@ void gemm(void* y, const void* x, const void* w, const void* bias, const void* c
   auto it = s.algos.find(key);
   if (it == s.algos.end()) {
     Pref pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
+    CUBLAS_CHECK(lt.preference_create(&pref.p));
     CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+        lt.preference_set_attribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &s.workspace_bytes, sizeof s.workspace_bytes));
     const uint32_t als[4] = {static_cast<uint32_t>(al_a), static_cast<uint32_t>(al_b),
                              static_cast<uint32_t>(al_c), static_cast<uint32_t>(al_d)};
@@ -120,10 +122,10 @@ void gemm(void* y, const void* x, const void* w, const void* bias, const void* c
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4; ++i)
-      CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, attrs[i], &als[i], sizeof als[i]));
+      CUBLAS_CHECK(lt.preference_set_attribute(pref.p, attrs[i], &als[i], sizeof als[i]));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(s.handle, op.d, a.l, b.l, cd.l, cd.l, pref.p, 1,
+    CUBLAS_CHECK(lt.algo_get_heuristic(s.handle, op.d, a.l, b.l, cd.l, cd.l, pref.p, 1,
                                                 &result, &found));
     if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
       throw std::runtime_error(
@@ -135,7 +137,7 @@ void gemm(void* y, const void* x, const void* w, const void* bias, const void* c
 
   // "execute" on the default stream.
   const float alpha = 1.f;
-  CUBLAS_CHECK(cublasLtMatmul(s.handle, op.d, &alpha, w, a.l, x, b.l, &beta, cptr, cd.l, y, cd.l,
+  CUBLAS_CHECK(lt.matmul(s.handle, op.d, &alpha, w, a.l, x, b.l, &beta, cptr, cd.l, y, cd.l,
                               &it->second, s.workspace, s.workspace_bytes, 0));
 }
 

@@ -145,6 +145,17 @@ TEST(Classifier, BatchEqualsSingleCallsAndPreprocessedInputIsReadInPlace) {
   }
 }
 
+// A CPU classifier never loads cuBLASLt: in a CUDA build it is loaded on the first GPU matmul
+// (ops/cuda/cublaslt.h), since mapping it costs every process some 210 MiB and 60-100 ms.
+TEST(Classifier, CpuCallsLeaveTheCudaMatmulLibraryUnloaded) {
+  Classifier classifier(kModel);
+  ASSERT_EQ(classifier.classify(pattern(5), 1).size(), 1u);
+  std::ifstream maps("/proc/self/maps");
+  ASSERT_TRUE(maps.good());
+  std::string line;
+  while (std::getline(maps, line)) EXPECT_EQ(line.find("libcublas"), std::string::npos) << line;
+}
+
 // One instance, four threads, each classifying a different image many times: every answer is
 // the one a single thread gets (calls on one instance run one at a time, each with the
 // instance's thread count; the callers' own thread settings are left as they were).
