@@ -70,10 +70,12 @@ constexpr float kQuickGeluAlpha = 1.702f;
 enum class GradWrite : uint8_t { accumulate, overwrite };
 
 // x: [..., K], w: [N, K] (f32, or bf16 for bf16 compute), b: [N] or undefined,
-// residual: same shape as y or undefined -> y: [..., N] = act(x w^T + b) + residual.
-// (act is applied before the residual is added.)
+// residual: same shape as y or undefined, scale: [N] or undefined ->
+// y: [..., N] = act(x w^T + b) * scale + residual
+// (act first, then the per-output scale, then the residual: a layer-scaled branch added to its
+// residual stream, x + gamma * proj(a), in the matmul's epilogue instead of passes of its own).
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
-                    Act act = Act::none, const Tensor& residual = {});
+                    Act act = Act::none, const Tensor& residual = {}, const Tensor& scale = {});
 // f32 weights [N, K] reordered once into the layout oneDNN's f32 matmul reads on this CPU, for
 // inference: with the AVX-512 brgemm kernels a blocked one (16 inputs x 64 outputs, the outputs
 // padded to a multiple of 64), which the plain layout is repacked into on every call otherwise.
@@ -93,7 +95,7 @@ PackedWeights pack_weights(const Tensor& w);
 // residual), each row's products in the same order. A call whose matmul reads another layout
 // than the packed one (none seen with oneDNN 2.6) reads w.plain instead.
 void linear_forward(Tensor& y, const Tensor& x, const PackedWeights& w, const Tensor& b,
-                    Act act = Act::none, const Tensor& residual = {});
+                    Act act = Act::none, const Tensor& residual = {}, const Tensor& scale = {});
 // For training: y = GELU(x w^T + b) and dydx = GELU'(x w^T + b) (what linear_forward followed by
 // gelu_forward_with_derivative gives), in blocks of rows: each block's product runs on one thread
 // and its GELU follows while the product is in cache, so the pre-activation never goes to memory
@@ -144,9 +146,11 @@ struct Int8Weights {
 Int8Weights quantize_weights_int8(const Tensor& w);
 
 // x: [..., K], w: [N, K] quantised, b: [N] or undefined, residual: same shape as y or undefined
-// (may be y itself) -> y: [..., N] = act(x w^T + b) + residual, with x w^T as above.
+// (may be y itself), scale: [N] or undefined -> y: [..., N] = act(x w^T + b) * scale + residual,
+// with x w^T as above (quick_gelu takes no scale).
 void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const Tensor& b,
-                         Act act = Act::none, const Tensor& residual = {});
+                         Act act = Act::none, const Tensor& residual = {},
+                         const Tensor& scale = {});
 
 // ---- patch embedding (convolution, kernel = stride = patch) -----------------------------------
 // x: [B, C, H, W] (H, W multiples of p), w: [D, C, p, p], b: [D] -> y: [B, (H/p)*(W/p), D]

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -122,22 +121,20 @@ std::vector<std::string> recorded_kernels() {
   return g_recorded;
 }
 
-void CachedPrimitive::run(std::initializer_list<const void*> ptrs) {
+void CachedPrimitive::run(const void* const* ptrs, size_t count) {
   if (g_recording.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(g_record_mu);
     if (std::find(g_recorded.begin(), g_recorded.end(), impl_) == g_recorded.end())
       g_recorded.push_back(impl_);
   }
-  if (static_cast<int>(ptrs.size()) != nargs_) {
+  if (static_cast<int>(count) != nargs_) {
     throw std::logic_error("CachedPrimitive::run: expected " + std::to_string(nargs_) +
-                           " pointers, found " + std::to_string(ptrs.size()));
+                           " pointers, found " + std::to_string(count));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  int i = 0;
-  for (const void* p : ptrs) {
+  for (size_t i = 0; i < count; ++i) {
     // The C call avoids the C++ wrapper's per-call checks; CPU handles are plain pointers.
-    dnnl_memory_set_data_handle_v2(mems_[i].get(), const_cast<void*>(p), nullptr);
-    ++i;
+    dnnl_memory_set_data_handle_v2(mems_[i].get(), const_cast<void*>(ptrs[i]), nullptr);
   }
   const int first = scratchpad_ ? 0 : 1;
   // dnnl::primitive::execute builds a std::vector of arguments per call; the C entry point

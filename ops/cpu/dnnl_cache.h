@@ -138,7 +138,9 @@ class CachedPrimitive {
 
   // Sets the data pointers (in bind order; nullptr for an argument is not allowed) and
   // executes on the global stream. Thread-safe: concurrent runs of one entry serialise.
-  void run(std::initializer_list<const void*> ptrs);
+  void run(std::initializer_list<const void*> ptrs) { run(ptrs.begin(), ptrs.size()); }
+  // The same for `count` pointers from `ptrs` (an op whose arguments depend on its options).
+  void run(const void* const* ptrs, size_t count);
   // The implementation oneDNN chose (its impl_info_str, e.g. "brg:avx512_core").
   const std::string& impl() const { return impl_; }
   // A value the op that built the entry keeps with it (set in the creation callback): the f32

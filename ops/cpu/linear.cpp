@@ -117,12 +117,15 @@ dnnl::memory::desc plain_weights_md(int64_t k, int64_t n, dt type) {
 // time, for the calling thread's thread count and slot in a parallel region). With `packed` (the
 // layout of packed f32 weights) the entry reads that layout when oneDNN's matmul for these sizes
 // prefers it, and marks so in its tag (1); otherwise, and always without, it reads the plain
-// weights (tag 0).
+// weights (tag 0). Its arguments, in order: x, w, the bias (b), y, the scale (scaled), the
+// residual (Residual::binary); run_forward passes them.
 CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtype, bool b, Act act,
-                                   Residual res, const dnnl::memory::desc* packed = nullptr) {
+                                   Residual res, const dnnl::memory::desc* packed = nullptr,
+                                   bool scaled = false) {
   PrimitiveKey key(OpKind::linear_forward);
   key.add(m).add(k).add(n).add(static_cast<int64_t>(w_dtype)).add(static_cast<int64_t>(b));
   key.add(static_cast<int64_t>(act)).add(static_cast<int64_t>(res)).add(packed != nullptr);
+  key.add(scaled);
 
   CachedPrimitive& p = cached_primitive(key, [&](CachedPrimitive& e) {
     const dt in_t = dnnl_type(w_dtype);
@@ -137,6 +140,9 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
     if (act == Act::quick_gelu) {
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, kQuickGeluAlpha, 0.f);
     }
+    // The per-output scale: one value per column of y, broadcast over the rows.
+    dnnl::memory::desc scale_md({1, n}, dt::f32, dims{n, 1});
+    if (scaled) po.append_binary(dnnl::algorithm::binary_mul, scale_md);
     if (res == Residual::binary) po.append_binary(dnnl::algorithm::binary_add, y_md);
     if (res == Residual::in_place) po.append_sum(1.0f);
     dnnl::primitive_attr attr;
@@ -162,12 +168,28 @@ CachedPrimitive& forward_primitive(int64_t m, int64_t k, int64_t n, DType w_dtyp
     e.bind(DNNL_ARG_WEIGHTS, w_md);
     if (b) e.bind(DNNL_ARG_BIAS, b_md);
     e.bind(DNNL_ARG_DST, y_md);
+    int index = act != Act::none ? 1 : 0;  // position of the next post-op
+    if (scaled) e.bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index++) | DNNL_ARG_SRC_1, scale_md);
     if (res == Residual::binary) {
-      const int index = act != Act::none ? 1 : 0;  // position of the binary post-op
       e.bind(DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, y_md);
     }
   });
   return p;
+}
+
+// Runs an entry of forward_primitive on one block: its arguments in the order it bound them
+// (the optional ones where they are not null).
+void run_forward(CachedPrimitive& p, const void* x, const void* w, const float* b, float* y,
+                 const float* scale, const float* residual) {
+  const void* args[6];
+  size_t n = 0;
+  args[n++] = x;
+  args[n++] = w;
+  if (b) args[n++] = b;
+  args[n++] = y;
+  if (scale) args[n++] = scale;
+  if (residual) args[n++] = residual;
+  p.run(args, n);
 }
 
 // A backward matmul's attributes: the caller's scratchpad, and a sum post-op when it adds to its
@@ -380,7 +402,7 @@ void weight_gradient(float* dw, const float* dy, const float* x, int64_t m, int6
 
 void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
                          int64_t m, int64_t k, int64_t n, Act act, const float* residual,
-                         const PackedWeights* packed) {
+                         const PackedWeights* packed, const float* scale) {
   if (m == 0) return;
   const bool bf16 = w_dtype == DType::bf16;
   if (bf16) require_bf16("linear_forward");
@@ -398,20 +420,12 @@ void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype,
     row_blocks(
         m, fixed_block_rows(m),
         [&](int64_t mr) -> CachedPrimitive& {
-          return forward_primitive(mr, k, n, w_dtype, b != nullptr, act, res, layout);
+          return forward_primitive(mr, k, n, w_dtype, b != nullptr, act, res, layout,
+                                   scale != nullptr);
         },
         [&](CachedPrimitive& p, int64_t i0, int64_t mr) {
-          const float* xb = x + i0 * k;
-          float* yb = y + i0 * n;
-          const void* wp = weights(p);
-          if (b && res == Residual::binary)
-            p.run({xb, wp, b, yb, residual + i0 * n});
-          else if (b)
-            p.run({xb, wp, b, yb});
-          else if (res == Residual::binary)
-            p.run({xb, wp, yb, residual + i0 * n});
-          else
-            p.run({xb, wp, yb});
+          run_forward(p, x + i0 * k, weights(p), b, y + i0 * n, scale,
+                      res == Residual::binary ? residual + i0 * n : nullptr);
         },
         [] {});
     return;
@@ -419,21 +433,12 @@ void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype,
   // GELU on AVX-512: vitpe's table GELU over the product (gelu_rows, some 16 cycles per 16
   // values) instead of oneDNN 2.6's gelu_erf post-op (some 50): ViT-S's fc1 at batch 8
   // 8.26 -> 7.79 ms, Swin-T's first stage 1.42 -> 1.16 ms (2 threads, Xeon).
-  const bool own_gelu = act == Act::gelu && res == Residual::none && cpu_has_avx512();
-  CachedPrimitive& p =
-      forward_primitive(m, k, n, w_dtype, b != nullptr, own_gelu ? Act::none : act, res, layout);
-  w = weights(p);
+  const bool own_gelu = act == Act::gelu && res == Residual::none && !scale && cpu_has_avx512();
+  CachedPrimitive& p = forward_primitive(m, k, n, w_dtype, b != nullptr, own_gelu ? Act::none : act,
+                                         res, layout, scale != nullptr);
   const void* xin = bf16 ? static_cast<const void*>(bf16_copy(ScratchSlot::linear_0, x, m * k))
                          : static_cast<const void*>(x);
-  if (b && res == Residual::binary) {
-    p.run({xin, w, b, y, residual});
-  } else if (b) {
-    p.run({xin, w, b, y});
-  } else if (res == Residual::binary) {
-    p.run({xin, w, y, residual});
-  } else {
-    p.run({xin, w, y});
-  }
+  run_forward(p, xin, weights(p), b, y, scale, res == Residual::binary ? residual : nullptr);
   if (own_gelu) gelu_rows(y, y, m * n);
 }
 
@@ -528,7 +533,7 @@ void check_weight_matrix(const char* op, const Tensor& w) {
 }
 
 void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, const Tensor& b,
-                          const Tensor& residual, int64_t n, int64_t m) {
+                          const Tensor& residual, int64_t n, int64_t m, const Tensor& scale) {
   const Shape ys = x.shape().with_last(n);
   check_shape(op, "y", y, ys);
   check_cpu_f32(op, "y", y);
@@ -539,6 +544,10 @@ void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, cons
   if (residual.defined()) {
     check_shape(op, "residual", residual, ys);
     check_cpu_f32(op, "residual", residual);
+  }
+  if (scale.defined()) {
+    check_shape(op, "scale", scale, Shape{n});
+    check_cpu_f32(op, "scale", scale);
   }
   if (m > 0 && y.raw() == x.raw()) {
     throw std::invalid_argument(std::string(op) +
@@ -647,14 +656,15 @@ void linear_gelu_forward_with_derivative(Tensor& y, Tensor& dydx, const Tensor& 
 }
 
 void linear_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b, Act act,
-                    const Tensor& residual) {
+                    const Tensor& residual, const Tensor& scale) {
   const char* op = "linear_forward";
   const int64_t m = check_linear(op, x, w);
   const int64_t k = w.size(1), n = w.size(0);
-  cpu::check_linear_outputs(op, x, y, b, residual, n, m);
+  cpu::check_linear_outputs(op, x, y, b, residual, n, m, scale);
   const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
   cpu::linear_rows_forward(y.f32(), x.f32(), w.raw(), w.dtype(), b.defined() ? b.f32() : nullptr, m,
-                           k, n, act, residual.defined() ? residual.f32() : nullptr);
+                           k, n, act, residual.defined() ? residual.f32() : nullptr, nullptr,
+                           scale.defined() ? scale.f32() : nullptr);
 }
 
 PackedWeights pack_weights(const Tensor& w) {
@@ -696,7 +706,7 @@ PackedWeights pack_weights(const Tensor& w) {
 }
 
 void linear_forward(Tensor& y, const Tensor& x, const PackedWeights& w, const Tensor& b, Act act,
-                    const Tensor& residual) {
+                    const Tensor& residual, const Tensor& scale) {
   const char* op = "linear_forward";
   if (!w.defined()) {
     throw std::invalid_argument(std::string(op) +
@@ -711,11 +721,12 @@ void linear_forward(Tensor& y, const Tensor& x, const PackedWeights& w, const Te
                                 w.plain.shape().str() +
                                 " does not match its layout; make it with pack_weights");
   }
-  cpu::check_linear_outputs(op, x, y, b, residual, n, m);
+  cpu::check_linear_outputs(op, x, y, b, residual, n, m, scale);
   const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
   cpu::linear_rows_forward(y.f32(), x.f32(), w.plain.raw(), w.plain.dtype(),
                            b.defined() ? b.f32() : nullptr, m, k, n, act,
-                           residual.defined() ? residual.f32() : nullptr, &w);
+                           residual.defined() ? residual.f32() : nullptr, &w,
+                           scale.defined() ? scale.f32() : nullptr);
 }
 
 void linear_backward(Tensor& dx, Tensor& dw, Tensor& db, const Tensor& dy, const Tensor& x,

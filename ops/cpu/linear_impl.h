@@ -12,11 +12,12 @@
 namespace vitpe::cpu {
 
 // x: [M, K] f32, w: [N, K] (w_dtype f32 or bf16), b: [N] f32 or nullptr,
-// residual: [M, N] or nullptr (may equal y) -> y: [M, N] = act(x w^T + b) + residual.
+// residual: [M, N] or nullptr (may equal y), scale: [N] or nullptr ->
+// y: [M, N] = act(x w^T + b) * scale + residual.
 // packed: w's packed copy (pack_weights of f32 w), read where the matmul reads its layout.
 void linear_rows_forward(float* y, const float* x, const void* w, DType w_dtype, const float* b,
                          int64_t m, int64_t k, int64_t n, Act act, const float* residual,
-                         const PackedWeights* packed = nullptr);
+                         const PackedWeights* packed = nullptr, const float* scale = nullptr);
 
 // Bias gradients (column sums of dy) add runs of kColumnSumRows rows in float (from 0, row by
 // row), then the runs' sums in double in row order: linear_rows_backward, and the GELU backward
@@ -36,9 +37,10 @@ void check_weight_matrix(const char* op, const Tensor& w);
 
 // The checks of a linear layer's outputs, shared by linear_forward and linear_int8_forward: y
 // (and the residual, when defined) [..., N] f32 on the CPU with x's leading shape, b [N] f32 when
-// defined, and y not x itself when there are rows (m > 0).
+// defined, the per-output scale [N] f32 when defined, and y not x itself when there are rows
+// (m > 0).
 void check_linear_outputs(const char* op, const Tensor& x, const Tensor& y, const Tensor& b,
-                          const Tensor& residual, int64_t n, int64_t m);
+                          const Tensor& residual, int64_t n, int64_t m, const Tensor& scale = {});
 
 // The first exception of a parallel region's threads, rethrown by the caller after the region
 // (an exception must not leave an OpenMP region); the other threads skip their remaining work.

@@ -1,7 +1,7 @@
 // int8 linear layers with dynamic quantisation (the numbers are defined in ops/ops.h): weights
 // quantised once per output channel, activations per row at run time, the product by oneDNN's
-// u8 x s8 -> s32 matmul, then one pass that dequantises, adds the bias, applies GELU and adds the
-// residual.
+// u8 x s8 -> s32 matmul, then one pass that dequantises, adds the bias, applies GELU, the
+// per-output scale and adds the residual.
 //
 // oneDNN 2.6 has neither per-row source scales nor per-row zero points for matmul, so the
 // dequantisation is ours: acc - za[m] * sum[n] removes the zero point in exact integers (the
@@ -189,7 +189,7 @@ void quantize_rows_base(uint8_t* a, float* sa, int32_t* za, const float* x, int6
   for (int64_t i = 0; i < m; ++i) quantize_one_row<f32x4>(a + i * k, sa[i], za[i], x + i * k, k);
 }
 
-// ---- epilogue: dequantise, bias, GELU, residual -------------------------------------------------
+// ---- epilogue: dequantise, bias, GELU, scale, residual ------------------------------------------
 
 struct Epilogue {
   const int32_t* acc;  // products of rows i0.. and columns [j0, j0 + acc_ld), rows acc_ld apart
@@ -203,6 +203,7 @@ struct Epilogue {
   float* y;               // [M, N]
   int64_t n;
   bool gelu;
+  const float* gamma;  // [N] or nullptr: the per-output scale after the activation
 };
 
 // y[i, j..j+lanes) for a column j of the block; T is a vector or, for the block's tail, float.
@@ -226,6 +227,11 @@ VITPE_INLINE void epilogue_at(const Epilogue& e, int64_t i, int64_t j) {
     T cdf;
     normal_cdf_fast(cdf, v);
     v = v * cdf;
+  }
+  if (e.gamma) {
+    T g;
+    load(g, e.gamma + j);
+    v = v * g;
   }
   if (e.residual) {
     T r;
@@ -271,8 +277,9 @@ struct FusedCall {
   const float* residual;
   int64_t m;
   bool gelu;
-  uint8_t* a;  // [M, K] quantised rows
-  float* sa;   // [M]
+  const float* gamma;  // [N] or nullptr
+  uint8_t* a;          // [M, K] quantised rows
+  float* sa;           // [M]
   int32_t* za;
   Tiling tiling;
   bool parallel() const {
@@ -320,8 +327,8 @@ VITPE_INLINE void fused_tile(const FusedCall& c, const TilePrimitives& p, int64_
   auto* acc = static_cast<int32_t*>(
       scratch(ScratchSlot::linear_1, static_cast<size_t>(mr * nc) * sizeof(int32_t)));
   p.of(mr, nc, t).run({c.a + i0 * k, c.w->q.data() + j0 * k, acc});
-  const Epilogue e{acc, nc,         i0,  j0, c.sa,  c.za, c.w->scale.data(), c.w->sum.data(),
-                   c.b, c.residual, c.y, n,  c.gelu};
+  const Epilogue e{acc, nc,         i0,  j0, c.sa,   c.za,   c.w->scale.data(), c.w->sum.data(),
+                   c.b, c.residual, c.y, n,  c.gelu, c.gamma};
   for (int64_t i = i0; i < i0 + mr; ++i) epilogue_row<V>(e, i);
 }
 
@@ -362,14 +369,14 @@ void linear_int8_fused_base(const FusedCall& c) { VITPE_INT8_FUSED_REGION(f32x4)
 
 // x: [M, K] -> y: [M, N] (see linear_int8_forward).
 void linear_int8_rows_forward(float* y, const float* x, const Int8Weights& w, const float* b,
-                              int64_t m, Act act, const float* residual) {
+                              int64_t m, Act act, const float* residual, const float* gamma) {
   const int64_t k = w.k;
   auto* a = static_cast<uint8_t*>(scratch(ScratchSlot::linear_0, static_cast<size_t>(m * k)));
   auto* rows = static_cast<char*>(
       scratch(ScratchSlot::linear_2, static_cast<size_t>(m) * (sizeof(float) + sizeof(int32_t))));
   auto* sa = reinterpret_cast<float*>(rows);
   auto* za = reinterpret_cast<int32_t*>(rows + m * sizeof(float));
-  const FusedCall c{y, x, &w, b, residual, m, act == Act::gelu, a, sa, za, Tiling(m, w.n)};
+  const FusedCall c{y, x, &w, b, residual, m, act == Act::gelu, gamma, a, sa, za, Tiling(m, w.n)};
   if (cpu_has_avx2_fma()) {
     linear_int8_fused_avx2(c);
   } else {
@@ -464,7 +471,7 @@ Int8Weights quantize_weights_int8(const Tensor& w) {
 }
 
 void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const Tensor& b, Act act,
-                         const Tensor& residual) {
+                         const Tensor& residual, const Tensor& scale) {
   const char* op = "linear_int8_forward";
   check_cpu_f32(op, "x", x);
   if (!w.defined()) {
@@ -487,24 +494,26 @@ void linear_int8_forward(Tensor& y, const Tensor& x, const Int8Weights& w, const
                      "] expects K = " + std::to_string(k));
   }
   const int64_t m = x.numel() / k;
-  cpu::check_linear_outputs(op, x, y, b, residual, n, m);
+  cpu::check_linear_outputs(op, x, y, b, residual, n, m, scale);
   if (m == 0) return;
   const OpScope scope(OpClass::linear, 2.0 * static_cast<double>(m) * k * n);
   if (act == Act::quick_gelu) {
     // Not in the integer epilogue: the product and bias, the activation over them, then the
     // residual (act before residual). CLIP's MLP, the only user, adds no residual here.
-    if (residual.defined() && residual.raw() == y.raw()) {
-      throw std::invalid_argument(std::string(op) +
-                                  ": quick_gelu with the residual in y itself is not supported");
+    if ((residual.defined() && residual.raw() == y.raw()) || scale.defined()) {
+      throw std::invalid_argument(
+          std::string(op) +
+          ": quick_gelu with the residual in y itself, or with a scale, is not supported");
     }
     cpu::linear_int8_rows_forward(y.f32(), x.f32(), w, b.defined() ? b.f32() : nullptr, m,
-                                  Act::none, nullptr);
+                                  Act::none, nullptr, nullptr);
     quick_gelu_forward(y, y);
     if (residual.defined()) add_forward(y, y, residual);
     return;
   }
   cpu::linear_int8_rows_forward(y.f32(), x.f32(), w, b.defined() ? b.f32() : nullptr, m, act,
-                                residual.defined() ? residual.f32() : nullptr);
+                                residual.defined() ? residual.f32() : nullptr,
+                                scale.defined() ? scale.f32() : nullptr);
 }
 
 }  // namespace vitpe

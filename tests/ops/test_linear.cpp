@@ -177,6 +177,71 @@ TEST(LinearPacked, SameBitsAsThePlainWeights) {
   }
 }
 
+// y = act(x w^T + b) * scale + residual: the per-output scale (layer scale) in the matmul's
+// epilogue, against the reference product scaled and added in double, on plain and packed
+// weights, under FixedWorkSplit, with bf16 weights, and with the residual in y itself.
+TEST(LinearForward, PerOutputScaleBeforeTheResidual) {
+  struct Case {
+    Shape x;
+    int64_t n;
+  };
+  for (const Case& c : {Case{Shape{1, 197, 384}, 384}, Case{Shape{2, 17, 40}, 23},
+                        Case{Shape{1, 5}, 1}, Case{Shape{33, 17}, 65}}) {
+    const int64_t k = c.x.dim(-1);
+    const Shape ys = out_shape(c.x, c.n);
+    Tensor x = random_tensor(c.x, 70), w = random_tensor(Shape{c.n, k}, 71, 0.2);
+    Tensor b = random_tensor(Shape{c.n}, 72), r = random_tensor(ys, 73);
+    Tensor gamma = random_tensor(Shape{c.n}, 74);
+    const PackedWeights packed = pack_weights(w);
+    for (Act act : {Act::none, Act::gelu}) {
+      for (bool with_residual : {false, true}) {
+        const Tensor product = ref::linear(x, w, b, act);
+        Tensor want = Tensor::empty(ys);
+        for (int64_t i = 0; i < want.numel(); ++i) {
+          const double v = static_cast<double>(product.at(i)) * gamma.at(i % c.n);
+          want.at(i) = static_cast<float>(with_residual ? v + r.at(i) : v);
+        }
+        const std::string what = c.x.str() + " n " + std::to_string(c.n) + " act " +
+                                 std::to_string(static_cast<int>(act)) + " residual " +
+                                 std::to_string(with_residual);
+        const Tensor res = with_residual ? r : Tensor();
+        for (int variant = 0; variant < 4; ++variant) {
+          // plain, packed, plain under FixedWorkSplit, the residual in y itself
+          Tensor y = variant == 3 && with_residual ? r.clone() : Tensor::full(ys, 1e9f);
+          const Tensor& rr = variant == 3 && with_residual ? y : res;
+          if (variant == 1) {
+            linear_forward(y, x, packed, b, act, rr, gamma);
+          } else if (variant == 2) {
+            const FixedWorkSplit fixed;
+            linear_forward(y, x, w, b, act, rr, gamma);
+          } else {
+            linear_forward(y, x, w, b, act, rr, gamma);
+          }
+          EXPECT_LT(max_rel_error(y, want), 1e-5) << what << " variant " << variant;
+        }
+        if (cpu_has_bf16()) {
+          // bf16 weights: against the same op without the scale, scaled and added here.
+          const Tensor wb = w.to(DType::bf16);
+          Tensor plain = Tensor::empty(ys), y = Tensor::full(ys, 1e9f);
+          linear_forward(plain, x, wb, b, act);
+          linear_forward(y, x, wb, b, act, res, gamma);
+          for (int64_t i = 0; i < y.numel(); ++i) {
+            const float v = plain.at(i) * gamma.at(i % c.n);
+            ASSERT_NEAR(y.at(i), with_residual ? v + r.at(i) : v, 1e-5f * (1 + std::fabs(v)))
+                << what << " bf16 element " << i;
+          }
+        }
+      }
+    }
+  }
+  Tensor x = Tensor::zeros(Shape{2, 4}), w = Tensor::zeros(Shape{3, 4}),
+         y = Tensor::empty(Shape{2, 3});
+  const std::string m = testing::message_of(
+      [&] { linear_forward(y, x, w, Tensor(), Act::none, Tensor(), Tensor::zeros(Shape{4})); });
+  EXPECT_NE(m.find("scale"), std::string::npos) << m;
+  EXPECT_NE(m.find("[3]"), std::string::npos) << m;
+}
+
 TEST(LinearPacked, ErrorsNameTheProblem) {
   auto expect = [](const std::function<void()>& f, const std::string& a, const std::string& b) {
     const std::string m = testing::message_of(f);

@@ -72,9 +72,10 @@ Int8Weights ref_quantize_weights(const Tensor& w) {
   return r;
 }
 
-// The whole op in exact integers and double: y = act(sa sw (a q^T - za sum) + b) + residual.
+// The whole op in exact integers and double:
+// y = act(sa sw (a q^T - za sum) + b) * scale + residual.
 Tensor ref_linear_int8(const Tensor& x, const Tensor& w, const Tensor& b, Act act,
-                       const Tensor& residual) {
+                       const Tensor& residual, const Tensor& scale = {}) {
   const Int8Weights qw = ref_quantize_weights(w);
   const int64_t k = qw.k, n = qw.n, m = x.numel() / k;
   const RefRows qa = ref_quantize_rows(x.f32(), m, k);
@@ -88,6 +89,7 @@ Tensor ref_linear_int8(const Tensor& x, const Tensor& w, const Tensor& b, Act ac
       if (b.defined()) v += b.at(j);
       if (act == Act::gelu) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
       if (act == Act::quick_gelu) v = v / (1.0 + std::exp(-1.702 * v));
+      if (scale.defined()) v *= scale.at(j);
       if (residual.defined()) v += residual.at(i * n + j);
       y.at(i * n + j) = static_cast<float>(v);
     }
@@ -318,6 +320,37 @@ TEST(LinearInt8, ResidualMayBeTheOutputItself) {
   Tensor y = r.clone();
   linear_int8_forward(y, x, quantize_weights_int8(w), b, Act::gelu, y);
   EXPECT_LT(max_rel_error(y, ref_linear_int8(x, w, b, Act::gelu, r)), 2e-6);
+}
+
+// The per-output scale (layer scale) in the epilogue, after GELU and before the residual (also
+// the residual in y itself), on few rows and many, and in the baseline kernels.
+TEST(LinearInt8, PerOutputScaleBeforeTheResidual) {
+  for (bool avx2 : {true, false}) {
+    cpu::avx2_allowed() = avx2;
+    for (const Shape& xs : {Shape{1, 197, 40}, Shape{2, 311, 24}, Shape{3, 13}}) {
+      const int64_t k = xs.dim(-1), n = 70;
+      Tensor x = random_tensor(xs, 50), w = random_tensor(Shape{n, k}, 51, 0.2);
+      Tensor b = random_tensor(Shape{n}, 52), gamma = random_tensor(Shape{n}, 53);
+      Tensor r = random_tensor(x.shape().with_last(n), 54);
+      const Int8Weights q = quantize_weights_int8(w);
+      for (Act act : {Act::none, Act::gelu}) {
+        Tensor y = Tensor::full(r.shape(), 1e9f);
+        linear_int8_forward(y, x, q, b, act, r, gamma);
+        EXPECT_LT(max_rel_error(y, ref_linear_int8(x, w, b, act, r, gamma)), 2e-6)
+            << xs.str() << " avx2 " << avx2;
+        Tensor in_place = r.clone();
+        linear_int8_forward(in_place, x, q, b, act, in_place, gamma);
+        EXPECT_EQ(testing::max_abs_diff(in_place, y), 0.0) << xs.str() << " avx2 " << avx2;
+      }
+    }
+  }
+  cpu::avx2_allowed() = true;
+  Tensor x = random_tensor(Shape{2, 8}, 55), y = Tensor::empty(Shape{2, 4});
+  const Int8Weights q = quantize_weights_int8(random_tensor(Shape{4, 8}, 56));
+  const std::string m = testing::message_of([&] {
+    linear_int8_forward(y, x, q, Tensor(), Act::quick_gelu, Tensor(), Tensor::full(Shape{4}, 1.0f));
+  });
+  EXPECT_NE(m.find("scale"), std::string::npos) << m;
 }
 
 TEST(LinearInt8, ErrorAgainstF32IsWithinTheQuantisationBound) {

@@ -84,8 +84,11 @@ LinearLayer::LinearLayer(const std::string& name, int64_t in, int64_t out, bool 
 }
 
 void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
-                          const Tensor& residual) {
+                          const Tensor& residual, const Tensor& scale) {
   ensure_shape(y, x.shape().with_last(out()));
+  if (training && scale.defined()) {
+    throw std::logic_error(w_.name + ": a scale in the epilogue is for inference only");
+  }
   if (precision_ == Precision::f32) {
     if (training) {
       x_ = x;
@@ -93,9 +96,9 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
     }
     // The packed copy is of these weights while the layer holds the same storage.
     if (w_packed_.packed() && w_packed_.plain.raw() == w_.value.raw()) {
-      linear_forward(y, x, w_packed_, b_.value, act, residual);
+      linear_forward(y, x, w_packed_, b_.value, act, residual, scale);
     } else {
-      linear_forward(y, x, w_.value, b_.value, act, residual);
+      linear_forward(y, x, w_.value, b_.value, act, residual, scale);
     }
     return;
   }
@@ -104,11 +107,11 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
                            precision_name(precision_) + ": call set_precision(Precision::f32)");
   }
   if (precision_ == Precision::bf16) {
-    linear_forward(y, x, w_low_, b_.value, act, residual);  // oneDNN converts x to bf16
+    linear_forward(y, x, w_low_, b_.value, act, residual, scale);  // oneDNN converts x to bf16
     return;
   }
   if (precision_ == Precision::int8) {
-    linear_int8_forward(y, x, w_int8_, b_.value, act, residual);  // x quantised per token
+    linear_int8_forward(y, x, w_int8_, b_.value, act, residual, scale);  // x quantised per token
     return;
   }
   // bf16-emulated: round the input as oneDNN's bf16 matmul would, then multiply in f32.
@@ -118,7 +121,7 @@ void LinearLayer::forward(Tensor& y, const Tensor& x, bool training, Act act,
   const int64_t n = x.numel();
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(float_to_bf16(src[i]));
-  linear_forward(y, x_low_, w_low_, b_.value, act, residual);
+  linear_forward(y, x_low_, w_low_, b_.value, act, residual, scale);
 }
 
 void LinearLayer::set_precision(Precision p, bool pack) {
@@ -231,7 +234,8 @@ void AttentionLayer::collect(std::vector<Param*>& out) {
 }
 
 void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geom,
-                             const Tensor& mask, bool training, const Tensor& residual) {
+                             const Tensor& mask, bool training, const Tensor& residual,
+                             const Tensor& out_scale) {
   const int64_t B = x.size(0), N = x.size(1), hd = dim_ / heads_;
   if (N != geom.tokens()) {
     throw ShapeError("attention: expected " + std::to_string(geom.tokens()) + " tokens (" +
@@ -264,7 +268,7 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
     } else {
       attention_forward_tokens(merged_, qkv_out_, heads_, scale, bias, mask);
     }
-    proj_.forward(y, merged_, training, Act::none, residual);
+    proj_.forward(y, merged_, training, Act::none, residual, out_scale);
     return;
   }
   ensure_shape(q_, {B, heads_, N, hd});
@@ -306,7 +310,7 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
   }
   ensure_shape(merged_, {B, N, dim_});
   merge_heads_forward(merged_, o_);
-  proj_.forward(y, merged_, training, Act::none, residual);
+  proj_.forward(y, merged_, training, Act::none, residual, out_scale);
 }
 
 void AttentionLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
@@ -387,7 +391,8 @@ MlpLayer::MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rn
   if (style.norm) norm_ = LayerNormLayer(name + ".norm", hidden, style.eps);
 }
 
-void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual) {
+void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual,
+                       const Tensor& scale) {
   if (style_.kind == Mlp::quick_gelu) {
     if (training) {
       fc1_.forward(pre_, x, true);  // the pre-activation, which quick_gelu's backward reads
@@ -396,7 +401,7 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
     } else {
       fc1_.forward(h_, x, false, Act::quick_gelu);
     }
-    fc2_.forward(y, h_, training, Act::none, residual);
+    fc2_.forward(y, h_, training, Act::none, residual, scale);
     return;
   }
   if (style_.kind == Mlp::swiglu) {
@@ -404,7 +409,7 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
     ensure_shape(h_, pre_.shape().with_last(pre_.size(-1) / 2));
     swiglu_forward(h_, pre_);
     if (style_.norm) norm_.forward(hn_, h_, training);
-    fc2_.forward(y, style_.norm ? hn_ : h_, training, Act::none, residual);
+    fc2_.forward(y, style_.norm ? hn_ : h_, training, Act::none, residual, scale);
     return;
   }
   if (training) {
@@ -414,7 +419,7 @@ void MlpLayer::forward(Tensor& y, const Tensor& x, bool training, const Tensor& 
   } else {
     fc1_.forward(h_, x, false, Act::gelu);
   }
-  fc2_.forward(y, h_, training, Act::none, residual);
+  fc2_.forward(y, h_, training, Act::none, residual, scale);
 }
 
 void MlpLayer::backward(Tensor& dx, const Tensor& dy, bool overwrite_dx) {
@@ -508,6 +513,14 @@ void TransformerBlock::forward(Tensor& y, const Tensor& x, const AttnGeometry& g
   ensure_shape(y, x.shape());
   if (ls1_.value.defined()) {
     if (windows) throw std::logic_error("TransformerBlock: layer scale with windows");
+    if (!training) {
+      // Each gamma in its projection's epilogue, the residual added there too: no branch
+      // output written and read again by passes of their own.
+      attn_.forward(x1_, n1_, geom, mask, false, x, ls1_.value);  // x + gamma1 * attn(norm1(x))
+      norm2_.forward(n2_, x1_, false);
+      mlp_.forward(y, n2_, false, x1_, ls2_.value);  // x1 + gamma2 * mlp(norm2(x1))
+      return;
+    }
     ensure_shape(a_, x.shape());
     attn_.forward(a_, n1_, geom, mask, training);
     layer_scale_add_forward(x1_, x, ls1_.value, a_);  // x1 = x + gamma1 * attn(norm1(x))

@@ -63,9 +63,11 @@ class LinearLayer {
   LinearLayer() = default;
   // Weight [out, in] ~ trunc_normal(0.02) (timm's ViT init), bias zero.
   LinearLayer(const std::string& name, int64_t in, int64_t out, bool bias, Rng& rng);
-  // x: [..., in] -> y: [..., out] = act(x w^T + b) (+ residual)
+  // x: [..., in] -> y: [..., out] = act(x w^T + b) (* scale [out]) (+ residual). The scale
+  // (layer scale at inference, in the product's epilogue) is not for training: its backward
+  // would not see it.
   void forward(Tensor& y, const Tensor& x, bool training, Act act = Act::none,
-               const Tensor& residual = {});
+               const Tensor& residual = {}, const Tensor& scale = {});
   // Training with a GELU after the layer: y = GELU(x w^T + b), dydx = GELU'(x w^T + b) (the
   // backward's dy is then the gradient of y times dydx).
   void forward_gelu_with_derivative(Tensor& y, Tensor& dydx, const Tensor& x);
@@ -117,9 +119,10 @@ class AttentionLayer {
                  std::unique_ptr<AttentionEncoding> encoding, Rng& rng, bool cosine = false,
                  bool qkv_bias = true);
   // x: [B, N, D] (B = images x windows), mask: [W, N, N] or undefined, residual: [B, N, D] or
-  // undefined -> y: [B, N, D]
+  // undefined, out_scale: [D] or undefined (inference only) -> y: [B, N, D] = residual +
+  // out_scale * the projection's output
   void forward(Tensor& y, const Tensor& x, const AttnGeometry& geom, const Tensor& mask,
-               bool training, const Tensor& residual = {});
+               bool training, const Tensor& residual = {}, const Tensor& out_scale = {});
   // overwrite_dx: dx = the input gradient instead of dx += it.
   void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
   void collect(std::vector<Param*>& out);
@@ -163,8 +166,9 @@ class MlpLayer {
  public:
   MlpLayer() = default;
   MlpLayer(const std::string& name, int64_t dim, int64_t hidden, Rng& rng, MlpStyle style = {});
-  // x: [..., D] -> y: [..., D] = fc2(gelu(fc1(x))) + residual
-  void forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual = {});
+  // x: [..., D] -> y: [..., D] = fc2(gelu(fc1(x))) (* scale [D], inference only) + residual
+  void forward(Tensor& y, const Tensor& x, bool training, const Tensor& residual = {},
+               const Tensor& scale = {});
   // overwrite_dx: dx = the input gradient instead of dx += it.
   void backward(Tensor& dx, const Tensor& dy, bool overwrite_dx = false);
   void collect(std::vector<Param*>& out) {

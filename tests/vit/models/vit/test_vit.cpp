@@ -137,6 +137,32 @@ TEST_P(VitEveryEncoding, ZooVariantsRunWithEveryEncoding) {
 INSTANTIATE_TEST_SUITE_P(Kinds, VitEveryEncoding,
                          ::testing::ValuesIn(testing::every_encoding_spec()));
 
+// Layer scale at inference runs in the projections' epilogues (gamma and the residual inside
+// the matmul); training keeps the branch outputs for its backward and adds them in passes of
+// their own. Both give the same logits, in f32 with plain and packed weights, and in int8 the
+// same as the op without the scale would.
+TEST(VitLayerScale, InferenceEpiloguesEqualTheTrainingPath) {
+  ModelConfig c = tiny_vit("learned1d");
+  c.vit().depth = 2;
+  c.vit().layer_scale = 0.3;
+  c.vit().no_embed_class = true;
+  auto model = make_model(c, 3);
+  // Gammas away from their constant start, one value per channel.
+  for (Param* p : model->params()) {
+    if (p->name.find(".ls") == std::string::npos) continue;
+    const Tensor g = random_tensor(p->value.shape(), 9);
+    std::copy(g.f32(), g.f32() + g.numel(), p->value.f32());
+  }
+  const Tensor x = random_tensor({2, 2, 12, 8}, 4);
+  const Tensor train = model->forward(x, true).clone();
+  const Tensor plain = model->forward(x).clone();
+  EXPECT_LT(testing::max_rel_error(plain, train), 1e-5);
+  model->set_precision(Precision::f32, true);
+  EXPECT_LT(testing::max_rel_error(model->forward(x), train), 1e-5) << "packed";
+  model->set_precision(Precision::int8);
+  EXPECT_LT(testing::max_rel_error(model->forward(x), train), 0.05) << "int8";
+}
+
 // Batch entries are independent: the logits of one image do not depend on the others.
 // At one seed every weight but the encoding's is the same whatever the encoding (its parameters
 // come from their own random stream): an encoding study compares kinds on identical blocks.
