@@ -15,8 +15,9 @@ namespace vitpe::app {
 using CommandSetup = std::function<void(CLI::App& root)>;
 
 // What a command does, which decides how `vitpe` starts (main.cpp): one that computes (runs a
-// model or ops) starts again with OpenMP's short spin (ops/process.h), which costs about 0.15 s;
-// one that only reads or writes files and text (help, info, ...) does not.
+// model or ops) starts again with OpenMP's short spin (ops/process.h), which costs about 0.15 s,
+// unless it is inference on adaptive threads (classify, bench --model: main.cpp's
+// adaptive_inference); one that only reads or writes files and text (help, info, ...) does not.
 enum class Work { light, computes };
 
 // order: position in `vitpe --help` (lower first); name: the subcommand `setup` adds, or adds

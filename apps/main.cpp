@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "apps/command.h"
+#include "ops/adaptive_threads.h"
 #include "ops/ops.h"
 #include "ops/process.h"
 #include "ops/util.h"
@@ -139,12 +140,33 @@ std::string preset_help() {
 
 namespace {
 
-// The commands that compute (VITPE_COMMAND's Work) start again with OpenMP's short spin
-// (ops/process.h): ViT-S batch 1 on 2 threads took 445 ms beside a nice-19 build and 194 beside
-// a busy process with libgomp's default, 219 and 120 with the short one (55 alone either way;
-// docs/results/shared-machine.md). The second start costs about 0.15 s, so the others do not; a
-// word of argv naming a command that computes is enough (a false match only costs that time).
+// Inference whose thread count follows the machine's load call by call
+// (ops/adaptive_threads.h): `classify` and `bench --model` (not `bench ops`, `attention` or
+// `train`), unless --fixed-threads, --streams or VITPE_ADAPTIVE_THREADS=0 fixes the count. A word
+// of argv is enough, as for the restart below (a false match only picks the other spin).
+bool adaptive_inference(char** argv) {
+  bool classify = false, bench = false, bench_other = false, fixed = false;
+  for (char** a = argv + 1; *a != nullptr; ++a) {
+    const std::string w = *a;
+    classify = classify || w == "classify";
+    bench = bench || w == "bench";
+    bench_other = bench_other || w == "ops" || w == "attention" || w == "train";
+    fixed = fixed || w == "--fixed-threads" || w.rfind("--streams", 0) == 0;
+  }
+  return !fixed && vitpe::adaptive_threads_default() && (classify || (bench && !bench_other));
+}
+
+// The commands that compute (VITPE_COMMAND's Work) on a fixed thread count start again with
+// OpenMP's short spin (ops/process.h): ViT-S batch 1 on 2 threads took 445 ms beside a nice-19
+// build and 194 beside a busy process with libgomp's default, 219 and 120 with the short one (55
+// alone either way on that AMD host; docs/results/shared-machine.md). Adaptive inference keeps
+// libgomp's spin: its threads meet at every op's end, and on the Intel host the short spin's
+// sleeps and wake-ups cost a quiet ViT-S batch 1 49 -> 74 ms (fixed threads: 46 -> 54; medians
+// of four alternating rounds) while beside a busy process, where the adaptive count does the
+// work, the long spin was no worse (86 against 90 ms). The second start costs about 0.15 s, so
+// the light commands do not start again.
 void restart_if_computing(char** argv) {
+  if (adaptive_inference(argv)) return;
   for (char** a = argv + 1; *a != nullptr; ++a) {
     for (const auto& r : vitpe::app::registry()) {
       if (r.work == vitpe::app::Work::computes && std::strcmp(*a, r.name) == 0) {

@@ -36,22 +36,38 @@ TEST(Cli, HelpListsTheSubcommands) {
   EXPECT_EQ(contains(r.out, "\n  bench"), kBench) << r.out;
 }
 
-// The commands that compute start again with OpenMP's short spin and the others do not (each
-// VITPE_COMMAND says which): libgomp shows its setting at each start under OMP_DISPLAY_ENV, so a
-// second start shows GOMP_SPINCOUNT = '1000' after its default.
-TEST(Cli, OnlyComputingCommandsStartAgainWithAShortSpin) {
+// The commands that compute on a fixed thread count start again with OpenMP's short spin and the
+// others do not (each VITPE_COMMAND says which; inference on adaptive threads keeps libgomp's):
+// libgomp shows its setting at each start under OMP_DISPLAY_ENV, so a second start shows
+// GOMP_SPINCOUNT = '1000' after its default.
+TEST(Cli, OnlyComputingCommandsOnFixedThreadsStartAgainWithAShortSpin) {
   unsetenv("OMP_WAIT_POLICY");
   unsetenv("GOMP_SPINCOUNT");
+  unsetenv("VITPE_ADAPTIVE_THREADS");
   setenv("OMP_DISPLAY_ENV", "VERBOSE", 1);
-  std::vector<std::string> computing = {"classify", "embed", "eval", "train", "compare", "demo"};
-  if (kBench) computing.push_back("bench");
+  std::vector<std::string> computing = {"embed --help", "eval --help",
+                                        "train --help", "compare --help",
+                                        "demo --help",  "classify --fixed-threads --help"};
+  if (kBench) {
+    for (const char* c : {"bench ops --help", "bench train --help", "bench attention --help",
+                          "bench --model vit-fmnist --fixed-threads --help",
+                          "bench --model vit-fmnist --streams 2 --help"})
+      computing.push_back(c);
+  }
   for (const std::string& cmd : computing) {
-    CmdResult r = vitpe(cmd + " --help");
+    CmdResult r = vitpe(cmd);
     EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
     EXPECT_TRUE(contains(r.out, "GOMP_SPINCOUNT = '1000'")) << cmd << "\n" << r.out;
   }
-  for (const std::string cmd : {"info", "convert", "encodings", "report"}) {
-    CmdResult r = vitpe(cmd + " --help");
+  setenv("VITPE_ADAPTIVE_THREADS", "0", 1);  // adaptive threads off: a fixed count
+  CmdResult fixed = vitpe("classify --help");
+  EXPECT_TRUE(contains(fixed.out, "GOMP_SPINCOUNT = '1000'")) << fixed.out;
+  unsetenv("VITPE_ADAPTIVE_THREADS");
+  std::vector<std::string> adaptive_or_light = {"info --help", "convert --help", "encodings --help",
+                                                "report --help", "classify --help"};
+  if (kBench) adaptive_or_light.push_back("bench --model vit-fmnist --help");
+  for (const std::string& cmd : adaptive_or_light) {
+    CmdResult r = vitpe(cmd);
     EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
     EXPECT_TRUE(contains(r.out, "GOMP_SPINCOUNT = '300000'")) << cmd << "\n" << r.out;
     EXPECT_FALSE(contains(r.out, "GOMP_SPINCOUNT = '1000'")) << cmd << "\n" << r.out;
@@ -555,8 +571,9 @@ TEST(Cli, CompareChecksEvaluationSizesBeforeTraining) {
   // Non-square sizes are rows x cols, each side checked; a bad item is a usage error.
   r = vitpe("compare --quick --set depth=1 --eval-sizes 28,44x42 --out " + out.string());
   EXPECT_NE(r.code, 0);
-  EXPECT_TRUE(contains(r.out, "evaluation size 44x42: 42 px is not a positive multiple of the "
-                              "patch size 4"))
+  EXPECT_TRUE(contains(r.out,
+                       "evaluation size 44x42: 42 px is not a positive multiple of the "
+                       "patch size 4"))
       << r.out;
   r = vitpe("compare --quick --set depth=1 --eval-sizes 28,44x4q --out " + out.string());
   EXPECT_EQ(r.code, 2);
@@ -618,10 +635,9 @@ TEST(Cli, ReportMergesSeveralResultsAndLinksTheirPictures) {
   fs::create_directories(dir / "out");
   std::ifstream in(std::string(VITPE_SOURCE_DIR) + "/docs/results/quadrant/results.json");
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(in);
-  j["pictures"] = {{{"encoding", "rope-axial"}, {"caption", "phase"},
-                    {"file", "pictures/rope-axial/phase.png"}},
-                   {{"encoding", "rope-axial"}, {"caption", "gone"},
-                    {"file", "pictures/rope-axial/gone.png"}}};
+  j["pictures"] = {
+      {{"encoding", "rope-axial"}, {"caption", "phase"}, {"file", "pictures/rope-axial/phase.png"}},
+      {{"encoding", "rope-axial"}, {"caption", "gone"}, {"file", "pictures/rope-axial/gone.png"}}};
   j["primary"] = {"rope-axial vs none @ 42"};
   const std::string a = (dir / "a" / "results.json").string();
   std::ofstream(a) << j.dump(1);
@@ -658,7 +674,8 @@ TEST(Cli, ReportMergesSeveralResultsAndLinksTheirPictures) {
   CmdResult same = vitpe("report " + a + " --out " + (dir / "s.html").string() + " --json " + a);
   EXPECT_EQ(same.code, 2);
   EXPECT_TRUE(contains(same.out, "is one of the results.json read")) << same.out;
-  CmdResult exists = vitpe("report " + a + " --out " + (dir / "s.html").string() + " --json " + merged);
+  CmdResult exists =
+      vitpe("report " + a + " --out " + (dir / "s.html").string() + " --json " + merged);
   EXPECT_EQ(exists.code, 1);
   EXPECT_TRUE(contains(exists.out, "exists; --force replaces it")) << exists.out;
   EXPECT_TRUE(contains(r.out, "24 runs (12 encodings x 2 seeds)")) << r.out;
