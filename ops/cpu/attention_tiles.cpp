@@ -17,9 +17,11 @@
 #include "ops/cpu/vec_math.h"
 
 // g++ 12's AVX-512 shuffle intrinsics start from _mm512_undefined_ps(), a self-initialised
-// variable that -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593).
+// variable that -Wmaybe-uninitialized (or -Wuninitialized) reports wherever they are inlined (GCC
+// bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace vitpe::cpu {
@@ -30,14 +32,13 @@ namespace {
 // may have 16), each contiguous, so that a tile streams through one.
 constexpr int64_t kPanel = 32;
 
-// c[r, 16 v ..] = scale[r] sum_k a[r, k] b[k, 16 v ..] over `depth` steps, for R rows (lda
-// apart) and V vectors of columns (b's rows ldb apart); scale null: 1. Both products: the logits
-// (a: the queries, b: a panel of the packed keys, depth: the head dimension) and the outputs
-// (a: the exponentials, b: a panel of the packed values, depth: the keys, scale: 1 / the sums).
+// acc[r][v] = sum_k a[r, k] b[k, 16 v ..] over `depth` steps, for R rows (lda apart) and a
+// panel b of V vectors of columns (its rows 16 V apart): the loop both products share. The
+// panel's row length is a constant so that the loop's addresses fit the general registers: one
+// pointer per row of a, the step and the panel (a run-time stride would spill one of them).
 template <int R, int V>
-VITPE_AVX512 void product_tile(float* c, int64_t ldc, const float* a, int64_t lda, const float* b,
-                               int64_t ldb, int64_t depth, const float* scale) {
-  __m512 acc[R][V];
+VITPE_AVX512 VITPE_INLINE void accumulate(__m512 (&acc)[R][V], const float* a, int64_t lda,
+                                          const float* b, int64_t depth) {
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
@@ -45,7 +46,7 @@ VITPE_AVX512 void product_tile(float* c, int64_t ldc, const float* a, int64_t ld
   for (int64_t k = 0; k < depth; ++k) {
     __m512 bk[V];
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) bk[v] = _mm512_loadu_ps(b + k * ldb + 16 * v);
+    for (int v = 0; v < V; ++v) bk[v] = _mm512_loadu_ps(b + k * 16 * V + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
@@ -53,27 +54,87 @@ VITPE_AVX512 void product_tile(float* c, int64_t ldc, const float* a, int64_t ld
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bk[v], acc[r][v]);
     }
   }
+}
+
+// The outputs: c[r, 16 v ..] = scale[r] sum_k a[r, k] b[k, 16 v ..] (a: the exponentials, b: a
+// panel of the packed values, depth: the keys, scale: 1 / the sums).
+template <int R, int V>
+VITPE_AVX512 void product_tile(float* c, int64_t ldc, const float* a, int64_t lda, const float* b,
+                               int64_t depth, const float* scale) {
+  __m512 acc[R][V];
+  accumulate<R, V>(acc, a, lda, b, depth);
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-    const __m512 sr = _mm512_set1_ps(scale ? scale[r] : 1.0f);
+    const __m512 sr = _mm512_set1_ps(scale[r]);
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v)
-      _mm512_storeu_ps(c + r * ldc + 16 * v, scale ? _mm512_mul_ps(acc[r][v], sr) : acc[r][v]);
+      _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_mul_ps(acc[r][v], sr));
   }
 }
 
-using ProductTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t, int64_t,
+// What the logits of a row block add to q k^T: the scale, and the block's rows of the bias and
+// mask (null: none), at the columns of the tile (lds/ldm apart).
+struct LogitTerms {
+  float scale;
+  const float* bias;
+  int64_t ldb;
+  const float* mask;
+  int64_t ldm;
+};
+
+// The logits: s[r, 16 v ..] = (q k^T)[r, ..] * scale + bias + mask (q: the queries, kt: a panel
+// of the packed keys, depth: the head dimension), as the softmax needs them: the columns at or
+// past `valid` become -inf, and each row's running maximum (16 floats, its lanes' maxima) takes
+// the tile's values. Doing this while the sums are in registers spares the softmax a pass.
+template <int R, int V>
+VITPE_AVX512 void logits_tile(float* s, int64_t lds, const float* q, int64_t ldq, const float* kt,
+                              int64_t depth, const LogitTerms& t, int64_t valid, float* rowmax) {
+  __m512 acc[R][V];
+  accumulate<R, V>(acc, q, ldq, kt, depth);
+  __mmask16 keep[V];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
+    const int64_t left = std::clamp<int64_t>(valid - 16 * v, 0, 16);
+    keep[v] = static_cast<__mmask16>((1u << left) - 1);
+  }
+  const __m512 scale = _mm512_set1_ps(t.scale),
+               none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    __m512 mx = _mm512_load_ps(rowmax + 16 * r);
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      __m512 x = _mm512_mul_ps(acc[r][v], scale);
+      if (t.bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(keep[v], t.bias + r * t.ldb + 16 * v));
+      if (t.mask) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(keep[v], t.mask + r * t.ldm + 16 * v));
+      x = _mm512_mask_mov_ps(none, keep[v], x);
+      mx = _mm512_max_ps(mx, x);
+      _mm512_storeu_ps(s + r * lds + 16 * v, x);
+    }
+    _mm512_store_ps(rowmax + 16 * r, mx);
+  }
+}
+
+using ProductTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t,
                              const float*);
+using LogitsTile = void (*)(float*, int64_t, const float*, int64_t, const float*, int64_t,
+                            const LogitTerms&, int64_t, float*);
 
 // The tiles of 1 .. kAttentionRowBlock rows, indexed by rows - 1.
 template <int V, size_t... I>
 constexpr std::array<ProductTile, sizeof...(I)> product_tiles(std::index_sequence<I...>) {
   return {&product_tile<static_cast<int>(I) + 1, V>...};
 }
+template <int V, size_t... I>
+constexpr std::array<LogitsTile, sizeof...(I)> logits_tiles(std::index_sequence<I...>) {
+  return {&logits_tile<static_cast<int>(I) + 1, V>...};
+}
 constexpr auto kRows = std::make_index_sequence<kAttentionRowBlock>();
 // [panel width / 16 - 1][rows - 1]
 constexpr std::array<std::array<ProductTile, kAttentionRowBlock>, 2> kTiles = {
     product_tiles<1>(kRows), product_tiles<2>(kRows)};
+constexpr std::array<std::array<LogitsTile, kAttentionRowBlock>, 2> kLogitsTiles = {
+    logits_tiles<1>(kRows), logits_tiles<2>(kRows)};
 
 VITPE_AVX512 void pack_keys_avx512(float* kt, const float* k, int64_t ldk, int64_t n, int64_t hd) {
   const int64_t np = attention_tiles_keys(n);
@@ -148,51 +209,33 @@ VITPE_AVX512 VITPE_INLINE __m512 exp_nonpositive(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// Rows of logits -> unnormalised exponentials in place, and their normalisers: for each row i,
-// s = exp(s * scale + bias + mask - max) over n of its attention_tiles_keys(n) columns (the
-// columns past n and the logits kFarBelow under the maximum become 0) and inv[i] = 1 / their
-// sum, which the output tile applies to its sums (a multiply per output instead of per
-// probability). The rows' last vector is masked to n, so no element runs in scalar code.
-VITPE_AVX512 void softmax_rows_avx512(float* s, int64_t lds, int64_t rows, int64_t n, float scale,
-                                      const float* bias, int64_t ldb, const float* mask,
-                                      int64_t ldm, float* inv) {
-  const int64_t nv = (n + 15) / 16;
-  const auto kAll = static_cast<__mmask16>(0xFFFFu);
-  const auto last = static_cast<__mmask16>(n % 16 ? (1u << (n % 16)) - 1 : 0xFFFFu);
-  const __m512 vscale = _mm512_set1_ps(scale), far = _mm512_set1_ps(kFarBelow);
+// Rows of logits (scaled, biased and masked by logits_tile, -inf past the n keys) ->
+// unnormalised exponentials in place, and their normalisers: for each row i, s = exp(s - max)
+// over its attention_tiles_keys(n) columns (the logits kFarBelow under the maximum, and those
+// past n, become 0) and inv[i] = 1 / their sum, which the output tile applies to its sums (a
+// multiply per output instead of per probability). rowmax: the rows' maxima, 16 lanes each.
+VITPE_AVX512 void softmax_rows_avx512(float* s, int64_t lds, int64_t rows, int64_t n,
+                                      const float* rowmax, float* inv) {
+  const int64_t nv = attention_tiles_keys(n) / 16;
+  const __m512 far = _mm512_set1_ps(kFarBelow);
   for (int64_t i = 0; i < rows; ++i) {
     float* y = s + i * lds;
-    const float* b = bias ? bias + i * ldb : nullptr;
-    const float* m = mask ? mask + i * ldm : nullptr;
-    // Two maxima and two sums, alternating by vector, halve the chains of dependent ops.
-    const auto scaled = [&](int64_t t, __mmask16 k, __m512& vmax) VITPE_AVX512_LAMBDA {
-      __m512 x = _mm512_mul_ps(_mm512_loadu_ps(y + 16 * t), vscale);
-      if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, b + 16 * t));
-      if (m) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(k, m + 16 * t));
-      vmax = _mm512_mask_max_ps(vmax, k, vmax, x);
-      _mm512_storeu_ps(y + 16 * t, x);
-    };
-    __m512 max0 = _mm512_set1_ps(-3.0e38f), max1 = max0;
-    int64_t t = 0;
-    for (; t + 2 < nv; t += 2) {
-      scaled(t, kAll, max0);
-      scaled(t + 1, kAll, max1);
-    }
-    for (; t < nv; ++t) scaled(t, t + 1 < nv ? kAll : last, max0);
-    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(max0, max1)));
-    const auto exponential = [&](int64_t t, __mmask16 k, __m512& vsum) VITPE_AVX512_LAMBDA {
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_load_ps(rowmax + 16 * i)));
+    // Two sums, alternating by vector, halve the chain of dependent adds.
+    const auto exponential = [&](int64_t t, __m512& vsum) VITPE_AVX512_LAMBDA {
       const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(y + 16 * t), mx);
-      const __mmask16 kept = _mm512_mask_cmp_ps_mask(k, x, far, _CMP_GE_OQ);
+      const __mmask16 kept = _mm512_cmp_ps_mask(x, far, _CMP_GE_OQ);
       const __m512 e = _mm512_maskz_mov_ps(kept, exp_nonpositive(x));
       _mm512_storeu_ps(y + 16 * t, e);
       vsum = _mm512_add_ps(vsum, e);
     };
     __m512 sum0 = _mm512_setzero_ps(), sum1 = sum0;
-    for (t = 0; t + 2 < nv; t += 2) {
-      exponential(t, kAll, sum0);
-      exponential(t + 1, kAll, sum1);
+    int64_t t = 0;
+    for (; t + 2 <= nv; t += 2) {
+      exponential(t, sum0);
+      exponential(t + 1, sum1);
     }
-    for (; t < nv; ++t) exponential(t, t + 1 < nv ? kAll : last, sum0);
+    if (t < nv) exponential(t, sum0);
     inv[i] = 1.0f / _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
   }
 }
@@ -218,16 +261,20 @@ void attention_tiles_rows(float* out, int64_t ldo, const float* q, int64_t ldq, 
   for (int64_t i0 = 0; i0 < m; i0 += per) {
     const int64_t rows = std::min(per, m - i0);
     const float* qb = q + i0 * ldq;
+    alignas(64) float rowmax[kAttentionRowBlock * 16];
+    std::fill_n(rowmax, rows * 16, -3.0e38f);
     for (int64_t c0 = 0; c0 < np; c0 += kPanel) {
       const int64_t width = std::min(kPanel, np - c0);
-      kTiles[width / 16 - 1][rows - 1](s + c0, np, qb, ldq, kt + c0 * hd, width, hd, nullptr);
+      const LogitTerms terms{scale, bias ? bias + i0 * ldb + c0 : nullptr, ldb,
+                             mask ? mask + i0 * ldm + c0 : nullptr, ldm};
+      kLogitsTiles[width / 16 - 1][rows - 1](s + c0, np, qb, ldq, kt + c0 * hd, hd, terms, n - c0,
+                                             rowmax);
     }
     float inv[kAttentionRowBlock];
-    softmax_rows_avx512(s, np, rows, n, scale, bias ? bias + i0 * ldb : nullptr, ldb,
-                        mask ? mask + i0 * ldm : nullptr, ldm, inv);
+    softmax_rows_avx512(s, np, rows, n, rowmax, inv);
     for (int64_t e0 = 0; e0 < hd; e0 += kPanel) {
       const int64_t width = std::min(kPanel, hd - e0);
-      kTiles[width / 16 - 1][rows - 1](out + i0 * ldo + e0, ldo, s, np, vp + e0 * n, width, n, inv);
+      kTiles[width / 16 - 1][rows - 1](out + i0 * ldo + e0, ldo, s, np, vp + e0 * n, n, inv);
     }
   }
 }

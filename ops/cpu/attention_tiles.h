@@ -1,7 +1,9 @@
 // Attention's two products in vitpe's own AVX-512 register tiles, for inference on one
 // (batch, head) pair at a time: the logits of a block of query rows against every key land in
 // a small block that stays in L1 while the softmax turns them into exponentials (normalised at
-// the end, per output row) and the tiles multiply them by v.
+// the end, per output row) and the tiles multiply them by v. The logits' tile scales them, adds
+// the bias and mask and keeps each row's maximum while its sums are still in registers, so the
+// softmax reads the block once.
 //
 // oneDNN's sgemm, which the training forward and the other ISAs use, packs both operands on
 // every call; at attention's sizes (197 x 197 x 64 for ViT, 49 x 49 x 32 for Swin's windows)
