@@ -1,6 +1,7 @@
 #include "vit/models/layers.h"
 
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -233,6 +234,37 @@ void AttentionLayer::collect(std::vector<Param*>& out) {
   }
 }
 
+const Tensor& AttentionLayer::encoding_bias(const AttnGeometry& geom, bool training) {
+  const int64_t N = geom.tokens();
+  ensure_shape(bias_, {heads_, N, N});
+  const std::vector<Param*> params = encoding_->params();
+  const auto made_from_these = [&] {
+    if (!bias_kept_ || bias_geom_.window != geom.window || bias_geom_.prefix != geom.prefix)
+      return false;
+    size_t at = 0;
+    for (const Param* p : params) {
+      const auto count = static_cast<size_t>(p->value.numel());
+      if (count == 0) continue;
+      if (at + count > bias_from_.size() ||
+          std::memcmp(bias_from_.data() + at, p->value.f32(), count * sizeof(float)) != 0)
+        return false;
+      at += count;
+    }
+    return at == bias_from_.size();
+  };
+  if (!training && made_from_these()) return bias_;
+  encoding_->bias(bias_, geom);
+  bias_kept_ = !training;
+  bias_from_.clear();
+  if (bias_kept_) {
+    bias_geom_ = geom;
+    for (const Param* p : params)
+      if (p->value.numel() > 0)
+        bias_from_.insert(bias_from_.end(), p->value.f32(), p->value.f32() + p->value.numel());
+  }
+  return bias_;
+}
+
 void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geom,
                              const Tensor& mask, bool training, const Tensor& residual,
                              const Tensor& out_scale) {
@@ -255,11 +287,7 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
     // between the layouts (and the backward the same way back).
     if (rotation) encoding_->rotate_qkv_rows(qkv_out_, heads_, geom);
     Tensor bias;
-    if (encoding_ && encoding_->has_bias()) {
-      ensure_shape(bias_, {heads_, N, N});
-      encoding_->bias(bias_, geom);
-      bias = bias_;
-    }
+    if (encoding_ && encoding_->has_bias()) bias = encoding_bias(geom, training);
     ensure_shape(merged_, {B, N, dim_});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     if (training) {
@@ -286,11 +314,7 @@ void AttentionLayer::forward(Tensor& y, const Tensor& x, const AttnGeometry& geo
     ka = &k_rot_;
   }
   Tensor bias;
-  if (encoding_ && encoding_->has_bias()) {
-    ensure_shape(bias_, {heads_, N, N});
-    encoding_->bias(bias_, geom);
-    bias = bias_;
-  }
+  if (encoding_ && encoding_->has_bias()) bias = encoding_bias(geom, training);
   float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (logit_scale_.value.defined()) {
     ensure_shape(qn_, q_.shape());

@@ -151,6 +151,28 @@ TEST(Swin, Int8CoversEveryLinearAndIsClose) {
   for (int64_t i = 0; i < f32.numel(); ++i) ASSERT_EQ(again.at(i), f32.at(i));
 }
 
+// Inference keeps each block's dense bias between calls; it must follow the encoding's
+// parameters when they change (an optimiser step, a load) as a training forward does.
+TEST(Swin, InferenceBiasFollowsTheEncodingsParameters) {
+  for (const std::string kind : {"relbias", "cpb:hidden=16,ref=8x8"}) {
+    auto model = make_model(tiny_swin(kind), 1);
+    Tensor x = random_tensor({2, 1, 16, 24}, 2);
+    const Tensor before = model->forward(x).clone();
+    const std::vector<Param*> params = model->encoding_params();
+    ASSERT_FALSE(params.empty()) << kind;
+    for (Param* p : params) {
+      for (int64_t i = 0; i < p->value.numel(); ++i) p->value.f32()[i] += 2.0f * ((i % 3) - 1.0f);
+    }
+    const Tensor after = model->forward(x).clone();
+    const Tensor trained = model->forward(x, true).clone();
+    EXPECT_GT(max_rel_error(after, before), 1e-4) << kind;
+    EXPECT_LT(max_rel_error(after, trained), 1e-5) << kind;
+    // And the same parameters again give the same logits, bit for bit.
+    const Tensor& again = model->forward(x);
+    for (int64_t i = 0; i < after.numel(); ++i) ASSERT_EQ(again.at(i), after.at(i)) << kind;
+  }
+}
+
 TEST(Swin, TinyPresetParameterCount) {
   // timm's swin_tiny_patch4_window7_224: 28,288,354 parameters.
   auto model = make_model(preset("swin-tiny-patch4-window7-224"), 0);
