@@ -239,7 +239,9 @@ const Tensor& AttentionLayer::encoding_bias(const AttnGeometry& geom, bool train
   ensure_shape(bias_, {heads_, N, N});
   const std::vector<Param*> params = encoding_->params();
   const auto made_from_these = [&] {
-    if (!bias_kept_ || bias_geom_.window != geom.window || bias_geom_.prefix != geom.prefix)
+    if (!bias_kept_ || bias_geom_.window != geom.window || bias_geom_.prefix != geom.prefix ||
+        bias_policy_ != encoding_->extension_policy() ||
+        bias_augmentation_ != encoding_->augmentation())
       return false;
     size_t at = 0;
     for (const Param* p : params) {
@@ -258,6 +260,8 @@ const Tensor& AttentionLayer::encoding_bias(const AttnGeometry& geom, bool train
   bias_from_.clear();
   if (bias_kept_) {
     bias_geom_ = geom;
+    bias_policy_ = encoding_->extension_policy();
+    bias_augmentation_ = encoding_->augmentation();
     for (const Param* p : params)
       if (p->value.numel() > 0)
         bias_from_.insert(bias_from_.end(), p->value.f32(), p->value.f32() + p->value.numel());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,13 +143,15 @@ class AttentionLayer {
   std::unique_ptr<AttentionEncoding> encoding_;
   Param logit_scale_;  // cosine attention only
   AttnGeometry geom_;
-  // The encoding's dense bias [H, N, N] for geom in bias_. Inference keeps it while the geometry
-  // and the encoding's parameters (compared value by value: a table of a few thousand floats
-  // against H N^2 entries made from it) are those it was made from: Swin's blocks otherwise
-  // rebuild it in every call.
+  // The encoding's dense bias [H, N, N] for geom in bias_. Inference keeps it while the
+  // geometry, the encoding's extension policy and augmentation and its parameters (compared value
+  // by value: a table of a few thousand floats against H N^2 entries made from it) are those it
+  // was made from: Swin's blocks otherwise rebuild it in every call.
   const Tensor& encoding_bias(const AttnGeometry& geom, bool training);
   bool bias_kept_ = false;
   AttnGeometry bias_geom_;
+  ExtensionPolicy bias_policy_ = ExtensionPolicy::native;
+  std::optional<uint64_t> bias_augmentation_;
   std::vector<float> bias_from_;  // the parameters' values bias_ was made from
   // The last training forward ran in the tokens' layout (no rotation, no cosine): the backward
   // reads qkv_out_ and writes d_qkv_ directly, with no q_, k_, v_, o_ or their gradients.

@@ -74,6 +74,42 @@ TEST_P(VitEveryEncoding, InferenceAndTrainingForwardsAgree) {
   }
 }
 
+// Inference keeps each block's dense bias between calls: it must follow the extension policy
+// on another grid, back and forth, as a training forward (which always rebuilds it) does. The
+// relative table's two policies part most clearly; cpb's MLP and ALiBi's slopes run the same way.
+TEST(Vit, InferenceBiasFollowsTheExtensionPolicy) {
+  for (const std::string kind : {"relbias", "cpb:hidden=16", "alibi2d"}) {
+    auto model = make_model(tiny_vit(kind), 1);
+    // Tables far from their small initial values, so that the policies part clearly.
+    for (Param* p : model->encoding_params()) {
+      for (int64_t i = 0; i < p->value.numel(); ++i) p->value.f32()[i] = 1.5f * std::sin(1.0f + i);
+    }
+    const Tensor x = random_tensor({2, 2, 16, 12}, 4);  // a 4 x 3 grid: not the built 3 x 2
+    const std::vector<ExtensionPolicy> order = {
+        ExtensionPolicy::interpolate, ExtensionPolicy::extrapolate, ExtensionPolicy::interpolate,
+        ExtensionPolicy::extrapolate};
+    std::vector<Tensor> inference;  // one inference call after another, no training between
+    for (ExtensionPolicy p : order) {
+      model->set_extension_policy(p);
+      inference.push_back(model->forward(x).clone());
+    }
+    std::map<ExtensionPolicy, Tensor> seen;
+    for (size_t i = 0; i < order.size(); ++i) {
+      model->set_extension_policy(order[i]);
+      const Tensor training = model->forward(x, /*training=*/true).clone();
+      EXPECT_LT(testing::max_rel_error(inference[i], training), 1e-5)
+          << kind << " " << policy_name(order[i]) << " (call " << i << ")";
+      seen[order[i]] = inference[i];
+    }
+    if (kind == "relbias") {
+      EXPECT_GT(testing::max_rel_error(seen[ExtensionPolicy::interpolate],
+                                       seen[ExtensionPolicy::extrapolate]),
+                1e-4)
+          << kind << ": the two policies should give other logits on this grid";
+    }
+  }
+}
+
 // FlexiViT's patch resize: the model rebuilt with patches twice as large at twice the size keeps
 // its grid and gives the same logits for an image whose every patch is the bilinear resize of
 // the original's patch (what PI-resize preserves), for every encoding; an image not of whole
