@@ -14,11 +14,12 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <opencv2/videoio.hpp>
+#include <opencv2/core/mat.hpp>
 
 #include "apps/command.h"
 #include "apps/image_inputs.h"
 #include "apps/model_options.h"
+#include "apps/video/video_source.h"
 #include "ops/adaptive_threads.h"
 #include "ops/files.h"
 #include "ops/util.h"
@@ -103,30 +104,17 @@ void run_classify(const ClassifyOptions& o) {
   }
   const std::vector<std::string> images =
       o.video.empty() ? image_inputs(o.images) : std::vector<std::string>{};
-  // A video file, or a camera by its number (OpenCV's VideoCapture). A file is opened by the
-  // backends that read files only (FFmpeg, GStreamer, an image sequence, OpenCV's MJPEG reader):
-  // OpenCV's "any" would also probe USB cameras through gPhoto2 and libusb, slowly, for a path.
-  cv::VideoCapture video;
+  // A video file, or a camera by its number (apps/video/video_source.h: OpenCV's videoio in a
+  // module loaded here, not at the command's start).
+  std::unique_ptr<VideoSource> video;
   if (!o.video.empty()) {
-    const bool device = is_digits(o.video);
-    bool opened = false;
-    if (device) {
-      opened = video.open(std::stoi(o.video));
-    } else {
-      for (const int api :
-           {cv::CAP_FFMPEG, cv::CAP_GSTREAMER, cv::CAP_IMAGES, cv::CAP_OPENCV_MJPEG}) {
-        if (video.open(o.video, api) && video.isOpened()) {
-          opened = true;
-          break;
-        }
-      }
-    }
-    if (!opened || !video.isOpened()) {
+    video = open_video(o.video);
+    if (!video) {
       throw ExitError{1, "--video " + printable(o.video) + ": cannot be opened (" +
-                             (device ? "no camera of that number"
-                                     : "a missing file, or a format "
-                                       "OpenCV's video backends cannot "
-                                       "read") +
+                             (is_digits(o.video) ? "no camera of that number"
+                                                 : "a missing file, or a format "
+                                                   "OpenCV's video backends cannot "
+                                                   "read") +
                              ")"};
     }
   }
@@ -167,7 +155,7 @@ void run_classify(const ClassifyOptions& o) {
   const double t0 = monotonic_seconds();
   size_t next = 0;
   int64_t frame = 0, frames_read = 0;
-  const double fps = o.video.empty() ? 0 : video.get(cv::CAP_PROP_FPS);
+  const double fps = o.video.empty() ? 0 : video->fps();
   // The next batch: image paths, or every --every'th video frame; its names, input and errors.
   auto next_batch = [&](std::vector<std::string>& paths, Tensor& x,
                         std::vector<std::string>& errors) {
@@ -184,7 +172,7 @@ void run_classify(const ClassifyOptions& o) {
     std::vector<cv::Mat> frames;
     cv::Mat f;
     while (static_cast<int64_t>(frames.size()) < o.batch &&
-           (o.max_frames == 0 || frames_read < o.max_frames) && video.read(f)) {
+           (o.max_frames == 0 || frames_read < o.max_frames) && video->read(f)) {
       if (frame++ % o.every != 0) continue;
       ++frames_read;
       char name[96];

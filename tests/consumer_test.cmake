@@ -5,7 +5,7 @@
 #  2. apps/examples/consumer built with find_package(vitpe) alone, run with the bundled
 #     checkpoint it finds in the prefix's data folder, and on a committed image;
 #  3. the same program built with `pkg-config --cflags --libs vitpe` alone;
-#  4. the installed command finds its library and its data folder in the prefix;
+#  4. the installed command finds its library, its data folder and its video module in the prefix;
 #  5. the two Debian packages (cpack -G DEB) unpacked into a scratch root, their dependencies real
 #     Debian packages, the consumer built against them and run with their data folder.
 # Arguments: VITPE_BINARY_DIR, VITPE_SOURCE_DIR, WORK_DIR, CXX, VITPE_SHARED (OFF: a static
@@ -158,6 +158,16 @@ message(STATUS "pkg-config build: ${output}")
 # ---- 4. the installed command -------------------------------------------------------------------
 vitpe_run("the installed vitpe --version" ${prefix}/bin/vitpe --version)
 vitpe_expect("${output}" "data folder: ${prefix}/share/vitpe" "the installed command's data folder")
+# vitpe_video_module(COMMAND): COMMAND's `classify --video` loads the video module of its install
+# (lib/vitpe/libvitpe_video.so): a missing file is then a source that cannot be opened, not a
+# module that cannot be loaded.
+function(vitpe_video_module command)
+  execute_process(COMMAND ${command} classify --model vit-fmnist --video ${WORK_DIR}/missing.avi
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  vitpe_expect("${err}" "missing.avi: cannot be opened"
+    "${command} classify --video must load the video module of its install")
+endfunction()
+vitpe_video_module(${prefix}/bin/vitpe)
 
 # ---- 5. the Debian packages ---------------------------------------------------------------------
 vitpe_run("cpack -G DEB" cpack -G DEB --config ${VITPE_BINARY_DIR}/CPackConfig.cmake
@@ -182,6 +192,14 @@ foreach(deb ${debs})
     endif()
     vitpe_run("dpkg-query for ${deb}'s dependency '${d}'" dpkg-query -W ${d})
   endforeach()
+  # The command's package recommends OpenCV's videoio (its video module's one dependency beyond
+  # the library's), a real Debian package.
+  vitpe_run("dpkg-deb -f ${deb}" dpkg-deb -f ${deb} Package Recommends)
+  if(output MATCHES "Package: vitpe\n")
+    vitpe_expect("${output}" "Recommends: libopencv-videoio406" "the vitpe package's Recommends")
+    vitpe_run("dpkg-query for the recommended libopencv-videoio406" dpkg-query -W
+      libopencv-videoio406)
+  endif()
   vitpe_run("dpkg-deb -x ${deb}" dpkg-deb -x ${deb} ${root})
 endforeach()
 file(GLOB_RECURSE root_pc ${root}/usr/*/vitpe.pc)
@@ -191,3 +209,4 @@ vitpe_check_layout(${root}/usr ${root_libdir})
 vitpe_consumer(${root}/usr ${WORK_DIR}/build_deb)
 vitpe_run("the packaged vitpe --version" ${root}/usr/bin/vitpe --version)
 vitpe_expect("${output}" "data folder: ${root}/usr/share/vitpe" "the packaged command's data folder")
+vitpe_video_module(${root}/usr/bin/vitpe)

@@ -2,8 +2,10 @@
 // a corrupt one a row naming its error, the same predictions as the printed ones, CSV and JSON;
 // an existing results file is kept without --overwrite.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -99,16 +101,16 @@ TEST(ClassifyResults, AnEmptyFolderIsAnError) {
   EXPECT_NE(r.out.find("the folder holds no image files"), std::string::npos) << r.out;
 }
 
-
 // eval --class-map / --valid-labels: a 3-class folder scored by a 10-class model over those 3
 // outputs equals the accuracy computed by hand from the classifier's probabilities; the record
 // has timm's validate fields.
 TEST(EvalLabels, ValidLabelsOnAFolderEqualTheHandComputedAccuracy) {
-  const fs::path dir = fs::temp_directory_path() / ("vitpe_eval_valid_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("vitpe_eval_valid_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const std::string images = std::string(VITPE_TEST_DATA) + "/images/";
   const std::vector<std::pair<std::string, std::string>> files = {
-      {"c2", "rgb_67x45.png"}, {"c2", "rgba_50x50.png"}, {"c5", "gray_40x52.png"},
+      {"c2", "rgb_67x45.png"}, {"c2", "rgba_50x50.png"},  {"c5", "gray_40x52.png"},
       {"c5", "rgb_20x14.png"}, {"c7", "photo_61x47.jpg"}, {"c7", "rgb16_36x30.png"}};
   for (const auto& [cls, f] : files) {
     fs::create_directories(dir / "test" / cls);
@@ -120,10 +122,11 @@ TEST(EvalLabels, ValidLabelsOnAFolderEqualTheHandComputedAccuracy) {
     std::ofstream(dir / "valid.txt") << "2\n5\n7\n";
   }
   const std::string model = std::string(VITPE_TEST_DATA) + "/vit_timm.safetensors";
-  CmdResult r = vitpe("eval --json --no-progress --heads 4 --model " + model + " --dataset folder:" +
-                          dir.string() + " --class-map " + (dir / "classes.txt").string() +
-                          " --valid-labels " + (dir / "valid.txt").string(),
-                      "2>/dev/null");
+  CmdResult r =
+      vitpe("eval --json --no-progress --heads 4 --model " + model +
+                " --dataset folder:" + dir.string() + " --class-map " +
+                (dir / "classes.txt").string() + " --valid-labels " + (dir / "valid.txt").string(),
+            "2>/dev/null");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   const auto& row = j["results"][0];
@@ -201,12 +204,13 @@ TEST(ClassifyResults, VideoFramesEqualTheirSavedImages) {
     ASSERT_EQ(one.code, 0) << one.out;
     const auto want = nlohmann::json::parse(one.out)[0]["top"];
     const auto& got = rows[k++];
-    EXPECT_NE(got["image"].get<std::string>().find("frame " + std::to_string(i)), std::string::npos);
+    EXPECT_NE(got["image"].get<std::string>().find("frame " + std::to_string(i)),
+              std::string::npos);
     ASSERT_EQ(got["top"].size(), 3u);
     for (size_t j = 0; j < 3; ++j) {
       EXPECT_EQ(got["top"][j]["index"], want[j]["index"]) << "frame " << i;
-      EXPECT_NEAR(got["top"][j]["probability"].get<double>(),
-                  want[j]["probability"].get<double>(), 1e-6);
+      EXPECT_NEAR(got["top"][j]["probability"].get<double>(), want[j]["probability"].get<double>(),
+                  1e-6);
     }
   }
   r = vitpe("classify --model vit-fmnist --video " + (dir / "missing.avi").string());
@@ -215,6 +219,51 @@ TEST(ClassifyResults, VideoFramesEqualTheirSavedImages) {
   r = vitpe("classify --model vit-fmnist");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("give images or folders, or --video SOURCE"), std::string::npos) << r.out;
+  r = vitpe("classify --model vit-fmnist --video 12345678");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("at most 6 digits"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+// The command reads video through its module (libvitpe_video.so) and does not load OpenCV's
+// videoio at its start: the dynamic loader's list for it has neither.
+TEST(ClassifyVideo, TheCommandDoesNotLoadVideoioAtItsStart) {
+  const std::string cmd = "LD_TRACE_LOADED_OBJECTS=1 " + std::string(VITPE_BINARY_DIR) + "/vitpe";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+  EXPECT_EQ(pclose(pipe), 0) << out;
+  EXPECT_NE(out.find("libvitpe.so"), std::string::npos) << out;  // the list is the loader's
+  EXPECT_EQ(out.find("libopencv_videoio"), std::string::npos) << out;
+  EXPECT_EQ(out.find("libvitpe_video"), std::string::npos) << out;
+}
+
+// A command without its video module beside it (nor in lib/vitpe of its install) still
+// classifies images, and --video says which files it looked for and what to install.
+TEST(ClassifyVideo, WithoutTheModuleSaysWhereItLookedAndWhatToInstall) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("vitpe_no_module_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(std::string(VITPE_BINARY_DIR) + "/vitpe", dir / "vitpe");
+  const auto run = [&](const std::string& args) {
+    FILE* pipe = popen(((dir / "vitpe").string() + " " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (pipe && std::fgets(buf, sizeof buf, pipe)) out += buf;
+    const int status = pipe ? pclose(pipe) : -1;
+    return CmdResult{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  };
+  CmdResult r = run("classify --model vit-fmnist --video clip.avi");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("video module"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find((dir / "libvitpe_video.so").string() + " (no such file)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("apt install libopencv-videoio406"), std::string::npos) << r.out;
+  r = run("classify --model vit-fmnist --topk 1 " + std::string(VITPE_TEST_DATA) +
+          "/images/rgb_20x14.png");
+  EXPECT_EQ(r.code, 0) << r.out;
   fs::remove_all(dir);
 }
 }  // namespace
