@@ -237,14 +237,15 @@ void AttentionLayer::collect(std::vector<Param*>& out) {
 const Tensor& AttentionLayer::encoding_bias(const AttnGeometry& geom, bool training) {
   const int64_t N = geom.tokens();
   ensure_shape(bias_, {heads_, N, N});
-  const std::vector<Param*> params = encoding_->params();
+  // The parameters are compared through the pointers taken when the bias was made (the
+  // encoding's own, fixed for its life): asking the encoding for them allocates a list per call.
   const auto made_from_these = [&] {
     if (!bias_kept_ || bias_geom_.window != geom.window || bias_geom_.prefix != geom.prefix ||
         bias_policy_ != encoding_->extension_policy() ||
         bias_augmentation_ != encoding_->augmentation())
       return false;
     size_t at = 0;
-    for (const Param* p : params) {
+    for (const Param* p : bias_params_) {
       const auto count = static_cast<size_t>(p->value.numel());
       if (count == 0) continue;
       if (at + count > bias_from_.size() ||
@@ -262,7 +263,9 @@ const Tensor& AttentionLayer::encoding_bias(const AttnGeometry& geom, bool train
     bias_geom_ = geom;
     bias_policy_ = encoding_->extension_policy();
     bias_augmentation_ = encoding_->augmentation();
-    for (const Param* p : params)
+    const std::vector<Param*> params = encoding_->params();
+    bias_params_.assign(params.begin(), params.end());
+    for (const Param* p : bias_params_)
       if (p->value.numel() > 0)
         bias_from_.insert(bias_from_.end(), p->value.f32(), p->value.f32() + p->value.numel());
   }

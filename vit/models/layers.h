@@ -152,7 +152,8 @@ class AttentionLayer {
   AttnGeometry bias_geom_;
   ExtensionPolicy bias_policy_ = ExtensionPolicy::native;
   std::optional<uint64_t> bias_augmentation_;
-  std::vector<float> bias_from_;  // the parameters' values bias_ was made from
+  std::vector<const Param*> bias_params_;  // the encoding's parameters, taken with bias_from_
+  std::vector<float> bias_from_;           // the parameters' values bias_ was made from
   // The last training forward ran in the tokens' layout (no rotation, no cosine): the backward
   // reads qkv_out_ and writes d_qkv_ directly, with no q_, k_, v_, o_ or their gradients.
   bool tokens_layout_ = false;
